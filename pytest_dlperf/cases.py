@@ -1,0 +1,127 @@
+"""Cases: one model x precision x per-device batch size x GPU count (+ settings).
+
+A :class:`Case` is what becomes one pytest item.  Its id reads like
+``resnet50-amp-bs256-gpu8``; settings given explicitly (not the model's defaults) are
+appended, e.g. ``bert-base-amp-bs64-gpu1-seq512``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+DATA_BACKENDS = ("synthetic",)
+
+# How known settings read in a test id; other settings read as key=value.
+_ID_FORMATS = {
+    "image_size": lambda v: f"img{v}",
+    "seq_len": lambda v: f"seq{v}",
+    "data": lambda v: str(v),
+    "channels_last": lambda v: "nhwc" if v else "nchw",
+}
+
+
+@dataclasses.dataclass(frozen=True, order=True)
+class Case:
+    model: str
+    precision: str
+    batch_size: int
+    gpus: int = 1
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def make(cls, model: str, precision: str, batch_size: int, gpus: int = 1,
+             settings: Mapping[str, Any] | None = None) -> Case:
+        return cls(model, precision, int(batch_size), int(gpus), tuple(sorted((settings or {}).items())))
+
+    @property
+    def id(self) -> str:
+        parts = [self.model, self.precision, f"bs{self.batch_size}", f"gpu{self.gpus}"]
+        for key, value in self.settings:
+            fmt = _ID_FORMATS.get(key)
+            parts.append(fmt(value) if fmt else f"{key}={value}")
+        return "-".join(parts)
+
+    @property
+    def settings_dict(self) -> dict[str, Any]:
+        return dict(self.settings)
+
+    @property
+    def markers(self) -> list[str]:
+        return ["dlperf", f"gpu{self.gpus}", self.precision, self.model]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "precision": self.precision,
+            "batch_size": self.batch_size,
+            "gpus": self.gpus,
+            "settings": self.settings_dict,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Case:
+        return cls.make(data["model"], data["precision"], data["batch_size"],
+                        data.get("gpus", 1), data.get("settings") or {})
+
+    def same_config(self, other: Case) -> bool:
+        """Same model, precision, per-device batch and settings: differs at most in GPU count."""
+        return (self.model, self.precision, self.batch_size, self.settings) == (
+            other.model, other.precision, other.batch_size, other.settings)
+
+
+class OptionError(ValueError):
+    """An option value that cannot be used; the message names the option."""
+
+
+def parse_list(option: str, raw: str | Iterable[str] | None) -> list[str]:
+    """Split comma lists; accepts one string or several (an option given twice, ini lines)."""
+    if raw is None:
+        return []
+    items = [raw] if isinstance(raw, str) else list(raw)
+    out: list[str] = []
+    for item in items:
+        out.extend(part.strip() for part in re.split(r"[,\s]+", item) if part.strip())
+    return out
+
+
+def parse_ints(option: str, raw, *, minimum: int = 1) -> list[int]:
+    values = []
+    for item in parse_list(option, raw):
+        try:
+            value = int(item)
+        except ValueError:
+            raise OptionError(f"{option}: {item!r} is not an integer") from None
+        if value < minimum:
+            raise OptionError(f"{option}: {value} is not allowed; expected an integer >= {minimum}")
+        values.append(value)
+    return values
+
+
+def parse_precisions(option: str, raw) -> list[str]:
+    values = parse_list(option, raw)
+    for value in values:
+        if value not in PRECISIONS:
+            raise OptionError(
+                f"{option}: unknown precision {value!r}; expected one of {', '.join(PRECISIONS)}"
+            )
+    return values
+
+
+def matrix(models: list[str], precisions: list[str], batch_sizes: list[int],
+           gpus: list[int], default_batch_size) -> list[Case]:
+    """The cross product of the matrix options; missing axes take their defaults.
+
+    No model, no cases.  Precision defaults to fp32, GPU count to 1, batch size to the
+    model's own default (``default_batch_size(model)``).
+    """
+    cases = []
+    for model in models:
+        for precision in precisions or ["fp32"]:
+            for batch in batch_sizes or [default_batch_size(model)]:
+                for n in gpus or [1]:
+                    cases.append(Case.make(model, precision, batch, n))
+    return cases

@@ -1,0 +1,348 @@
+"""The model registry: ``register_model``, ``get_model_spec``, ``create_model``, ``list_models``.
+
+A model is registered once, by name, with everything a worker needs to train it on
+synthetic data: a factory that builds the ``nn.Module`` from the case's settings, a
+function that makes one batch on the device, a loss, an optimizer and the unit its
+throughput is reported in.  Most models share those pieces through a *task*
+(``"image-classification"``), so registering a user model from a ``conftest.py``
+takes one decorator::
+
+    from pytest_dlperf import register_model
+
+    @register_model("mynet", task="image-classification", batch_size=64,
+                    defaults={"image_size": 64, "num_classes": 100})
+    def mynet(settings):
+        return MyNet(num_classes=settings["num_classes"])
+
+Each worker runs in a fresh process, so the registry remembers the file that
+registered a model (``ModelSpec.source``); the worker imports that file again before it
+looks the model up (:func:`ensure_registered`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+UNITS = ("img/s", "seq/s", "tokens/s")
+
+
+class UnknownModelError(LookupError):
+    """A case names a model that nobody registered."""
+
+    def __init__(self, name: str, known: Iterable[str]):
+        self.name = name
+        self.known = sorted(known)
+        super().__init__(
+            f"unknown model {name!r}; registered models: {', '.join(self.known) or '(none)'}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What a family of models shares: how a batch is made and how the loss is computed."""
+
+    name: str
+    make_batch: Callable[[int, Mapping[str, Any], Any], Any]
+    loss: Callable[[Any, Any], Any]
+    unit: str
+    defaults: Mapping[str, Any]
+    channels_last: bool = False
+    optimizer: str = "sgd"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """Everything the worker needs to build and train one registered model."""
+
+    name: str
+    factory: Callable[[Mapping[str, Any]], Any]
+    make_batch: Callable[[int, Mapping[str, Any], Any], Any]
+    loss: Callable[[Any, Any], Any]
+    unit: str = "img/s"
+    optimizer: str = "sgd"
+    batch_size: int = 32
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    channels_last: bool = False
+    requires: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    items_per_sample: Callable[[Mapping[str, Any]], int] | None = None
+    description: str = ""
+    source: str | None = None
+    module: str | None = None
+
+    def settings(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The model's default settings with the case's explicit settings on top."""
+        merged = dict(self.defaults)
+        merged.update(overrides or {})
+        return merged
+
+    def samples_per_batch(self, batch_size: int, settings: Mapping[str, Any]) -> int:
+        """How many units of throughput one batch is (tokens/s counts every token)."""
+        per_sample = self.items_per_sample(settings) if self.items_per_sample else 1
+        return batch_size * per_sample
+
+    def missing_requirements(self) -> list[str]:
+        """The ``requires`` entries whose module cannot be imported here, as skip reasons."""
+        missing = []
+        for module, extra in self.requires.items():
+            if importlib.util.find_spec(module.split(".")[0]) is None:
+                missing.append(f"needs the {extra} extra (module {module!r} is not installed)")
+        return missing
+
+
+_REGISTRY: dict[str, ModelSpec] = {}
+_TASKS: dict[str, Task] = {}
+OPTIMIZERS = ("sgd", "adamw")
+
+
+def register_task(task: Task) -> Task:
+    _TASKS[task.name] = task
+    return task
+
+
+def register_model(
+    name: str | None = None,
+    *,
+    task: str | None = None,
+    make_batch: Callable | None = None,
+    loss: Callable | None = None,
+    unit: str | None = None,
+    optimizer: str | None = None,
+    batch_size: int = 32,
+    defaults: Mapping[str, Any] | None = None,
+    channels_last: bool | None = None,
+    requires: Mapping[str, str] | None = None,
+    items_per_sample: Callable[[Mapping[str, Any]], int] | None = None,
+    description: str = "",
+    factory: Callable | None = None,
+):
+    """Register a model factory under ``name`` (default: the function's name).
+
+    Use as a decorator, or call with ``factory=``.  ``task`` supplies ``make_batch``,
+    ``loss``, ``unit``, ``defaults`` and ``channels_last``; anything given explicitly wins.
+    ``requires`` maps an importable module to the extra that provides it, e.g.
+    ``{"transformers": "transformers"}``: a case of this model is skipped with that reason
+    where the module is missing.
+    """
+
+    def decorator(fn: Callable) -> Callable:
+        spec = _build_spec(name or fn.__name__, fn)
+        existing = _REGISTRY.get(spec.name)
+        if existing is not None and existing.source != spec.source:
+            raise ValueError(
+                f"model {spec.name!r} is already registered by {existing.source}; "
+                f"{spec.source} registers it again"
+            )
+        _REGISTRY[spec.name] = spec
+        return fn
+
+    def _build_spec(model_name: str, fn: Callable) -> ModelSpec:
+        base = None
+        if task is not None:
+            if task not in _TASKS:
+                raise ValueError(
+                    f"model {model_name!r}: unknown task {task!r}; known tasks: "
+                    f"{', '.join(sorted(_TASKS))}"
+                )
+            base = _TASKS[task]
+        batch_fn = make_batch or (base.make_batch if base else None)
+        loss_fn = loss or (base.loss if base else None)
+        if batch_fn is None or loss_fn is None:
+            raise ValueError(
+                f"model {model_name!r}: give a task, or both make_batch and loss"
+            )
+        the_unit = unit or (base.unit if base else "img/s")
+        if the_unit not in UNITS:
+            raise ValueError(f"model {model_name!r}: unit must be one of {UNITS}, not {the_unit!r}")
+        the_optimizer = optimizer or (base.optimizer if base else "sgd")
+        if the_optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"model {model_name!r}: optimizer must be one of {OPTIMIZERS}, not {the_optimizer!r}"
+            )
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"model {model_name!r}: batch_size must be a positive integer")
+        merged_defaults = dict(base.defaults) if base else {}
+        merged_defaults.update(defaults or {})
+        return ModelSpec(
+            name=model_name,
+            factory=fn,
+            make_batch=batch_fn,
+            loss=loss_fn,
+            unit=the_unit,
+            optimizer=the_optimizer,
+            batch_size=batch_size,
+            defaults=merged_defaults,
+            channels_last=channels_last if channels_last is not None else bool(base and base.channels_last),
+            requires=dict(requires or {}),
+            items_per_sample=items_per_sample,
+            description=description or (inspect.getdoc(fn) or "").split("\n")[0],
+            source=_source_file(fn),
+            module=getattr(fn, "__module__", None),
+        )
+
+    if factory is not None:
+        return decorator(factory)
+    return decorator
+
+
+def _source_file(fn: Callable) -> str | None:
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        return None
+    return os.path.abspath(path) if path else None
+
+
+def list_models() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_model_spec(name: str) -> ModelSpec:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownModelError(name, _REGISTRY) from None
+
+
+def create_model(name: str, settings: Mapping[str, Any] | None = None):
+    """Build the ``nn.Module`` of a registered model with its default settings and ``settings``."""
+    spec = get_model_spec(name)
+    return spec.factory(spec.settings(settings))
+
+
+def snapshot() -> dict[str, ModelSpec]:
+    """A copy of the registry, to restore after a session that registered models of its own."""
+    return dict(_REGISTRY)
+
+
+def restore(saved: Mapping[str, ModelSpec]) -> None:
+    _REGISTRY.clear()
+    _REGISTRY.update(saved)
+
+
+def ensure_registered(name: str, source: str | None, module: str | None) -> ModelSpec:
+    """Look ``name`` up, importing the file (or module) that registered it first if needed.
+
+    The controller sends the worker the model's ``source`` file and ``module`` name.  A
+    module that imports as the same file (an installed package) is imported by name;
+    anything else (a ``conftest.py``) is imported from its path, with its folder on
+    ``sys.path`` as pytest's default import mode has it.
+    """
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    if module and module != "__main__" and _module_is_file(module, source):
+        importlib.import_module(module)
+    elif source:
+        _import_path(source)
+    return get_model_spec(name)
+
+
+def _module_is_file(module: str, source: str | None) -> bool:
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    if found is None or found.origin is None:
+        return False
+    return source is None or os.path.abspath(found.origin) == source
+
+
+def _import_path(path: str) -> None:
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module_name = "_dlperf_models_" + str(abs(hash(path)))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import the model file {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = mod
+    spec.loader.exec_module(mod)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _image_batch(batch_size: int, settings: Mapping[str, Any], device):
+    import torch
+
+    size = int(settings["image_size"])
+    classes = int(settings["num_classes"])
+    images = torch.randn(batch_size, 3, size, size, device=device)
+    labels = torch.randint(0, classes, (batch_size,), device=device)
+    return images, labels
+
+
+def _classification_loss(model, batch):
+    import torch.nn.functional as F
+
+    images, labels = batch
+    return F.cross_entropy(model(images), labels)
+
+
+register_task(
+    Task(
+        name="image-classification",
+        make_batch=_image_batch,
+        loss=_classification_loss,
+        unit="img/s",
+        defaults={"image_size": 224, "num_classes": 1000},
+        channels_last=True,
+        optimizer="sgd",
+    )
+)
+
+
+# --------------------------------------------------------------------------- built-ins
+
+
+def _torchvision(name: str, settings: Mapping[str, Any]):
+    import torchvision
+
+    return torchvision.models.get_model(name, weights=None, num_classes=int(settings["num_classes"]))
+
+
+@register_model("resnet50", task="image-classification", batch_size=256)
+def resnet50(settings):
+    """ResNet-50 v1.5 (torchvision's: stride 2 in the 3x3 convolution), as NVIDIA trains it."""
+    return _torchvision("resnet50", settings)
+
+
+@register_model("resnet18", task="image-classification", batch_size=256)
+def resnet18(settings):
+    """ResNet-18 from torchvision."""
+    return _torchvision("resnet18", settings)
+
+
+@register_model("vgg16", task="image-classification", batch_size=128)
+def vgg16(settings):
+    """VGG16 from torchvision (no batch norm), as in the PaddlePaddle VGG16 report."""
+    return _torchvision("vgg16", settings)
+
+
+@register_model(
+    "tiny",
+    task="image-classification",
+    batch_size=32,
+    defaults={"image_size": 32, "num_classes": 10},
+)
+def tiny(settings):
+    """A two-layer convnet on 32x32 images that trains in milliseconds on a CPU (for tests)."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, int(settings["num_classes"])),
+    )

@@ -1,0 +1,498 @@
+"""The controller: pytest options, cases as items, launching, verdicts and reports.
+
+Cases come from ``--dlperf-baseline`` entries and from the matrix options
+(``--dlperf-model`` x ``--dlperf-precision`` x ``--dlperf-batch-size`` x ``--dlperf-gpus``).
+Each becomes a :class:`DlperfItem` under one ``dlperf`` collector, with the markers
+``dlperf``, ``gpu<N>``, its precision and its model.  Running an item launches fresh
+worker processes (:mod:`pytest_dlperf.runner`), judges the median against the baseline
+(:mod:`pytest_dlperf.verdict`) and records the figures for the summary, the JSON results
+and JUnit XML.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import baseline as baseline_mod
+from . import environment, jsonio, launch, models, report
+from .cases import PRECISIONS, Case, OptionError, matrix, parse_ints, parse_list, parse_precisions
+from .runner import Attempt, CaseError, RunParams, measure
+from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, judge
+
+STASH = pytest.StashKey["DlperfSession"]()
+GPU_MARKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+DEVICES = ("auto", "cuda", "cpu")
+DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
+
+
+# --------------------------------------------------------------------------- options
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dlperf", "deep-learning training throughput (pytest-dlperf)")
+
+    def option(name: str, help: str, *, ini_type: str | None = "string", **kwargs) -> None:
+        dest = "dlperf_" + name.replace("-", "_")
+        group.addoption(f"--dlperf-{name}", dest=dest, help=help, **kwargs)
+        if ini_type is not None:
+            parser.addini(dest, help=help, type=ini_type, default=None)
+
+    option("baseline", "baseline JSON: its cases are collected and judged against it.", metavar="PATH")
+    option("model", "models for cases without a baseline entry (comma list).", metavar="NAMES", action="append")
+    option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).",
+           metavar="LIST", action="append")
+    option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's).",
+           metavar="LIST", action="append")
+    option("gpus", "GPU counts (ranks) for matrix cases (comma list; default 1).", metavar="LIST", action="append")
+    option("device", "where cases run: auto (CUDA when available), cuda or cpu.", metavar="DEVICE")
+    option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", metavar="N")
+    option("steps", "steps per measured window (default 100; a baseline may set it).", metavar="N")
+    option("repeats", "measured windows per run (default 5; a baseline may set it).", metavar="N")
+    option("runs", "fresh worker processes per case; the median of all their windows (default 1).",
+           metavar="K")
+    option("confirm", "re-measure a case below its baseline this many times before it fails (default 1).",
+           metavar="N")
+    option("timeout", "seconds a worker may run before its process group is killed "
+                      "(default: adapts to the measured step time).", metavar="SECONDS")
+    option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).",
+           metavar="FRACTION")
+    option("require-baseline", "fail cases that have no baseline entry.", action="store_true",
+           default=None, ini_type="bool")
+    option("save-baseline", "write the measured medians as a baseline to PATH (atomically).", metavar="PATH",
+           ini_type=None)
+    option("json", "write every case's windows, statistics, verdict and environment to PATH.",
+           metavar="PATH", ini_type=None)
+    option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).",
+           metavar="DIR")
+
+
+def _option(config: pytest.Config, name: str):
+    """Command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``)."""
+    dest = "dlperf_" + name.replace("-", "_")
+    value = config.getoption(dest)
+    if value is None or value == []:
+        try:
+            value = config.getini(dest)
+        except ValueError:
+            value = None
+    if value == [] or value == "":
+        return None
+    return value
+
+
+def _int_option(config, name: str, minimum: int) -> int | None:
+    raw = _option(config, name)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise OptionError(f"--dlperf-{name}: {raw!r} is not an integer") from None
+    if value < minimum:
+        raise OptionError(f"--dlperf-{name}: {value} is not allowed; expected an integer >= {minimum}")
+    return value
+
+
+def _float_option(config, name: str, *, low: float, high: float | None = None) -> float | None:
+    raw = _option(config, name)
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw))
+    except ValueError:
+        raise OptionError(f"--dlperf-{name}: {raw!r} is not a number") from None
+    if not (value > low and (high is None or value < high)):
+        bound = f"between {low} and {high}" if high is not None else f"greater than {low}"
+        raise OptionError(f"--dlperf-{name}: {value} is not allowed; expected a number {bound}")
+    return value
+
+
+class Options:
+    """The validated dlperf options of one session."""
+
+    def __init__(self, config: pytest.Config):
+        self.baseline_path = _option(config, "baseline")
+        self.models = parse_list("--dlperf-model", _option(config, "model"))
+        self.precisions = parse_precisions("--dlperf-precision", _option(config, "precision"))
+        self.batch_sizes = parse_ints("--dlperf-batch-size", _option(config, "batch-size"))
+        self.gpus = parse_ints("--dlperf-gpus", _option(config, "gpus"))
+        self.device = str(_option(config, "device") or "auto")
+        if self.device not in DEVICES:
+            raise OptionError(f"--dlperf-device: {self.device!r} is not one of {', '.join(DEVICES)}")
+        self.warmup_steps = _int_option(config, "warmup-steps", 0)
+        self.steps = _int_option(config, "steps", 1)
+        self.repeats = _int_option(config, "repeats", 1)
+        self.runs = _int_option(config, "runs", 1) or 1
+        confirm = _int_option(config, "confirm", 0)
+        self.confirm = 1 if confirm is None else confirm
+        self.timeout = _float_option(config, "timeout", low=0)
+        self.tolerance = _float_option(config, "tolerance", low=0, high=1)
+        self.require_baseline = bool(_option(config, "require-baseline"))
+        self.save_baseline = _option(config, "save-baseline")
+        self.json_path = _option(config, "json")
+        self.log_dir = _option(config, "log-dir")
+
+    @property
+    def active(self) -> bool:
+        return bool(self.baseline_path or self.models)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v not in (None, [])}
+
+
+# --------------------------------------------------------------------------- configure
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "dlperf: a pytest-dlperf training-throughput case")
+    for n in GPU_MARKERS:
+        config.addinivalue_line("markers", f"gpu{n}: a pytest-dlperf case on {n} GPU(s) / ranks")
+    for precision in PRECISIONS:
+        config.addinivalue_line("markers", f"{precision}: a pytest-dlperf case in {precision}")
+    for name in models.list_models():
+        config.addinivalue_line("markers", f"{name}: a pytest-dlperf case of model {name}")
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker: cases run in the controller's session only
+    try:
+        options = Options(config)
+        baseline = baseline_mod.load(options.baseline_path) if options.baseline_path else None
+    except (OptionError, jsonio.DocumentError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session = DlperfSession(config, options, baseline)
+    config.stash[STASH] = session
+    config.pluginmanager.register(session, "dlperf-session")
+
+
+# --------------------------------------------------------------------------- items
+
+
+class DlperfCollector(pytest.Collector):
+    """The parent of all cases, so that their node ids read ``dlperf::<case id>``."""
+
+    def __init__(self, *, cases: list, **kwargs):
+        super().__init__(**kwargs)
+        self.cases = cases
+
+    def collect(self):
+        return [DlperfItem.from_parent(self, name=case.id, case=case, entry=entry)
+                for case, entry in self.cases]
+
+
+class CaseFailed(Exception):
+    """A case that regressed or could not be measured; its message is the report."""
+
+
+class DlperfItem(pytest.Item):
+    def __init__(self, *, case: Case, entry: baseline_mod.Entry | None, **kwargs):
+        super().__init__(**kwargs)
+        self.case = case
+        self.entry = entry
+        for name in case.markers:
+            self.add_marker(getattr(pytest.mark, name))
+
+    def setup(self) -> None:
+        session = self.config.stash[STASH]
+        reason = session.skip_reason(self.case)
+        if reason:
+            session.record_skip(self, reason)
+            pytest.skip(reason)
+
+    def runtest(self) -> None:
+        self.config.stash[STASH].run_case(self)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, CaseFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"dlperf {self.case.id}"
+
+
+# --------------------------------------------------------------------------- session
+
+
+class DlperfSession:
+    """State of one pytest session: options, baseline, measured records."""
+
+    def __init__(self, config: pytest.Config, options: Options, baseline: baseline_mod.Baseline | None):
+        self.config = config
+        self.options = options
+        self.baseline = baseline
+        self.records: list[dict[str, Any]] = []
+        self._device: str | None = None
+        self._cuda_count: int | None = None
+        self._registry = models.snapshot()
+        self._workdir: Path | None = None
+        self._old_sigterm = None
+        self.environment: dict[str, Any] = {}
+
+    # -- collection
+
+    def build_cases(self) -> list[tuple[Case, baseline_mod.Entry | None]]:
+        opts = self.options
+        out: list[tuple[Case, baseline_mod.Entry | None]] = []
+        if self.baseline is not None:
+            out.extend((entry.case, entry) for entry in self.baseline.entries)
+        try:
+            extra = matrix(opts.models, opts.precisions, opts.batch_sizes, opts.gpus,
+                           lambda name: models.get_model_spec(name).batch_size)
+        except models.UnknownModelError as exc:
+            raise pytest.UsageError(f"--dlperf-model: {exc}") from None
+        known = {case for case, _ in out}
+        out.extend((case, None) for case in extra if case not in known)
+        for case, entry in out:
+            where = (f"{self.baseline.path}: $.cases[{entry.index}].model" if entry is not None
+                     else "--dlperf-model")
+            try:
+                spec = models.get_model_spec(case.model)
+            except models.UnknownModelError as exc:
+                raise pytest.UsageError(f"{where}: {exc}") from None
+            if entry is not None and entry.unit and entry.unit != spec.unit:
+                raise pytest.UsageError(
+                    f"{self.baseline.path}: $.cases[{entry.index}].unit: {entry.unit!r} does not match "
+                    f"model {case.model!r}, which reports {spec.unit!r}")
+        return out
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session: pytest.Session, config, items: list) -> None:
+        if not self.options.active:
+            return
+        cases = self.build_cases()
+        for case, _ in cases:
+            for name in case.markers:
+                config.addinivalue_line("markers", f"{name}: a pytest-dlperf marker")
+        # Collect through the regular protocol, so the terminal counts the cases as
+        # collected and other plugins see a collect report for them.
+        collector = DlperfCollector.from_parent(session, name="dlperf", nodeid="dlperf", cases=cases)
+        rep = collector.ihook.pytest_make_collect_report(collector=collector)
+        collector.ihook.pytest_collectreport(report=rep)
+        if rep.failed:
+            raise pytest.UsageError(f"dlperf: cannot collect the cases: {rep.longreprtext}")
+        items.extend(rep.result)
+
+    def pytest_report_header(self, config) -> list[str]:
+        if not self.options.active:
+            return []
+        src = f"baseline {self.options.baseline_path}" if self.options.baseline_path else "no baseline"
+        return [f"dlperf: device {self.options.device}, {src}; {environment.header_line(environment.collect())}"]
+
+    # -- running
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            requested = self.options.device
+            if requested == "cpu":
+                self._device = "cpu"
+            else:
+                import torch
+
+                self._cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+                self._device = "cuda" if (requested == "cuda" or self._cuda_count) else "cpu"
+        return self._device
+
+    def skip_reason(self, case: Case) -> str | None:
+        spec = models.get_model_spec(case.model)
+        missing = spec.missing_requirements()
+        if missing:
+            return missing[0]
+        if self.device == "cuda":
+            if not self._cuda_count:
+                return "CUDA not available"
+            if case.gpus > self._cuda_count:
+                return f"needs {case.gpus} GPUs, {self._cuda_count} visible"
+        if case.gpus > 1:
+            return (f"needs {case.gpus} ranks: multi-GPU and multi-rank cases need the distributed "
+                    f"launcher, which this version of pytest-dlperf does not have yet")
+        return None
+
+    def params_for(self, item: DlperfItem) -> RunParams:
+        opts = self.options
+        defaults = dict(DEFAULTS)
+        if self.baseline is not None:
+            defaults.update({k: v for k, v in self.baseline.defaults.items() if k in DEFAULTS})
+        if item.entry is not None:
+            defaults.update(item.entry.overrides)
+        chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k] for k in DEFAULTS}
+        return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, **chosen)
+
+    def expected(self, item: DlperfItem, unit: str) -> Expected | None:
+        if item.entry is None:
+            return None
+        return item.entry.expected(unit, self.options.tolerance or baseline_mod.DEFAULT_TOLERANCE)
+
+    @property
+    def workdir(self) -> Path:
+        if self._workdir is None:
+            if self.options.log_dir:
+                base = Path(self.options.log_dir)
+            else:
+                factory = getattr(self.config, "_tmp_path_factory", None)
+                base = factory.getbasetemp() / "dlperf" if factory else Path(".dlperf")
+            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            self._workdir = base / f"session-{stamp}-{os.getpid()}"
+            self._workdir.mkdir(parents=True, exist_ok=True)
+        return self._workdir
+
+    def run_case(self, item: DlperfItem) -> None:
+        case = item.case
+        spec = models.get_model_spec(case.model)
+        params = self.params_for(item)
+        started = time.monotonic()
+        attempts: list[Attempt] = []
+        record: dict[str, Any] = {
+            "id": case.id, "nodeid": item.nodeid, "case": case.to_dict(), "unit": spec.unit,
+            "parameters": params.to_dict(), "attempts": [], "throughput": None, "stats": None,
+            "baseline": None, "difference": None,
+        }
+        self.records.append(record)
+        try:
+            for attempt_index in range(1 + self.options.confirm):
+                attempt = measure(case, spec, params, self.workdir / case.id / f"attempt{attempt_index}")
+                attempts.append(attempt)
+                record["attempts"].append(attempt.to_dict())
+                expected = self.expected(item, spec.unit)
+                verdict = judge(case.id, attempt.summary, spec.unit, expected,
+                                require_baseline=self.options.require_baseline)
+                if verdict.status != FAIL or expected is None:
+                    break
+        except CaseError as exc:
+            record["attempts"].append({"throughput": None, "runs": exc.runs})
+            record.update(verdict="error", message=exc.message, duration=time.monotonic() - started)
+            item.user_properties.append(("dlperf_verdict", "error"))
+            raise CaseFailed(exc.message) from None
+        finally:
+            record["duration"] = time.monotonic() - started
+
+        message = verdict.message
+        if len(attempts) > 1:
+            figures = ", ".join(f"{a.summary.median:.1f}" for a in attempts)
+            if verdict.failed:
+                message += f"; measured {len(attempts)} times: {figures} {spec.unit}"
+            else:
+                message += f"; passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})"
+        warnings = attempts[-1].warnings
+        if warnings:
+            message += "; " + "; ".join(warnings)
+        last = attempts[-1]
+        record.update(
+            verdict=verdict.status, message=message, throughput=last.summary.median,
+            stats=last.summary.to_dict(), difference=verdict.difference, device=last.device,
+            baseline=None if expected is None else {
+                "throughput": expected.throughput, "tolerance": expected.tolerance,
+                "source": expected.source, "unit": expected.unit},
+        )
+        self._record_properties(item, record)
+        if verdict.failed:
+            raise CaseFailed(message)
+
+    @staticmethod
+    def _record_properties(item: DlperfItem, record: dict[str, Any]) -> None:
+        props = [("dlperf_verdict", record["verdict"]), ("dlperf_throughput", round(record["throughput"], 3)),
+                 ("dlperf_unit", record["unit"]), ("dlperf_cv", round(record["stats"]["cv"], 5)),
+                 ("dlperf_windows", record["stats"]["n"])]
+        if record["baseline"]:
+            props.append(("dlperf_baseline", record["baseline"]["throughput"]))
+            props.append(("dlperf_difference_pct", round(100 * record["difference"], 2)))
+        item.user_properties.extend(props)
+
+    def record_skip(self, item: DlperfItem, reason: str) -> None:
+        self.records.append({"id": item.case.id, "nodeid": item.nodeid, "case": item.case.to_dict(),
+                             "verdict": "skipped", "message": reason, "unit": None, "throughput": None,
+                             "stats": None, "baseline": None, "difference": None, "attempts": []})
+
+    # -- reporting
+
+    def pytest_report_teststatus(self, report, config):
+        if report.when != "call" or not report.passed:
+            return None
+        verdict = dict(report.user_properties).get("dlperf_verdict")
+        if verdict == IMPROVED:
+            return "passed", "+", ("IMPROVED", {"green": True, "bold": True})
+        if verdict == NO_BASELINE:
+            return "passed", "?", ("PASSED (no baseline)", {"green": True})
+        return None
+
+    def pytest_sessionstart(self, session) -> None:
+        if self.options.active:
+            self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        if self._old_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._old_sigterm)
+        launch.kill_all_live()
+        if not self.options.active:
+            return
+        self.environment = self._environment()
+        if self.options.json_path:
+            jsonio.dump(self.options.json_path, self.results_document(), "results")
+        if self.options.save_baseline:
+            self._save_baseline(exitstatus)
+
+    def _environment(self) -> dict[str, Any]:
+        env = dict(environment.collect())
+        devices = [r.get("device") for r in self.records if r.get("device")]
+        env["device"] = devices[0] if devices else {"type": self.options.device if self.options.device != "auto"
+                                                    else (self._device or "unknown")}
+        return env
+
+    def results_document(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "kind": "dlperf-results",
+            "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "environment": self.environment,
+            "options": self.options.to_dict(),
+            "baseline": None if self.baseline is None else {
+                "path": self.baseline.path, "source": self.baseline.source,
+                "hardware": dict(self.baseline.hardware)},
+            "cases": self.records,
+        }
+
+    def _save_baseline(self, exitstatus) -> None:
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            if tr:
+                tr.write_line(f"dlperf: session interrupted; {self.options.save_baseline} not written", red=True)
+            return
+        measured = [r for r in self.records if r.get("throughput") is not None]
+        steps = {k: v for k, v in self.params_summary().items() if v is not None}
+        document = baseline_mod.from_measurements(measured, self.environment,
+                                                  tolerance=self.options.tolerance or baseline_mod.DEFAULT_TOLERANCE,
+                                                  steps=steps)
+        baseline_mod.save(self.options.save_baseline, document)
+        if tr:
+            tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {self.options.save_baseline}")
+
+    def params_summary(self) -> dict[str, int | None]:
+        params = [r["parameters"] for r in self.records if r.get("parameters")]
+        out: dict[str, int | None] = {}
+        for key in DEFAULTS:
+            values = {p[key] for p in params}
+            out[key] = values.pop() if len(values) == 1 else None
+        return out
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config) -> None:
+        if not self.options.active or not self.records:
+            return
+        terminalreporter.write_sep("=", "dlperf summary")
+        for line in report.summary_lines(self.records, self.baseline.path if self.baseline else None):
+            terminalreporter.write_line(line)
+        if self._workdir is not None:
+            terminalreporter.write_line(f"dlperf: worker logs in {self._workdir}")
+
+    def pytest_unconfigure(self, config) -> None:
+        models.restore(self._registry)
+
+
+def _sigterm_to_interrupt(signum, frame):
+    launch.kill_all_live()
+    raise KeyboardInterrupt("SIGTERM")

@@ -1,0 +1,90 @@
+"""The terminal summary: one table per model, as the seed reports lay them out.
+
+Rows are GPU counts, columns precision x batch size (and settings); each cell holds the
+measured median, the baseline and the difference in percent, with FAIL / ERROR / +
+(improved) marks.  Below the tables: regressions, improvements, cases without a baseline
+and skipped cases, each with its one-line reason.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .cases import Case
+from .verdict import FAIL, IMPROVED, NO_BASELINE, fmt_value
+
+MARKS = {FAIL: " FAIL", "error": " ERROR", IMPROVED: " +"}
+
+
+def render_table(header: Sequence[str], rows: Iterable[Sequence[str]], align_right=(0,)) -> list[str]:
+    rows = [list(map(str, r)) for r in rows]
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) if rows else len(header[i])
+              for i in range(len(header))]
+
+    def fmt(cells):
+        return " | ".join(c.rjust(w) if i in align_right else c.ljust(w)
+                          for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [fmt(header), "-+-".join("-" * w for w in widths), *(fmt(r) for r in rows)]
+
+
+def cell(record: Mapping[str, Any]) -> str:
+    verdict = record.get("verdict")
+    if verdict == "skipped":
+        return "skipped"
+    if record.get("throughput") is None:
+        return "ERROR" if verdict == "error" else "-"
+    text = fmt_value(record["throughput"])
+    if record.get("baseline"):
+        text += f" / {fmt_value(record['baseline']['throughput'])} ({100 * record['difference']:+.1f}%)"
+    else:
+        text += " / -"
+    return text + MARKS.get(verdict, "")
+
+
+def _column(case: Case) -> str:
+    parts = [case.precision, f"bs{case.batch_size}"]
+    parts.extend(case.id.split("-gpu", 1)[1].split("-")[1:])
+    return " ".join(parts)
+
+
+def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | None = None) -> list[str]:
+    by_model: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for rec in records:
+        by_model[rec["case"]["model"]].append(rec)
+    lines: list[str] = []
+    for model, recs in by_model.items():
+        units = {r["unit"] for r in recs if r.get("unit")}
+        unit = units.pop() if len(units) == 1 else "throughput"
+        columns: list[str] = []
+        grid: dict[int, dict[str, str]] = defaultdict(dict)
+        for rec in recs:
+            case = Case.from_dict(rec["case"])
+            col = _column(case)
+            if col not in columns:
+                columns.append(col)
+            grid[case.gpus][col] = cell(rec)
+        title = f"{model} ({unit}; measured / baseline (difference))"
+        lines.append(title)
+        rows = [[str(g)] + [grid[g].get(c, "") for c in columns] for g in sorted(grid)]
+        lines.extend(render_table(["gpus", *columns], rows))
+        lines.append("")
+
+    def section(title: str, verdicts: tuple[str, ...]) -> None:
+        chosen = [r for r in records if r.get("verdict") in verdicts]
+        if chosen:
+            lines.append(f"{title} ({len(chosen)}):")
+            lines.extend(f"  {r['message'].splitlines()[0] if r['verdict'] != 'skipped' else r['id'] + ': ' + r['message']}"
+                         for r in chosen)
+
+    section("regressions and errors", (FAIL, "error"))
+    section("improved: update the baseline", (IMPROVED,))
+    section("no baseline" + (f" in {baseline_path}" if baseline_path else ""), (NO_BASELINE,))
+    section("skipped", ("skipped",))
+    counts = defaultdict(int)
+    for rec in records:
+        counts[rec.get("verdict", "?")] += 1
+    lines.append("dlperf: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+    return lines

@@ -1,0 +1,98 @@
+"""One real training step per precision: forward, loss, backward, optimizer step.
+
+* ``fp32``: TF32 off for matmul and cuDNN (true FP32).
+* ``tf32``: TF32 on for matmul and cuDNN (Ampere and newer; no effect on CPU).
+* ``amp``: autocast to float16 and a ``GradScaler`` (init scale 128, as NVIDIA's recipe).
+* ``bf16``: autocast to bfloat16, no scaler.
+
+CNNs train in channels_last under ``amp`` and ``bf16`` unless the case's
+``channels_last`` setting says otherwise; ``cudnn.benchmark`` is on.  Data is synthetic:
+one batch made on the device once and reused every step (NVIDIA's ``--data-backend
+synthetic``).  A step never synchronizes with the host by itself; timing code does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from .cases import Case
+from .models import ModelSpec
+
+AUTOCAST = {"amp": torch.float16, "bf16": torch.bfloat16}
+
+
+def configure_backends(precision: str) -> None:
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+
+
+def make_optimizer(kind: str, params):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9, weight_decay=1e-4)
+    if kind == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
+    raise ValueError(f"unknown optimizer {kind!r}")
+
+
+def uses_channels_last(spec: ModelSpec, precision: str, settings: Mapping[str, Any]) -> bool:
+    if "channels_last" in settings:
+        return bool(settings["channels_last"])
+    return spec.channels_last and precision in AUTOCAST
+
+
+def _to_channels_last(batch):
+    if isinstance(batch, torch.Tensor):
+        return batch.contiguous(memory_format=torch.channels_last) if batch.dim() == 4 else batch
+    if isinstance(batch, tuple | list):
+        return type(batch)(_to_channels_last(b) for b in batch)
+    if isinstance(batch, dict):
+        return {k: _to_channels_last(v) for k, v in batch.items()}
+    return batch
+
+
+class TrainingStep:
+    """Callable that runs one training step of ``case`` on ``device``."""
+
+    def __init__(self, spec: ModelSpec, case: Case, settings: Mapping[str, Any],
+                 device: torch.device, *, wrap=None):
+        self.device = device
+        self.precision = case.precision
+        configure_backends(case.precision)
+        self.channels_last = uses_channels_last(spec, case.precision, settings)
+        model = spec.factory(settings).to(device)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        model.train()
+        self.model = wrap(model) if wrap else model
+        batch = spec.make_batch(case.batch_size, settings, device)
+        self.batch = _to_channels_last(batch) if self.channels_last else batch
+        self.loss_fn = spec.loss
+        self.optimizer = make_optimizer(spec.optimizer, self.model.parameters())
+        self.dtype = AUTOCAST.get(case.precision)
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=128.0) if case.precision == "amp" else None
+        self.last_loss: torch.Tensor | None = None
+
+    def __call__(self) -> None:
+        if self.dtype is not None:
+            with torch.autocast(self.device.type, dtype=self.dtype):
+                loss = self.loss_fn(self.model, self.batch)
+        else:
+            loss = self.loss_fn(self.model, self.batch)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.last_loss = loss.detach()
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

@@ -1,0 +1,224 @@
+"""The worker: one process that trains one case and writes a JSON result.
+
+Run as ``python -m pytest_dlperf.worker SPEC.json``.  The controller (the pytest plugin)
+writes the spec; the worker writes ``result-rank{RANK}.json`` into the spec's
+``result_dir`` (schema ``schemas/result.schema.json``, documented in
+``docs/result-format.md``) and exits 0 (``ok``), 3 (``oom``) or 1 (``error``).
+
+The spec (controller -> worker)::
+
+    {"case": {"model": "resnet50", "precision": "amp", "batch_size": 256, "gpus": 1,
+              "settings": {}},
+     "device": "cuda",                      # or "cpu"
+     "warmup_steps": 20, "steps": 100, "repeats": 5,
+     "model_source": {"file": "/abs/conftest.py", "module": "conftest"},
+     "result_dir": "/tmp/.../run0", "progress_path": "/tmp/.../run0/progress.json",
+     "launched_at": 1700000000.0}           # time.time() when the controller started it
+
+Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
+window timed between device synchronizations.  A window's throughput is its samples over
+its elapsed seconds (total over total, never a mean of per-step rates).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ERROR, EXIT_OOM = 0, 1, 3
+
+
+def _rank_info() -> tuple[int, int, int]:
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", str(rank)))
+    return rank, world, local
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, torch.OutOfMemoryError | MemoryError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def _write_progress(path: str | None, **fields: Any) -> None:
+    if not path:
+        return
+    from .jsonio import write_atomic
+
+    write_atomic(path, json.dumps({"time": time.time(), **fields}))
+
+
+def _device(kind: str, local_rank: int):
+    import torch
+
+    from .environment import cpu_model
+
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("CUDA is not available in the worker")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        return device, {"type": "cuda", "name": torch.cuda.get_device_name(device), "index": local_rank}
+    return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None}
+
+
+def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
+            on_progress=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Warm up, then time ``repeats`` windows of ``steps`` steps; returns windows and timings.
+
+    ``on_progress(step_seconds, remaining_steps)`` is told the time of a step after the
+    first step, after the warm-up and after the first window, so the controller can set a
+    time limit that fits the case.
+    """
+    report = on_progress or (lambda seconds, remaining: None)
+    measured_total = steps * repeats
+    marks: dict[str, float] = {"first_step": time.time()}
+    if warmup_steps:
+        start = time.perf_counter()
+        step()
+        step.sync()
+        report(time.perf_counter() - start, warmup_steps - 1 + measured_total)
+        # Time the second half of the warm-up: past autotuning and allocator growth.
+        half = max(1, warmup_steps // 2)
+        t_half = time.perf_counter()
+        for i in range(1, warmup_steps):
+            if i == half:
+                step.sync()
+                t_half = time.perf_counter()
+            step()
+        step.sync()
+        if warmup_steps > 1:
+            report((time.perf_counter() - t_half) / (warmup_steps - half), measured_total)
+    marks["warmup_done"] = time.time()
+    windows = []
+    for index in range(repeats):
+        step.sync()
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        step.sync()
+        seconds = time.perf_counter() - start
+        samples = samples_per_step * steps
+        windows.append({"steps": steps, "samples": samples, "seconds": seconds,
+                        "throughput": samples / seconds})
+        if index == 0:
+            report(seconds / steps, measured_total - steps)
+    marks["measured_done"] = time.time()
+    return windows, marks
+
+
+def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
+    """Build and train the case described by ``spec``; fill ``result`` as it goes."""
+    from .cases import Case
+    from .models import ensure_registered
+    from .training import TrainingStep, uses_channels_last
+
+    world, local_rank = result["world_size"], _rank_info()[2]
+    case = Case.from_dict(spec["case"])
+    source = spec.get("model_source") or {}
+    model_spec = ensure_registered(case.model, source.get("file"), source.get("module"))
+    settings = model_spec.settings(case.settings_dict)
+    device, device_info = _device(spec["device"], local_rank)
+    result["device"] = device_info
+    settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
+    result["settings"] = settings
+    result["unit"] = model_spec.unit
+    per_rank = model_spec.samples_per_batch(case.batch_size, settings)
+    result["samples_per_step"] = per_rank * world
+
+    step = TrainingStep(model_spec, case, settings, device)
+    launched = float(spec.get("launched_at", time.time()))
+
+    def progress(step_seconds: float, remaining: int) -> None:
+        _write_progress(spec.get("progress_path"), step_seconds=step_seconds, remaining_steps=remaining)
+
+    windows, marks = measure(step, warmup_steps=spec["warmup_steps"], steps=spec["steps"],
+                             repeats=spec["repeats"], samples_per_step=result["samples_per_step"],
+                             on_progress=progress)
+    result["windows"] = windows
+    result["timing"] = {
+        "setup_seconds": marks["first_step"] - launched,
+        "warmup_seconds": marks["warmup_done"] - marks["first_step"],
+        "measured_seconds": sum(w["seconds"] for w in windows),
+        "total_seconds": marks["measured_done"] - launched,
+    }
+    loss = float(step.last_loss) if step.last_loss is not None else None
+    if loss is not None and not math.isfinite(loss):
+        result["warnings"].append(f"the training loss is {loss} at the end: the step may be skipping work")
+        loss = None
+    result["final_loss"] = loss
+    result["status"] = "ok"
+
+
+def _versions() -> dict[str, str | None]:
+    from .environment import _dist_version
+
+    out = {name: _dist_version(name) for name in ("torch", "torchvision")}
+    try:
+        import torch
+
+        out["cuda"] = torch.version.cuda
+    except ImportError:  # pragma: no cover
+        out["cuda"] = None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m pytest_dlperf.worker SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    from .launch import watch_parent
+
+    watch_parent()
+    rank, world, _ = _rank_info()
+    result: dict[str, Any] = {
+        "schema_version": 1,
+        "kind": "dlperf-worker-result",
+        "status": "error",
+        "case": spec["case"],
+        "rank": rank,
+        "world_size": world,
+        "device": {"type": spec["device"], "name": "unknown", "index": None},
+        "warmup_steps": spec["warmup_steps"],
+        "steps": spec["steps"],
+        "repeats": spec["repeats"],
+        "windows": [],
+        "warnings": [],
+    }
+    code = EXIT_OK
+    try:
+        run(spec, result)
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+        traceback.print_exc()
+        oom = False
+        try:
+            oom = is_oom(exc)
+        except ImportError:
+            pass
+        result["status"] = "oom" if oom else "error"
+        result["error"] = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
+                           "traceback": traceback.format_exc()[-8000:]}
+        code = EXIT_OOM if oom else EXIT_ERROR
+    result["versions"] = _versions()
+    from . import jsonio
+
+    jsonio.dump(Path(spec["result_dir"]) / f"result-rank{rank}.json", result, "result")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
