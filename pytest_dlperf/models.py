@@ -91,9 +91,17 @@ class ModelSpec:
         """The ``requires`` entries whose module cannot be imported here, as skip reasons."""
         missing = []
         for module, extra in self.requires.items():
-            if importlib.util.find_spec(module.split(".")[0]) is None:
+            if not module_available(module):
                 missing.append(f"needs the {extra} extra (module {module!r} is not installed)")
         return missing
+
+
+def module_available(module: str) -> bool:
+    """Whether ``module`` (dotted names too: ``nvidia.dali``) can be imported here."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package is missing
+        return False
 
 
 _REGISTRY: dict[str, ModelSpec] = {}

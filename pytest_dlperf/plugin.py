@@ -27,6 +27,7 @@ from .runner import Attempt, CaseError, RunParams, measure
 from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, judge
 
 STASH = pytest.StashKey["DlperfSession"]()
+REGISTRY = pytest.StashKey[dict]()
 GPU_MARKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 DEVICES = ("auto", "cuda", "cpu")
 DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
@@ -150,6 +151,20 @@ class Options:
 # --------------------------------------------------------------------------- configure
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser, args):
+    # Models that conftest files register belong to this session only: remember the
+    # registry as it was before they loaded, and put it back at unconfigure.
+    early_config.stash[REGISTRY] = models.snapshot()
+    return (yield)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    saved = config.stash.get(REGISTRY, None)
+    if saved is not None:
+        models.restore(saved)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dlperf: a pytest-dlperf training-throughput case")
     for n in GPU_MARKERS:
@@ -202,7 +217,8 @@ class DlperfItem(pytest.Item):
         reason = session.skip_reason(self.case)
         if reason:
             session.record_skip(self, reason)
-            pytest.skip(reason)
+            # Reported at the case, not at this line of the plugin.
+            raise pytest.skip.Exception(reason, _use_item_location=True)
 
     def runtest(self) -> None:
         self.config.stash[STASH].run_case(self)
@@ -213,7 +229,8 @@ class DlperfItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return self.path, None, f"dlperf {self.case.id}"
+        # A case has no source line: skip reports (-rs) name it by its node id.
+        return self.config.rootpath / self.nodeid, 0, f"dlperf {self.case.id}"
 
 
 # --------------------------------------------------------------------------- session
@@ -229,7 +246,6 @@ class DlperfSession:
         self.records: list[dict[str, Any]] = []
         self._device: str | None = None
         self._cuda_count: int | None = None
-        self._registry = models.snapshot()
         self._workdir: Path | None = None
         self._old_sigterm = None
         self.environment: dict[str, Any] = {}
@@ -488,9 +504,6 @@ class DlperfSession:
             terminalreporter.write_line(line)
         if self._workdir is not None:
             terminalreporter.write_line(f"dlperf: worker logs in {self._workdir}")
-
-    def pytest_unconfigure(self, config) -> None:
-        models.restore(self._registry)
 
 
 def _sigterm_to_interrupt(signum, frame):

@@ -36,8 +36,8 @@ def fmt_value(value: float) -> str:
 
 
 def fmt_pct(fraction: float) -> str:
-    pct = fraction * 100
-    return f"{pct:.0f}%" if float(pct).is_integer() else f"{pct:.1f}%"
+    pct = round(fraction * 100, 1)
+    return f"{pct:.0f}%" if pct.is_integer() else f"{pct:.1f}%"
 
 
 def judge(case_id: str, measured: Summary, unit: str, expected: Expected | None, *,

@@ -1,0 +1,331 @@
+"""How much training throughput does the pytest-dlperf harness cost?  Harness vs a bare loop.
+
+The project claims that a case measured by the harness runs within 2% of the throughput a
+plain PyTorch training loop reaches on the same configuration.  This script checks that
+claim side by side, in one invocation:
+
+* **harness**: exactly what the plugin does for one case, ``pytest_dlperf.runner.measure``
+  with ``runs=1``: a fresh ``python -m pytest_dlperf.worker`` process, its warm-up, then
+  ``--repeats`` windows of ``--steps`` steps timed between device synchronizations.
+* **bare**: a self-contained ~30-line PyTorch loop (``BARE_LOOP`` below, no pytest_dlperf
+  import), written to a temporary file and run with the same Python in a fresh process:
+  the same model, one synthetic batch made on the device once, forward + cross-entropy +
+  backward + SGD step + ``zero_grad(set_to_none=True)``, the same precision handling, the
+  same warm-up and the same windows.  Torch's thread count is left at its default in both.
+
+The two sides alternate, ``--pairs`` times each; the order flips every pair (bare then
+harness, harness then bare, ...) so that a slow drift of the machine (clock, temperature)
+does not favour one side.  A window's throughput is its samples over its seconds; each
+side's figure is the median of all its windows (as the plugin pools the windows of a
+case's runs).
+
+Reading the output:
+
+* one line per run as it finishes: its median window throughput, its windows, the seconds
+  from process launch to the first warm-up step (``setup``) and ``wall/measured``, the
+  run's whole wall time over the time spent in the timed windows;
+* ``ratio``: harness median / bare median.  ``overhead`` is ``1 - ratio`` (negative when
+  the harness came out faster: noise).  ``PASS`` when ``overhead <= --max-overhead``;
+* ``per-case cost``: the medians of ``setup`` and ``wall/measured`` per side.  These are
+  the time a case costs beyond its measured windows (process start, imports, model
+  build, warm-up); they do not enter the throughput figure.  The bare column shows how
+  much of it any fresh PyTorch process pays anyway.
+
+On a CPU the windows are noisy (a few percent with 2 cores); more ``--pairs`` and longer
+windows (``--steps``) narrow it.  The real check is on a GPU::
+
+    python benchmarks/overhead.py --model resnet50 --precision amp --batch-size 256 \\
+        --image-size 224 --device cuda
+
+Exit status: 0 within ``--max-overhead``, 1 outside it, 2 when a run failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pytest_dlperf.cases import PRECISIONS, Case
+from pytest_dlperf.models import get_model_spec
+from pytest_dlperf.runner import CaseError, RunParams, measure
+
+# The models the bare loop can build: torchvision's by name, and the registry's ``tiny``.
+MODELS = ("tiny", "resnet18", "resnet50", "vgg16")
+# Warm-up and windows: the plugin's defaults (those of RunParams) on CUDA, fewer on a CPU.
+STEP_DEFAULTS = {
+    "cuda": {"warmup_steps": RunParams.warmup_steps, "steps": RunParams.steps, "repeats": RunParams.repeats},
+    "cpu": {"warmup_steps": 10, "steps": 20, "repeats": 4},
+}
+
+BARE_LOOP = '''\
+"""Bare PyTorch training loop: the reference the pytest-dlperf harness is compared with."""
+import json, sys, time
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+cfg = json.loads(sys.argv[1])
+precision, batch, size, classes = cfg["precision"], cfg["batch_size"], cfg["image_size"], cfg["num_classes"]
+device = torch.device("cuda", 0) if cfg["device"] == "cuda" else torch.device("cpu")
+if device.type == "cuda":
+    torch.cuda.set_device(device)
+torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
+torch.backends.cudnn.benchmark = True
+if cfg["model"] == "tiny":
+    model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
+                          nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(inplace=True),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes))
+else:
+    import torchvision
+    model = torchvision.models.get_model(cfg["model"], weights=None, num_classes=classes)
+dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(precision)
+channels_last = dtype is not None  # every model here is a CNN
+model = model.to(device)
+images = torch.randn(batch, 3, size, size, device=device)
+labels = torch.randint(0, classes, (batch,), device=device)
+if channels_last:
+    model = model.to(memory_format=torch.channels_last)
+    images = images.contiguous(memory_format=torch.channels_last)
+model.train()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+scaler = torch.amp.GradScaler(device.type, init_scale=128.0) if precision == "amp" else None
+
+
+def step():
+    if dtype is not None:
+        with torch.autocast(device.type, dtype=dtype):
+            loss = F.cross_entropy(model(images), labels)
+    else:
+        loss = F.cross_entropy(model(images), labels)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def sync():
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+first_step = time.time()
+for _ in range(cfg["warmup_steps"]):
+    step()
+windows = []
+for _ in range(cfg["repeats"]):
+    sync()
+    start = time.perf_counter()
+    for _ in range(cfg["steps"]):
+        step()
+    sync()
+    seconds = time.perf_counter() - start
+    windows.append({"seconds": seconds, "throughput": batch * cfg["steps"] / seconds})
+print(json.dumps({"windows": windows, "setup_seconds": first_step - cfg["launched_at"],
+                  "settings": {"image_size": size, "num_classes": classes, "channels_last": channels_last}}))
+'''
+
+
+class RunFailed(Exception):
+    """A bare or harness run that produced no measurement."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One finished run of either side."""
+
+    pair: int
+    side: str  # "bare" or "harness"
+    throughputs: list[float]
+    setup_seconds: float
+    wall_seconds: float
+    measured_seconds: float
+    settings: dict[str, Any]
+    device: dict[str, Any] | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.throughputs)
+
+    @property
+    def wall_over_measured(self) -> float:
+        return self.wall_seconds / self.measured_seconds
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "median": self.median, "wall_over_measured": self.wall_over_measured}
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` is CUDA when available, as in the plugin (without creating a CUDA context here)."""
+    if requested != "auto":
+        return requested
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def run_bare(script: Path, config: dict[str, Any], pair: int) -> Run:
+    launched = time.time()
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script), json.dumps(dict(config, launched_at=launched))],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.splitlines()[-30:])
+        raise RunFailed(f"the bare loop failed with exit status {proc.returncode}:\n{tail}")
+    out = json.loads(proc.stdout.splitlines()[-1])
+    return Run(pair, "bare", [w["throughput"] for w in out["windows"]], out["setup_seconds"], wall,
+               sum(w["seconds"] for w in out["windows"]), out["settings"])
+
+
+def run_harness(case: Case, params: RunParams, workdir: Path, pair: int) -> Run:
+    try:
+        attempt = measure(case, get_model_spec(case.model), params, workdir)
+    except CaseError as exc:
+        raise RunFailed(f"the harness failed ({exc.kind}): {exc.message}") from None
+    record = attempt.runs[0]
+    timing = record["timing"]
+    return Run(pair, "harness", [w["throughput"] for w in record["windows"]], timing["setup_seconds"],
+               record["wall_seconds"], timing["measured_seconds"], record["settings"] or {}, record["device"])
+
+
+def check_same_settings(bare: Run, harness: Run) -> None:
+    """The two sides must have trained the same configuration."""
+    differ = {key: (value, harness.settings.get(key)) for key, value in bare.settings.items()
+              if harness.settings.get(key) != value}
+    if differ:
+        raise RunFailed(f"the bare loop and the harness trained different settings (bare, harness): {differ}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=MODELS, default="resnet18", help="default: %(default)s")
+    parser.add_argument("--precision", choices=PRECISIONS, default="fp32", help="default: %(default)s")
+    parser.add_argument("--batch-size", type=int, default=32, help="default: %(default)s")
+    parser.add_argument("--image-size", type=int, default=64,
+                        help="the case setting image_size; default: %(default)s")
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                        help="auto: CUDA when available; default: %(default)s")
+    cuda, cpu = STEP_DEFAULTS["cuda"], STEP_DEFAULTS["cpu"]
+    parser.add_argument("--warmup-steps", type=int,
+                        help=f"default: {cuda['warmup_steps']} on CUDA, {cpu['warmup_steps']} on CPU")
+    parser.add_argument("--steps", type=int,
+                        help=f"steps per timed window; default: {cuda['steps']} on CUDA, {cpu['steps']} on CPU")
+    parser.add_argument("--repeats", type=int,
+                        help=f"timed windows per run; default: {cuda['repeats']} on CUDA, {cpu['repeats']} on CPU")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="bare and harness runs each, alternating; default: %(default)s")
+    parser.add_argument("--max-overhead", type=float, default=0.02,
+                        help="largest allowed throughput loss of the harness, as a fraction; default: %(default)s")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON here")
+    args = parser.parse_args(argv)
+    for name in ("batch_size", "image_size", "steps", "repeats", "pairs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.warmup_steps is not None and args.warmup_steps < 0:
+        parser.error("--warmup-steps must not be negative")
+    return args
+
+
+def _print_run(run: Run, unit: str) -> None:
+    windows = " ".join(f"{t:.1f}" for t in run.throughputs)
+    print(f"{run.pair + 1:>4}  {run.side:<7}  {run.median:>10.1f} {unit}  [{windows}]  "
+          f"setup {run.setup_seconds:5.2f} s  wall/measured {run.wall_over_measured:5.2f}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    device = resolve_device(args.device)
+    defaults = STEP_DEFAULTS[device]
+    params = RunParams(
+        device=device,
+        warmup_steps=defaults["warmup_steps"] if args.warmup_steps is None else args.warmup_steps,
+        steps=defaults["steps"] if args.steps is None else args.steps,
+        repeats=defaults["repeats"] if args.repeats is None else args.repeats,
+    )
+    case = Case.make(args.model, args.precision, args.batch_size, settings={"image_size": args.image_size})
+    spec = get_model_spec(case.model)
+    bare_config = {
+        "model": case.model, "precision": case.precision, "batch_size": case.batch_size,
+        "image_size": args.image_size, "num_classes": int(spec.settings(case.settings_dict)["num_classes"]),
+        "device": device, "warmup_steps": params.warmup_steps, "steps": params.steps, "repeats": params.repeats,
+    }
+    print(f"harness vs bare loop: {case.id} on {device}, warm-up {params.warmup_steps} steps, "
+          f"{params.repeats} windows x {params.steps} steps per run, {args.pairs} pairs", flush=True)
+    print(f"{'pair':>4}  {'side':<7}  {'median':>10} {spec.unit}  [windows]", flush=True)
+
+    runs: list[Run] = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dlperf-overhead-") as tmp:
+        workdir = Path(tmp)
+        script = workdir / "bare_loop.py"
+        script.write_text(BARE_LOOP, encoding="utf-8")
+        try:
+            for pair in range(args.pairs):
+                order = ("bare", "harness") if pair % 2 == 0 else ("harness", "bare")
+                done: dict[str, Run] = {}
+                for side in order:
+                    if side == "bare":
+                        run = run_bare(script, bare_config, pair)
+                    else:
+                        run = run_harness(case, params, workdir / f"pair{pair}", pair)
+                    done[side] = run
+                    runs.append(run)
+                    _print_run(run, spec.unit)
+                check_same_settings(done["bare"], done["harness"])
+        except RunFailed as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    elapsed = time.monotonic() - started
+
+    by_side = {side: [r for r in runs if r.side == side] for side in ("bare", "harness")}
+    medians = {side: statistics.median([t for r in rs for t in r.throughputs]) for side, rs in by_side.items()}
+    ratio = medians["harness"] / medians["bare"]
+    overhead = 1.0 - ratio
+    passed = overhead <= args.max_overhead
+    pair_ratios = [h.median / b.median for b, h in zip(by_side["bare"], by_side["harness"], strict=True)]
+    cost = {side: {"setup_seconds": statistics.median([r.setup_seconds for r in rs]),
+                   "wall_over_measured": statistics.median([r.wall_over_measured for r in rs])}
+            for side, rs in by_side.items()}
+    device_info = by_side["harness"][0].device or {}
+
+    print()
+    print(f"device: {device_info.get('name', device)}; {elapsed:.0f} s in all")
+    print(f"pair ratios harness/bare: {' '.join(f'{r:.4f}' for r in pair_ratios)}")
+    for side in ("bare", "harness"):
+        n = sum(len(r.throughputs) for r in by_side[side])
+        print(f"{side:<7}  median {medians[side]:.1f} {spec.unit} over {n} windows")
+    print(f"ratio harness/bare: {ratio:.4f} (overhead {overhead:+.2%}, limit {args.max_overhead:.2%})")
+    print(f"per-case cost (medians): setup {cost['harness']['setup_seconds']:.2f} s harness, "
+          f"{cost['bare']['setup_seconds']:.2f} s bare; wall/measured {cost['harness']['wall_over_measured']:.2f} "
+          f"harness, {cost['bare']['wall_over_measured']:.2f} bare")
+    verdict = "PASS" if passed else "FAIL"
+    relation = "within" if passed else "outside"
+    print(f"{verdict}: the harness is {relation} {args.max_overhead:.2%} of the bare loop's throughput")
+
+    if args.json is not None:
+        document = {
+            "case": case.to_dict(), "params": params.to_dict(), "device": device_info, "pairs": args.pairs,
+            "runs": [r.to_dict() for r in runs], "medians": medians, "pair_ratios": pair_ratios,
+            "ratio": ratio, "overhead": overhead, "max_overhead": args.max_overhead,
+            "per_case_cost": cost, "passed": passed, "elapsed_seconds": elapsed,
+        }
+        args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+import json
+import os
+
+import pytest
+
+from pytest_dlperf import baseline, jsonio
+from pytest_dlperf.cases import Case
+
+
+def write(tmp_path, document, name="b.json"):
+    path = tmp_path / name
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return path
+
+
+def doc(*cases, **top):
+    return {"schema_version": 1, "kind": "dlperf-baseline", "provenance": {"source": "unit test"}, **top,
+            "cases": list(cases)}
+
+
+ENTRY = {"model": "resnet50", "precision": "amp", "batch_size": 256, "gpus": 8, "throughput": 5889.05,
+         "unit": "img/s", "source": "seed 000"}
+
+
+def test_load_indexes_cases_and_resolves_defaults(tmp_path):
+    path = write(tmp_path, doc(ENTRY, {**ENTRY, "gpus": 1, "throughput": 790.0, "tolerance": 0.1,
+                                       "steps": 50, "source": None} | {"source": "x"},
+                               defaults={"tolerance": 0.03, "repeats": 7}))
+    b = baseline.load(path)
+    entry = b.find(Case.make("resnet50", "amp", 256, 8))
+    assert entry.throughput == 5889.05 and entry.tolerance == 0.03 and entry.source == "seed 000"
+    one = b.find(Case.make("resnet50", "amp", 256, 1))
+    assert one.tolerance == 0.1 and one.overrides == {"steps": 50}
+    assert b.find(Case.make("resnet50", "fp32", 256, 1)) is None
+    assert b.defaults["repeats"] == 7
+
+
+def test_tolerance_falls_back_to_the_session_default(tmp_path):
+    b = baseline.load(write(tmp_path, doc(ENTRY)))
+    entry = b.entries[0]
+    assert entry.tolerance is None
+    assert entry.expected("img/s", 0.07).tolerance == 0.07
+    assert entry.expected("img/s").tolerance == baseline.DEFAULT_TOLERANCE
+
+
+@pytest.mark.parametrize(("document", "where", "problem"), [
+    (doc({**ENTRY, "batch_size": 0}), "$.cases[0].batch_size", "0 is less than the minimum of 1"),
+    (doc({**ENTRY, "precision": "fp8"}), "$.cases[0].precision", "'fp8' is not one of"),
+    (doc({k: v for k, v in ENTRY.items() if k != "throughput"}), "$.cases[0]", "'throughput' is a required"),
+    (doc({**ENTRY, "throughtput": 1}), "$.cases[0]", "unexpected field 'throughtput'"),
+    (doc(ENTRY, defaults={"tolerance": 5}), "$.defaults.tolerance", "5 is greater than or equal to"),
+    ({**doc(ENTRY), "schema_version": 2}, "$.schema_version", "schema_version 2 is not supported"),
+    (doc(ENTRY, ENTRY), "$.cases[1]", "duplicate case resnet50-amp-bs256-gpu8 (also $.cases[0])"),
+])
+def test_errors_name_the_file_and_the_json_path(tmp_path, document, where, problem):
+    path = write(tmp_path, document)
+    with pytest.raises(jsonio.DocumentError) as info:
+        baseline.load(path)
+    assert info.value.path == str(path)
+    assert info.value.where == where
+    assert problem in info.value.problem
+    assert str(info.value).startswith(f"{path}: {where}: ")
+
+
+def test_missing_and_malformed_files(tmp_path):
+    with pytest.raises(jsonio.DocumentError, match="nope.json: baseline file not found"):
+        baseline.load(tmp_path / "nope.json")
+    bad = write(tmp_path, '{"schema_version": 1,\n "cases": [}')
+    with pytest.raises(jsonio.DocumentError, match=r"b.json: not valid JSON: .* at line 2 column 12"):
+        baseline.load(bad)
+
+
+def test_from_measurements_is_a_valid_baseline_that_round_trips(tmp_path):
+    env = {"host": {"hostname": "box", "cpu": "Some CPU"}, "versions": {"torch": "2.14.1", "cuda": None},
+           "device": {"type": "cpu", "name": "Some CPU"}}
+    records = [{"case": Case.make("tiny", "fp32", 32, 1).to_dict(), "throughput": 1234.56789, "unit": "img/s"},
+               {"case": Case.make("tiny", "amp", 16, 1, {"image_size": 64}).to_dict(), "throughput": 99.0,
+                "unit": "img/s"}]
+    document = baseline.from_measurements(records, env, tolerance=0.1, steps={"steps": 5})
+    path = tmp_path / "saved.json"
+    baseline.save(path, document)
+    loaded = baseline.load(path)
+    assert [e.case.id for e in loaded.entries] == ["tiny-fp32-bs32-gpu1", "tiny-amp-bs16-gpu1-img64"]
+    assert loaded.entries[0].throughput == 1234.568
+    assert loaded.entries[0].tolerance == 0.1
+    assert loaded.data["provenance"]["software"] == {"torch": "2.14.1"}
+    assert loaded.hardware == {"device": "cpu", "cpu": "Some CPU"}
+
+
+def test_an_invalid_document_is_never_written(tmp_path):
+    path = write(tmp_path, doc(ENTRY))
+    before = path.read_text()
+    with pytest.raises(jsonio.DocumentError):
+        baseline.save(path, doc({**ENTRY, "batch_size": -3}))
+    assert path.read_text() == before
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = write(tmp_path, doc(ENTRY))
+    before = path.read_text()
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space left"):
+        baseline.save(path, doc({**ENTRY, "throughput": 1.0}))
+    assert path.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]
+
+
+def test_every_schema_is_a_valid_draft_2020_12_schema():
+    import jsonschema
+
+    for name in jsonio.SCHEMAS:
+        jsonschema.Draft202012Validator.check_schema(jsonio.schema(name))

@@ -1,0 +1,59 @@
+import pytest
+
+from pytest_dlperf.cases import Case, OptionError, matrix, parse_ints, parse_list, parse_precisions
+
+
+def test_id_reads_like_the_seed_logs():
+    assert Case.make("resnet50", "amp", 256, 8).id == "resnet50-amp-bs256-gpu8"
+
+
+def test_explicit_settings_are_part_of_the_id_and_sorted():
+    case = Case.make("bert-base", "amp", 64, 1, {"seq_len": 512, "data": "synthetic"})
+    assert case.id == "bert-base-amp-bs64-gpu1-synthetic-seq512"
+    assert Case.make("x", "fp32", 1, 1, {"channels_last": False, "foo": 3}).id == "x-fp32-bs1-gpu1-nchw-foo=3"
+
+
+def test_markers():
+    assert Case.make("vgg16", "bf16", 32, 4).markers == ["dlperf", "gpu4", "bf16", "vgg16"]
+
+
+def test_dict_round_trip_and_equality():
+    case = Case.make("tiny", "fp32", 32, 2, {"image_size": 64})
+    assert Case.from_dict(case.to_dict()) == case
+    assert Case.from_dict({"model": "tiny", "precision": "fp32", "batch_size": 32}).gpus == 1
+
+
+def test_same_config_ignores_gpu_count_only():
+    one = Case.make("tiny", "fp32", 32, 1)
+    assert one.same_config(Case.make("tiny", "fp32", 32, 8))
+    assert not one.same_config(Case.make("tiny", "amp", 32, 8))
+
+
+def test_lists_accept_commas_spaces_and_repeats():
+    assert parse_list("--x", ["a,b", "c d"]) == ["a", "b", "c", "d"]
+    assert parse_list("--x", None) == []
+    assert parse_ints("--n", "1,8 ,16") == [1, 8, 16]
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("0", "--dlperf-batch-size: 0 is not allowed; expected an integer >= 1"),
+    ("-1", "--dlperf-batch-size: -1 is not allowed"),
+    ("eight", "--dlperf-batch-size: 'eight' is not an integer"),
+])
+def test_bad_integers(raw, message):
+    with pytest.raises(OptionError, match=message):
+        parse_ints("--dlperf-batch-size", raw)
+
+
+def test_unknown_precision_lists_the_known_ones():
+    with pytest.raises(OptionError, match="unknown precision 'fp8'; expected one of fp32, tf32, amp, bf16"):
+        parse_precisions("--dlperf-precision", "amp,fp8")
+
+
+def test_matrix_defaults():
+    cases = matrix(["tiny", "resnet50"], [], [], [], {"tiny": 32, "resnet50": 256}.get)
+    assert [c.id for c in cases] == ["tiny-fp32-bs32-gpu1", "resnet50-fp32-bs256-gpu1"]
+    cases = matrix(["tiny"], ["amp", "fp32"], [8], [1, 2], lambda m: 32)
+    assert [c.id for c in cases] == ["tiny-amp-bs8-gpu1", "tiny-amp-bs8-gpu2", "tiny-fp32-bs8-gpu1",
+                                     "tiny-fp32-bs8-gpu2"]
+    assert matrix([], ["amp"], [8], [1], lambda m: 32) == []
