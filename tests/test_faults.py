@@ -1,0 +1,161 @@
+"""Faults: crashing, out-of-memory, hung and interrupted workers; no process is left behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_dlperf import launch
+
+FAULTY = textwrap.dedent("""
+    import os, subprocess, sys, time
+    import torch
+    from torch import nn
+    from pytest_dlperf import register_model
+
+    HERE = os.path.dirname(__file__)
+
+    class Faulty(nn.Module):
+        def __init__(self, kind):
+            super().__init__()
+            self.kind = kind
+            self.fc = nn.Linear(3 * 4 * 4, 2)
+
+        def forward(self, x):
+            if self.kind == "raise":
+                raise ValueError("boom in forward")
+            if self.kind == "exit":
+                print("about to die", file=sys.stderr, flush=True)
+                os._exit(7)
+            if self.kind == "oom":
+                torch.empty(1 << 44)  # 64 TiB of float32: the CPU allocator refuses
+            if self.kind == "hang":
+                # Leave a grandchild too: the whole process group must go.
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+                with open(os.path.join(HERE, "pids"), "w") as f:
+                    f.write(f"{os.getpid()} {child.pid}")
+                time.sleep(600)
+            return self.fc(x.flatten(1))
+
+    for kind in ("raise", "exit", "oom", "hang"):
+        register_model(f"faulty-{kind}", task="image-classification", batch_size=32,
+                       defaults={"image_size": 4, "num_classes": 2},
+                       factory=lambda settings, kind=kind: Faulty(kind))
+""")
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for its reaper is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def test_a_crashing_worker_fails_its_case_and_the_session_goes_on(dlperf):
+    dlperf.pytester.makeconftest(FAULTY)
+    result = dlperf.run("--dlperf-model", "faulty-raise,faulty-exit,tiny")
+    result.assert_outcomes(failed=2, passed=1)
+    out = result.stdout.str()
+    assert "faulty-raise-fp32-bs32-gpu1: the worker failed: ValueError: boom in forward" in out
+    assert "--- last lines of the worker's stderr" in out and 'raise ValueError("boom in forward")' in out
+    result.stdout.fnmatch_lines([
+        "faulty-exit-fp32-bs32-gpu1: the worker ended with exit status 7 and wrote no result",
+        "--- last lines of the worker's stderr (*stderr.log) ---",
+        "about to die",
+    ])
+
+
+def test_out_of_memory_is_named(dlperf):
+    dlperf.pytester.makeconftest(FAULTY)
+    result = dlperf.run("--dlperf-model", "faulty-oom,tiny", "--dlperf-json", "results.json")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["faulty-oom-fp32-bs32-gpu1: out of memory at batch size 32 on *: *"])
+    record = dlperf.results()["cases"][0]
+    assert record["verdict"] == "error" and record["attempts"][0]["runs"][0]["status"] == "oom"
+
+
+def test_a_hung_worker_is_killed_with_its_whole_process_group(dlperf):
+    dlperf.pytester.makeconftest(FAULTY)
+    started = time.monotonic()
+    result = dlperf.run("--dlperf-model", "faulty-hang,tiny", "--dlperf-timeout", "20")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines([
+        "faulty-hang-fp32-bs32-gpu1: timed out after 20 s; the worker's process group was killed (--dlperf-timeout)"])
+    pids = [int(p) for p in (dlperf.path / "pids").read_text().split()]
+    assert wait_gone(pids, 2.0) == []
+    assert time.monotonic() - started < 120
+
+
+def test_sigterm_to_pytest_mid_case_leaves_no_worker(dlperf):
+    dlperf.pytester.makeconftest(FAULTY)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dlperf-device", "cpu",
+         "--dlperf-model", "faulty-hang", "--dlperf-warmup-steps", "1"],
+        cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pid_file = dlperf.path / "pids"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() or not pid_file.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, "the case never started"
+        time.sleep(0.1)
+    pids = [int(p) for p in pid_file.read_text().split()]
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert "KeyboardInterrupt" in out or "Interrupted" in out
+    assert wait_gone(pids, 5.0) == []
+
+
+# --------------------------------------------------------------------------- launch, directly
+
+
+def test_run_worker_kills_the_group_at_its_time_limit(tmp_path):
+    script = "sleep 600 & echo $! > \"$(dirname \"$0\")/child\"; echo waiting >&2; sleep 600"
+    started = time.monotonic()
+    outcome = launch.run_worker({"case": {}}, tmp_path / "run", timeout=1.0,
+                                command=["sh", "-c", script])
+    assert outcome.timed_out and outcome.result is None
+    assert time.monotonic() - started < 10
+    assert outcome.stderr_tail() == "waiting"
+    child = int((tmp_path / "run" / "child").read_text())
+    assert wait_gone([child], 2.0) == []
+    assert launch.describe_returncode(outcome.returncode) == "signal SIGTERM"
+
+
+def test_leftovers_of_a_finished_worker_are_killed(tmp_path):
+    script = "sleep 600 & echo $! > \"$(dirname \"$0\")/child\"; exit 0"
+    outcome = launch.run_worker({"case": {}}, tmp_path / "run", timeout=30.0, command=["sh", "-c", script])
+    assert not outcome.timed_out and outcome.returncode == 0
+    assert wait_gone([int((tmp_path / "run" / "child").read_text())], 3.0) == []
+
+
+def test_progress_moves_the_deadline(tmp_path):
+    progress = tmp_path / "progress.json"
+    deadline, seen = launch._deadline_from_progress(progress, 123.0, 0)
+    assert (deadline, seen) == (123.0, 0)  # nothing reported yet
+    progress.write_text('{"step_seconds": 0.5, "remaining_steps": 100}')
+    before = time.monotonic()
+    deadline, seen = launch._deadline_from_progress(progress, 123.0, 0)
+    assert before + 3 * 0.5 * 100 + 60 <= deadline <= time.monotonic() + 3 * 0.5 * 100 + 60
+    assert launch._deadline_from_progress(progress, 1.0, seen) == (1.0, seen)  # unchanged file
+
+
+def test_return_codes_read_as_words():
+    assert launch.describe_returncode(3) == "exit status 3"
+    assert launch.describe_returncode(-9) == "signal SIGKILL"
+    assert launch.describe_returncode(None) == "no exit status"

@@ -1,0 +1,168 @@
+"""Measured cases against baselines: verdicts, confirmation, outputs, save round trip."""
+
+import json
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import tiny_case
+from pytest_dlperf import jsonio
+
+
+def test_far_too_high_a_baseline_fails_with_the_regression_line(dlperf):
+    path = dlperf.baseline([tiny_case(1e9, source="made up, 1000x too high")])
+    result = dlperf.run("--dlperf-baseline", path)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "tiny-fp32-bs32-gpu1: * img/s is 100% below the baseline 1000000000.0 img/s "
+        "(tolerance 5%; source: made up, 1000x too high*); measured 2 times: *",
+        "*1 failed*",
+    ])
+
+
+def test_far_too_low_a_baseline_passes_as_improved(dlperf):
+    path = dlperf.baseline([tiny_case(1.0)])
+    result = dlperf.run("--dlperf-baseline", path, "-v", "--dlperf-confirm", "0")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "*tiny-fp32-bs32-gpu1 IMPROVED*",
+        "improved: update the baseline (1):",
+        "  tiny-fp32-bs32-gpu1: * img/s is *% above the baseline 1.0 img/s (tolerance 5%*update the baseline*",
+    ])
+
+
+def test_no_baseline_passes_unless_one_is_required(dlperf):
+    result = dlperf.run("--dlperf-model", "tiny", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1 PASSED (no baseline)*", "no baseline (1):"])
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-require-baseline")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["tiny-fp32-bs32-gpu1: * img/s, no baseline and --dlperf-require-baseline is set"])
+
+
+SLOW_FIRST = textwrap.dedent("""
+    import os, time
+    from torch import nn
+    from pytest_dlperf import register_model
+
+    FLAG = os.path.join(os.path.dirname(__file__), "measured-once")
+
+    class Slow(nn.Module):
+        def __init__(self, delay):
+            super().__init__()
+            self.delay = delay
+            self.fc = nn.Linear(3 * 4 * 4, 2)
+
+        def forward(self, x):
+            time.sleep(self.delay)
+            return self.fc(x.flatten(1))
+
+    @register_model("slow-first", task="image-classification", batch_size=32,
+                    defaults={"image_size": 4, "num_classes": 2})
+    def slow_first(settings):
+        # The first worker process trains slowly; every later one is fast.
+        first = not os.path.exists(FLAG)
+        open(FLAG, "a").close()
+        return Slow(0.2 if first else 0.0)
+""")
+
+
+def test_a_case_below_its_baseline_is_measured_again_before_it_fails(dlperf):
+    dlperf.pytester.makeconftest(SLOW_FIRST)
+    # Slow: <= 160 img/s; fast: thousands. The baseline sits in between.
+    path = dlperf.baseline([{"model": "slow-first", "precision": "fp32", "batch_size": 32,
+                             "throughput": 500.0, "tolerance": 0.5}])
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json", "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*passed on re-measurement (earlier: * img/s)*"])
+    record = dlperf.results()["cases"][0]
+    assert [a["throughput"] < 500 for a in record["attempts"]] == [True, False]
+
+
+def test_without_confirmation_one_slow_measurement_fails(dlperf):
+    dlperf.pytester.makeconftest(SLOW_FIRST)
+    path = dlperf.baseline([{"model": "slow-first", "precision": "fp32", "batch_size": 32,
+                             "throughput": 500.0, "tolerance": 0.5}])
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["slow-first-fp32-bs32-gpu1: * img/s is *% below the baseline 500.0 img/s*"])
+
+
+def test_json_results_junit_properties_and_the_summary_table(dlperf):
+    path = dlperf.baseline([tiny_case(1.0), tiny_case(1e9, precision="bf16"), tiny_case(1.0, gpus=4)])
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-model", "tiny", "--dlperf-precision", "amp",
+                        "--dlperf-runs", "2", "--dlperf-confirm", "0", "--dlperf-json", "results.json",
+                        "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=2, failed=1, skipped=1)
+    result.stdout.fnmatch_lines([
+        "*= dlperf summary =*",
+        "tiny (img/s; measured / baseline (difference))",
+        "gpus | fp32 bs32 * | bf16 bs32 * | amp bs32*",
+        "-----+-*",
+        "   1 | * / 1.0 (+*%) + | * / 1000000000.0 (-100.0%) FAIL | * / -",
+        "   4 | skipped *",
+        "regressions and errors (1):",
+        "dlperf: 1 fail, 1 improved, 1 no-baseline, 1 skipped",
+    ])
+    data = dlperf.results()
+    jsonio.validate(data, "results")
+    assert data["baseline"]["path"] == path
+    assert data["environment"]["device"]["type"] == "cpu"
+    by_id = {c["id"]: c for c in data["cases"]}
+    fp32 = by_id["tiny-fp32-bs32-gpu1"]
+    assert fp32["verdict"] == "improved" and fp32["unit"] == "img/s"
+    runs = fp32["attempts"][0]["runs"]
+    assert len(runs) == 2 and all(len(r["windows"]) == 2 for r in runs)
+    windows = [w["throughput"] for r in runs for w in r["windows"]]
+    assert fp32["stats"]["n"] == 4 and fp32["throughput"] == pytest.approx(sorted(windows)[1:3][0] / 2
+                                                                            + sorted(windows)[1:3][1] / 2)
+    for w in runs[0]["windows"]:
+        assert w["samples"] == 32 * 5 and w["throughput"] == pytest.approx(w["samples"] / w["seconds"])
+    assert fp32["parameters"] == {"device": "cpu", "warmup_steps": 2, "steps": 5, "repeats": 2, "runs": 2,
+                                  "timeout": None, "startup_timeout": 300.0}
+    assert by_id["tiny-bf16-bs32-gpu1"]["verdict"] == "fail"
+    assert by_id["tiny-amp-bs32-gpu1"]["verdict"] == "no-baseline"
+    assert by_id["tiny-fp32-bs32-gpu4"]["verdict"] == "skipped"
+
+    cases = {tc.get("name"): tc for tc in ET.parse(dlperf.path / "junit.xml").iter("testcase")}
+    props = {p.get("name"): p.get("value") for p in cases["tiny-fp32-bs32-gpu1"].iter("property")}
+    assert props["dlperf_verdict"] == "improved" and props["dlperf_unit"] == "img/s"
+    assert float(props["dlperf_throughput"]) == pytest.approx(fp32["throughput"], rel=1e-3)
+    assert float(props["dlperf_baseline"]) == 1.0 and float(props["dlperf_difference_pct"]) > 0
+
+
+def test_step_counts_come_from_the_baseline_unless_given(dlperf):
+    path = dlperf.baseline([tiny_case(1.0, steps=3, repeats=1)], defaults={"warmup_steps": 1, "steps": 4})
+    dlperf.pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                              "--dlperf-device", "cpu", "--dlperf-baseline", path, "--dlperf-json", "results.json")
+    params = dlperf.results()["cases"][0]["parameters"]
+    assert (params["warmup_steps"], params["steps"], params["repeats"]) == (1, 3, 1)
+    dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json")  # FAST: 2 warm-up, 5 steps, 2 repeats
+    params = dlperf.results()["cases"][0]["parameters"]
+    assert (params["warmup_steps"], params["steps"], params["repeats"]) == (2, 5, 2)
+
+
+def test_save_baseline_round_trip(dlperf):
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-precision", "fp32,bf16",
+                        "--dlperf-save-baseline", "saved.json", "--dlperf-tolerance", "0.9")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["dlperf: saved 2 case(s) as a baseline to saved.json"])
+    saved = json.loads((dlperf.path / "saved.json").read_text())
+    jsonio.validate(saved, "baseline")
+    assert [c["model"] + "-" + c["precision"] for c in saved["cases"]] == ["tiny-fp32", "tiny-bf16"]
+    assert saved["defaults"] == {"tolerance": 0.9, "warmup_steps": 2, "steps": 5, "repeats": 2}
+    assert saved["hardware"]["device"] == "cpu"
+    assert saved["provenance"]["software"]["torch"]
+    # Judged against what it just measured, with a 90% tolerance, the same machine passes.
+    result = dlperf.run("--dlperf-baseline", "saved.json", "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=2)
+    assert {c["verdict"] for c in dlperf.results()["cases"]} == {"pass"}
+
+
+def test_a_failed_session_does_not_write_half_a_baseline(dlperf):
+    (dlperf.path / "saved.json").write_text("old contents")
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-save-baseline", "saved.json", "-x",
+                        "--dlperf-batch-size", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (dlperf.path / "saved.json").read_text() == "old contents"
