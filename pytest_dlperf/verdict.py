@@ -32,7 +32,7 @@ class Verdict:
 
 
 def fmt_value(value: float) -> str:
-    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
 def fmt_pct(fraction: float) -> str:

@@ -38,7 +38,7 @@ def test_no_baseline_passes_unless_one_is_required(dlperf):
     result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1 PASSED (no baseline)*", "no baseline (1):"])
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-require-baseline")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["tiny-fp32-bs32-gpu1: * img/s, no baseline and --dlperf-require-baseline is set"])
+    result.stdout.fnmatch_lines(["tiny-fp32-bs32-gpu1: * img/s, no baseline and --dlperf-require-baseline is set*"])
 
 
 SLOW_FIRST = textwrap.dedent("""
@@ -154,10 +154,13 @@ def test_save_baseline_round_trip(dlperf):
     assert saved["defaults"] == {"tolerance": 0.9, "warmup_steps": 2, "steps": 5, "repeats": 2}
     assert saved["hardware"]["device"] == "cpu"
     assert saved["provenance"]["software"]["torch"]
-    # Judged against what it just measured, with a 90% tolerance, the same machine passes.
+    # Read back: each case is judged against the figure it saved (5-step windows on a
+    # shared CPU can still differ by 2x, so "improved" is a possible verdict too).
     result = dlperf.run("--dlperf-baseline", "saved.json", "--dlperf-json", "results.json")
     result.assert_outcomes(passed=2)
-    assert {c["verdict"] for c in dlperf.results()["cases"]} == {"pass"}
+    records = dlperf.results()["cases"]
+    assert [r["baseline"]["throughput"] for r in records] == [c["throughput"] for c in saved["cases"]]
+    assert {r["verdict"] for r in records} <= {"pass", "improved"}
 
 
 def test_a_failed_session_does_not_write_half_a_baseline(dlperf):
