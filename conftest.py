@@ -18,7 +18,7 @@ import pytest
 import torch  # noqa: F401  isort: skip
 import torchvision  # noqa: F401  isort: skip
 
-pytest_plugins = ("pytester",)
+pytest_plugins = ("pytester", "tests.cluster")
 
 # A few steps are enough to exercise the whole path; each case still starts a fresh worker.
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
