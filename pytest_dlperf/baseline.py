@@ -41,6 +41,7 @@ class Entry:
     source: str | None
     overrides: Mapping[str, int]  # warmup_steps / steps / repeats for this case
     index: int  # position in the file's "cases", for error messages
+    min_scaling_efficiency: float | None = None
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -64,6 +65,13 @@ class Baseline:
     @property
     def hardware(self) -> Mapping[str, Any]:
         return self.data.get("hardware", {})
+
+    def reference(self, case: Case) -> Entry | None:
+        """The 1-GPU entry of the same model, precision, batch and settings."""
+        for entry in self.entries:
+            if entry.case.gpus == 1 and entry.case.same_config(case):
+                return entry
+        return None
 
     def find(self, case: Case) -> Entry | None:
         for entry in self.entries:
@@ -94,6 +102,7 @@ def load(path: str | os.PathLike) -> Baseline:
             source=raw.get("source") or data.get("provenance", {}).get("source"),
             overrides={k: raw[k] for k in STEP_FIELDS if k in raw},
             index=index,
+            min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
         ))
     return Baseline(str(path), data, entries)
 

@@ -1,10 +1,12 @@
 """Launching workers: a fresh process per run, in its own process group, with a time limit.
 
-Each run of a case is one ``python -m pytest_dlperf.worker SPEC`` process started in a new
-session (process group), so that a timeout, a failure or an interrupted pytest kills the
-worker and everything it started (DataLoader workers, a hung collective) with one
-``killpg``.  The worker also watches its parent: if the controller dies without a chance
-to clean up, the worker kills its own group.
+Each run of a case is one ``python -m pytest_dlperf.worker SPEC`` process (or, for several
+ranks, one ``torchrun`` agent and its ranks) started in a new session, with a
+``DLPERF_RUN_ID`` in its environment that every descendant inherits.  A timeout, a failure
+or an interrupted pytest ends the run's process group *and* every process carrying its run
+id: torchrun starts each rank in a session of its own, out of reach of a ``killpg``.  Each
+worker also watches its parent and the controller: if either goes away without cleaning
+up, the worker kills its own group.
 
 Time limit: with ``timeout`` set, a run that lasts longer is killed.  Without it the limit
 adapts: ``startup_timeout`` covers process start, model build and the first step; each
@@ -18,10 +20,12 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -32,7 +36,9 @@ STDERR_TAIL_LINES = 30
 KILL_GRACE_SECONDS = 5.0
 POLL_SECONDS = 0.1
 
-_live_groups: set[int] = set()
+RUN_ID_VARIABLE = "DLPERF_RUN_ID"
+
+_live_runs: dict[int, str] = {}
 _live_lock = threading.Lock()
 
 
@@ -41,12 +47,13 @@ class WorkerOutcome:
     """What a finished (or killed) worker left behind."""
 
     returncode: int | None
-    result: dict[str, Any] | None
+    result: dict[str, Any] | None  # rank 0's
     timed_out: bool
     time_limit: float | None
     run_dir: Path
     wall_seconds: float
     result_error: str | None = None
+    rank_results: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     @property
     def stderr_path(self) -> Path:
@@ -71,32 +78,50 @@ def describe_returncode(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def kill_group(pgid: int, grace: float = KILL_GRACE_SECONDS) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is left after ``grace`` seconds."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+def kill_run(pgid: int, run_id: str | None = None, grace: float = KILL_GRACE_SECONDS) -> None:
+    """SIGTERM the process group and the run's tagged processes; SIGKILL what is left after ``grace``."""
+    _signal_run(pgid, run_id, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not group_alive(pgid):
+        if not run_alive(pgid, run_id):
             return
         time.sleep(0.05)
+    _signal_run(pgid, run_id, signal.SIGKILL)
+
+
+def _signal_run(pgid: int, run_id: str | None, sig: int) -> None:
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, sig)
     except ProcessLookupError:
         pass
+    for pid in tagged_processes(run_id):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
 
 
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # Zombies still count for killpg(0); look for a member that is not one.
-    return any(_state(pid) not in ("Z", None) for pid in _group_members(pgid))
+def run_alive(pgid: int, run_id: str | None = None) -> bool:
+    """Whether any process of the group, or tagged with ``run_id``, is still running."""
+    members = _group_members(pgid) + tagged_processes(run_id)
+    return any(_state(pid) not in ("Z", None) for pid in members)
+
+
+def tagged_processes(run_id: str | None) -> list[int]:
+    """Processes of this machine whose environment carries ``DLPERF_RUN_ID=run_id``."""
+    if not run_id:
+        return []
+    needle = f"{RUN_ID_VARIABLE}={run_id}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if needle in handle.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -124,9 +149,9 @@ def _state(pid: int) -> str | None:
 def kill_all_live() -> None:
     """Kill every worker group still running (interrupt, SIGTERM, exit)."""
     with _live_lock:
-        groups = list(_live_groups)
-    for pgid in groups:
-        kill_group(pgid, grace=1.0)
+        runs = list(_live_runs.items())
+    for pgid, run_id in runs:
+        kill_run(pgid, run_id, grace=1.0)
 
 
 def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tuple[float, float]:
@@ -149,12 +174,13 @@ def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tup
 
 def run_worker(spec: dict[str, Any], run_dir: Path, *, timeout: float | None,
                startup_timeout: float = 300.0, command: list[str] | None = None,
-               env: dict[str, str] | None = None) -> WorkerOutcome:
+               extra_env: dict[str, str] | None = None) -> WorkerOutcome:
     """Run one worker process for ``spec`` in ``run_dir`` and wait for it.
 
     ``run_dir`` receives ``spec.json``, ``stdout.log``, ``stderr.log``, ``progress.json``
     and the worker's ``result-rank*.json``.  ``command`` replaces the default
-    ``python -m pytest_dlperf.worker`` (a distributed launcher passes its own).
+    ``python -m pytest_dlperf.worker`` (a distributed launcher passes its own);
+    ``extra_env`` is added to this process's environment for it.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     progress_path = run_dir / "progress.json"
@@ -162,9 +188,11 @@ def run_worker(spec: dict[str, Any], run_dir: Path, *, timeout: float | None,
     spec_path = run_dir / "spec.json"
     jsonio.write_atomic(spec_path, json.dumps(spec, indent=2))
     cmd = (command or [sys.executable, "-m", "pytest_dlperf.worker"]) + [str(spec_path)]
-    child_env = dict(os.environ if env is None else env)
+    child_env = dict(os.environ, **(extra_env or {}))
     child_env["PYTHONUNBUFFERED"] = "1"
     child_env["DLPERF_PARENT_PID"] = str(os.getpid())
+    child_env["DLPERF_PARENT_HOST"] = socket.gethostname()
+    run_id = child_env[RUN_ID_VARIABLE] = uuid.uuid4().hex
 
     start = time.monotonic()
     deadline = start + (timeout if timeout is not None else startup_timeout)
@@ -174,7 +202,7 @@ def run_worker(spec: dict[str, Any], run_dir: Path, *, timeout: float | None,
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=child_env, cwd=os.getcwd())
         with _live_lock:
-            _live_groups.add(proc.pid)
+            _live_runs[proc.pid] = run_id
         try:
             while True:
                 try:
@@ -186,50 +214,65 @@ def run_worker(spec: dict[str, Any], run_dir: Path, *, timeout: float | None,
                     deadline, seen = _deadline_from_progress(progress_path, deadline, seen)
                 if time.monotonic() > deadline:
                     timed_out = True
-                    kill_group(proc.pid)
+                    kill_run(proc.pid, run_id)
                     proc.wait()
                     break
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
-            # nothing of the group outlives this call.
+            # nothing of the run outlives this call.
             if proc.poll() is None:
-                kill_group(proc.pid)
+                kill_run(proc.pid, run_id)
                 proc.wait()
-            elif group_alive(proc.pid):
-                kill_group(proc.pid, grace=1.0)
+            elif run_alive(proc.pid, run_id):
+                kill_run(proc.pid, run_id, grace=1.0)
             with _live_lock:
-                _live_groups.discard(proc.pid)
+                _live_runs.pop(proc.pid, None)
     wall = time.monotonic() - start
-    result, result_error = _read_result(run_dir)
+    results, errors = _read_results(run_dir)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
-    return WorkerOutcome(proc.returncode, result, timed_out, limit, run_dir, wall, result_error)
+    return WorkerOutcome(proc.returncode, results.get(0), timed_out, limit, run_dir, wall,
+                         errors.get(0), results)
 
 
-def _read_result(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    path = run_dir / "result-rank0.json"
-    if not path.exists():
-        return None, None
-    try:
-        return jsonio.load(path, "result", "worker result"), None
-    except jsonio.DocumentError as exc:
-        return None, str(exc)
+def _read_results(run_dir: Path) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
+    results: dict[int, dict[str, Any]] = {}
+    errors: dict[int, str] = {}
+    for path in sorted(run_dir.glob("result-rank*.json")):
+        rank = int(path.stem.removeprefix("result-rank"))
+        try:
+            results[rank] = jsonio.load(path, "result", "worker result")
+        except jsonio.DocumentError as exc:
+            errors[rank] = str(exc)
+    return results, errors
 
 
 def watch_parent() -> None:
-    """In a worker: kill our own process group if the controller that started us goes away."""
-    expected = os.environ.get("DLPERF_PARENT_PID")
-    if not expected:
-        return
-    expected_pid = int(expected)
+    """In a worker: kill our own process group if our parent or the controller goes away.
+
+    The parent is the controller for a single-process case, or the launcher's agent
+    (torchrun, slurmstepd, orted) for a rank; a parent that dies leaves us re-parented.
+    """
+    controller = os.environ.get("DLPERF_PARENT_PID")
+    same_host = os.environ.get("DLPERF_PARENT_HOST") == socket.gethostname()
+    controller_pid = int(controller) if controller and same_host else None
+    parent = os.getppid()
+
+    def gone() -> bool:
+        if os.getppid() != parent:
+            return True
+        if controller_pid is None:
+            return False
+        try:
+            os.kill(controller_pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
 
     def loop() -> None:
-        while True:
+        while not gone():
             time.sleep(1.0)
-            try:
-                os.kill(expected_pid, 0)
-            except ProcessLookupError:
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-            except PermissionError:
-                pass
+        os.killpg(os.getpgid(0), signal.SIGKILL)
 
     threading.Thread(target=loop, name="dlperf-parent-watch", daemon=True).start()

@@ -24,7 +24,8 @@ from . import baseline as baseline_mod
 from . import environment, jsonio, launch, models, report
 from .cases import PRECISIONS, Case, OptionError, matrix, parse_ints, parse_list, parse_precisions
 from .runner import Attempt, CaseError, RunParams, measure
-from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, judge
+from .launchers import LAUNCHERS, get_launcher
+from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, Scaling, Verdict, judge, scaling, scaling_message
 
 STASH = pytest.StashKey["DlperfSession"]()
 REGISTRY = pytest.StashKey[dict]()
@@ -53,6 +54,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
            metavar="LIST", action="append")
     option("gpus", "GPU counts (ranks) for matrix cases (comma list; default 1).", metavar="LIST", action="append")
     option("device", "where cases run: auto (CUDA when available), cuda or cpu.", metavar="DEVICE")
+    option("launcher", f"how a case's ranks start: {', '.join(LAUNCHERS)} (default local: torchrun on this "
+                       "node for N > 1).", metavar="NAME")
+    option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the "
+                             "baseline sets none, as a fraction (default: not gated).", metavar="FRACTION")
     option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", metavar="N")
     option("steps", "steps per measured window (default 100; a baseline may set it).", metavar="N")
     option("repeats", "measured windows per run (default 5; a baseline may set it).", metavar="N")
@@ -135,6 +140,10 @@ class Options:
         self.confirm = 1 if confirm is None else confirm
         self.timeout = _float_option(config, "timeout", low=0)
         self.tolerance = _float_option(config, "tolerance", low=0, high=1)
+        self.min_efficiency = _float_option(config, "min-efficiency", low=0, high=1.5)
+        self.launcher = str(_option(config, "launcher") or "local")
+        if self.launcher not in LAUNCHERS:
+            raise OptionError(f"--dlperf-launcher: {self.launcher!r} is not one of {', '.join(LAUNCHERS)}")
         self.require_baseline = bool(_option(config, "require-baseline"))
         self.save_baseline = _option(config, "save-baseline")
         self.json_path = _option(config, "json")
@@ -292,7 +301,8 @@ class DlperfSession:
         collector.ihook.pytest_collectreport(report=rep)
         if rep.failed:
             raise pytest.UsageError(f"dlperf: cannot collect the cases: {rep.longreprtext}")
-        items.extend(rep.result)
+        # Fewer ranks first: an N-rank case's speedup is measured against this session's 1-rank case.
+        items.extend(sorted(rep.result, key=lambda item: item.case.gpus))
 
     def pytest_report_header(self, config) -> list[str]:
         if not self.options.active:
@@ -320,14 +330,11 @@ class DlperfSession:
         missing = spec.missing_requirements()
         if missing:
             return missing[0]
-        if self.device == "cuda":
-            if not self._cuda_count:
-                return "CUDA not available"
-            if case.gpus > self._cuda_count:
-                return f"needs {case.gpus} GPUs, {self._cuda_count} visible"
-        if case.gpus > 1:
-            return (f"needs {case.gpus} ranks: multi-GPU and multi-rank cases need the distributed "
-                    f"launcher, which this version of pytest-dlperf does not have yet")
+        if self.device == "cuda" and not self._cuda_count:
+            return "CUDA not available"
+        reach = get_launcher(self.options.launcher).reach(self.device, self._cuda_count or 0)
+        if reach is not None and case.gpus > reach:
+            return f"needs {case.gpus} GPUs, {reach} visible"
         return None
 
     def params_for(self, item: DlperfItem) -> RunParams:
@@ -338,7 +345,8 @@ class DlperfSession:
         if item.entry is not None:
             defaults.update(item.entry.overrides)
         chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k] for k in DEFAULTS}
-        return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, **chosen)
+        return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
+                         **chosen)
 
     def expected(self, item: DlperfItem, unit: str) -> Expected | None:
         if item.entry is None:
@@ -358,6 +366,31 @@ class DlperfSession:
             self._workdir.mkdir(parents=True, exist_ok=True)
         return self._workdir
 
+    def scaling_reference(self, case: Case) -> tuple[float, str] | None:
+        """The 1-rank throughput of the same config: measured in this session, else the baseline's."""
+        for rec in reversed(self.records):
+            if rec.get("throughput") is not None and rec["case"]["gpus"] == 1 \
+                    and Case.from_dict(rec["case"]).same_config(case):
+                return rec["throughput"], "this session"
+        entry = self.baseline.reference(case) if self.baseline is not None else None
+        return (entry.throughput, "baseline") if entry is not None else None
+
+    def min_efficiency(self, item: DlperfItem) -> float | None:
+        if item.entry is not None and item.entry.min_scaling_efficiency is not None:
+            return item.entry.min_scaling_efficiency
+        if self.baseline is not None and "min_scaling_efficiency" in self.baseline.defaults:
+            return self.baseline.defaults["min_scaling_efficiency"]
+        return self.options.min_efficiency
+
+    def judge_attempt(self, item: DlperfItem, attempt: Attempt) -> tuple[Verdict, Scaling | None]:
+        case = item.case
+        verdict = judge(case.id, attempt.summary, attempt.unit, self.expected(item, attempt.unit),
+                        require_baseline=self.options.require_baseline)
+        reference = self.scaling_reference(case) if case.gpus > 1 else None
+        if reference is None:
+            return verdict, None
+        return verdict, scaling(attempt.summary.median, case.gpus, *reference, self.min_efficiency(item))
+
     def run_case(self, item: DlperfItem) -> None:
         case = item.case
         spec = models.get_model_spec(case.model)
@@ -375,40 +408,48 @@ class DlperfSession:
                 attempt = measure(case, spec, params, self.workdir / case.id / f"attempt{attempt_index}")
                 attempts.append(attempt)
                 record["attempts"].append(attempt.to_dict())
-                expected = self.expected(item, spec.unit)
-                verdict = judge(case.id, attempt.summary, spec.unit, expected,
-                                require_baseline=self.options.require_baseline)
-                if verdict.status != FAIL or expected is None:
+                verdict, scale = self.judge_attempt(item, attempt)
+                regressed = verdict.status == FAIL and item.entry is not None
+                if not (regressed or (scale is not None and scale.failed)):
                     break
         except CaseError as exc:
             record["attempts"].append({"throughput": None, "runs": exc.runs})
-            record.update(verdict="error", message=exc.message, duration=time.monotonic() - started)
+            record.update(verdict="error", message=exc.message)
             item.user_properties.append(("dlperf_verdict", "error"))
             raise CaseFailed(exc.message) from None
         finally:
             record["duration"] = time.monotonic() - started
 
-        message = verdict.message
+        failed = verdict.failed or (scale is not None and scale.failed)
+        parts = [verdict.message]
+        if scale is not None:
+            parts.append(scaling_message(case.id, scale, spec.unit))
         if len(attempts) > 1:
             figures = ", ".join(f"{a.summary.median:.1f}" for a in attempts)
-            if verdict.failed:
-                message += f"; measured {len(attempts)} times: {figures} {spec.unit}"
+            if failed:
+                parts.append(f"measured {len(attempts)} times: {figures} {spec.unit}")
             else:
-                message += f"; passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})"
-        warnings = attempts[-1].warnings
-        if warnings:
-            message += "; " + "; ".join(warnings)
+                parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
         last = attempts[-1]
+        parts.extend(last.warnings)
+        straggler = last.straggler()
+        if straggler:
+            parts.append(straggler)
+        if scale is not None and scale.failed and not verdict.failed:
+            # The scaling gate is what failed: lead with it.
+            parts[0], parts[1] = parts[1], parts[0]
+        expected = self.expected(item, spec.unit)
         record.update(
-            verdict=verdict.status, message=message, throughput=last.summary.median,
-            stats=last.summary.to_dict(), difference=verdict.difference, device=last.device,
+            verdict=FAIL if failed else verdict.status, message="; ".join(parts),
+            throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
+            device=last.device, ranks=last.ranks(), scaling=scale.to_dict() if scale else None,
             baseline=None if expected is None else {
                 "throughput": expected.throughput, "tolerance": expected.tolerance,
                 "source": expected.source, "unit": expected.unit},
         )
         self._record_properties(item, record)
-        if verdict.failed:
-            raise CaseFailed(message)
+        if failed:
+            raise CaseFailed(record["message"])
 
     @staticmethod
     def _record_properties(item: DlperfItem, record: dict[str, Any]) -> None:
@@ -418,6 +459,9 @@ class DlperfSession:
         if record["baseline"]:
             props.append(("dlperf_baseline", record["baseline"]["throughput"]))
             props.append(("dlperf_difference_pct", round(100 * record["difference"], 2)))
+        if record["scaling"]:
+            props.append(("dlperf_speedup", round(record["scaling"]["speedup"], 4)))
+            props.append(("dlperf_efficiency", round(record["scaling"]["efficiency"], 4)))
         item.user_properties.extend(props)
 
     def record_skip(self, item: DlperfItem, reason: str) -> None:

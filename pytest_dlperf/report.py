@@ -44,6 +44,11 @@ def cell(record: Mapping[str, Any]) -> str:
     return text + MARKS.get(verdict, "")
 
 
+def scaling_cell(scaling: Mapping[str, Any]) -> str:
+    mark = " FAIL" if scaling["minimum"] is not None and scaling["efficiency"] < scaling["minimum"] else ""
+    return f"{scaling['speedup']:.2f}x ({100 * scaling['efficiency']:.0f}%){mark}"
+
+
 def _column(case: Case) -> str:
     parts = [case.precision, f"bs{case.batch_size}"]
     parts.extend(case.id.split("-gpu", 1)[1].split("-")[1:])
@@ -60,16 +65,22 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
         unit = units.pop() if len(units) == 1 else "throughput"
         columns: list[str] = []
         grid: dict[int, dict[str, str]] = defaultdict(dict)
+        scaled: set[str] = set()
         for rec in recs:
             case = Case.from_dict(rec["case"])
             col = _column(case)
             if col not in columns:
                 columns.append(col)
             grid[case.gpus][col] = cell(rec)
-        title = f"{model} ({unit}; measured / baseline (difference))"
-        lines.append(title)
-        rows = [[str(g)] + [grid[g].get(c, "") for c in columns] for g in sorted(grid)]
-        lines.extend(render_table(["gpus", *columns], rows))
+            if rec.get("scaling"):
+                scaled.add(col)
+                grid[case.gpus][col + " speedup"] = scaling_cell(rec["scaling"])
+            elif case.gpus == 1 and rec.get("throughput") is not None:
+                grid[1][col + " speedup"] = "1.00x"
+        header = [c for col in columns for c in ([col, col + " speedup"] if col in scaled else [col])]
+        lines.append(f"{model} ({unit}; measured / baseline (difference); speedup over 1 GPU (efficiency))")
+        rows = [[str(g)] + [grid[g].get(c, "") for c in header] for g in sorted(grid)]
+        lines.extend(render_table(["gpus", *header], rows))
         lines.append("")
 
     def section(title: str, verdicts: tuple[str, ...]) -> None:

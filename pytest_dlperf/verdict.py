@@ -71,3 +71,36 @@ def judge(case_id: str, measured: Summary, unit: str, expected: Expected | None,
     sign = "+" if diff >= 0 else "-"
     return Verdict(PASS, f"{case_id}: {fmt_value(value)} {unit} is within {fmt_pct(expected.tolerance)} of the "
                          f"baseline {fmt_value(base)} {unit} ({sign}{fmt_pct(abs(diff))}{source}{noise})", diff)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """Speedup and efficiency of an N-rank case against the same case on one rank."""
+
+    ranks: int
+    reference: float  # 1-rank throughput
+    reference_source: str  # "this session" or "baseline"
+    speedup: float
+    efficiency: float
+    minimum: float | None
+
+    @property
+    def failed(self) -> bool:
+        return self.minimum is not None and self.efficiency < self.minimum
+
+    def to_dict(self) -> dict[str, float | int | str | None]:
+        return dataclasses.asdict(self)
+
+
+def scaling(throughput: float, ranks: int, reference: float, reference_source: str,
+            minimum: float | None) -> Scaling:
+    speedup = throughput / reference
+    return Scaling(ranks, reference, reference_source, speedup, speedup / ranks, minimum)
+
+
+def scaling_message(case_id: str, s: Scaling, unit: str) -> str:
+    base = (f"scaling efficiency {fmt_pct(s.efficiency)} (speedup {s.speedup:.2f}x on {s.ranks} ranks over "
+            f"{fmt_value(s.reference)} {unit} on 1, from {s.reference_source})")
+    if s.failed:
+        return f"{case_id}: {base} is below the minimum {fmt_pct(s.minimum)}"
+    return base

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 import traceback
@@ -32,13 +31,6 @@ from pathlib import Path
 from typing import Any
 
 EXIT_OK, EXIT_ERROR, EXIT_OOM = 0, 1, 3
-
-
-def _rank_info() -> tuple[int, int, int]:
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    local = int(os.environ.get("LOCAL_RANK", str(rank)))
-    return rank, world, local
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -73,8 +65,10 @@ def _device(kind: str, local_rank: int):
 
 
 def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
-            on_progress=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
+            on_progress=None, barrier=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Warm up, then time ``repeats`` windows of ``steps`` steps; returns windows and timings.
+
+    With ``barrier`` (several ranks), every window starts on all ranks together.
 
     ``on_progress(step_seconds, remaining_steps)`` is told the time of a step after the
     first step, after the warm-up and after the first window, so the controller can set a
@@ -103,6 +97,8 @@ def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_st
     windows = []
     for index in range(repeats):
         step.sync()
+        if barrier is not None:
+            barrier()
         start = time.perf_counter()
         for _ in range(steps):
             step()
@@ -120,36 +116,48 @@ def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_st
 def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     """Build and train the case described by ``spec``; fill ``result`` as it goes."""
     from .cases import Case
+    from .distributed import ProcessGroup, global_windows, rank_identity, ranks_from_env
     from .models import ensure_registered
     from .training import TrainingStep, uses_channels_last
 
-    world, local_rank = result["world_size"], _rank_info()[2]
+    ranks = ranks_from_env()
     case = Case.from_dict(spec["case"])
     source = spec.get("model_source") or {}
     model_spec = ensure_registered(case.model, source.get("file"), source.get("module"))
     settings = model_spec.settings(case.settings_dict)
-    device, device_info = _device(spec["device"], local_rank)
+    device, device_info = _device(spec["device"], ranks.local_rank)
     result["device"] = device_info
     settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
     result["settings"] = settings
     result["unit"] = model_spec.unit
     per_rank = model_spec.samples_per_batch(case.batch_size, settings)
-    result["samples_per_step"] = per_rank * world
+    result["samples_per_step"] = per_rank * ranks.world_size
 
-    step = TrainingStep(model_spec, case, settings, device)
-    launched = float(spec.get("launched_at", time.time()))
+    group = ProcessGroup(ranks, device) if (ranks.distributed or spec.get("distributed")) else None
+    try:
+        step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None)
+        launched = float(spec.get("launched_at", time.time()))
+        progress_path = spec.get("progress_path") if ranks.rank == 0 else None
 
-    def progress(step_seconds: float, remaining: int) -> None:
-        _write_progress(spec.get("progress_path"), step_seconds=step_seconds, remaining_steps=remaining)
+        def progress(step_seconds: float, remaining: int) -> None:
+            _write_progress(progress_path, step_seconds=step_seconds, remaining_steps=remaining)
 
-    windows, marks = measure(step, warmup_steps=spec["warmup_steps"], steps=spec["steps"],
-                             repeats=spec["repeats"], samples_per_step=result["samples_per_step"],
-                             on_progress=progress)
-    result["windows"] = windows
+        windows, marks = measure(step, warmup_steps=spec["warmup_steps"], steps=spec["steps"],
+                                 repeats=spec["repeats"], samples_per_step=per_rank,
+                                 on_progress=progress, barrier=group.barrier if group else None)
+        if group is not None:
+            gathered = group.gather({**rank_identity(ranks, device_info), "windows": windows})
+            result["ranks"] = gathered
+            result["windows"] = global_windows([g["windows"] for g in gathered], ranks.world_size)
+        else:
+            result["windows"] = windows
+    finally:
+        if group is not None:
+            group.close()
     result["timing"] = {
         "setup_seconds": marks["first_step"] - launched,
         "warmup_seconds": marks["warmup_done"] - marks["first_step"],
-        "measured_seconds": sum(w["seconds"] for w in windows),
+        "measured_seconds": sum(w["seconds"] for w in result["windows"]),
         "total_seconds": marks["measured_done"] - launched,
     }
     loss = float(step.last_loss) if step.last_loss is not None else None
@@ -179,10 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m pytest_dlperf.worker SPEC.json", file=sys.stderr)
         return 2
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    from .distributed import ranks_from_env
     from .launch import watch_parent
 
     watch_parent()
-    rank, world, _ = _rank_info()
+    ranks = ranks_from_env()
+    rank, world = ranks.rank, ranks.world_size
     result: dict[str, Any] = {
         "schema_version": 1,
         "kind": "dlperf-worker-result",

@@ -1,0 +1,113 @@
+"""The worker's side of a multi-rank case: ranks, the process group, DDP, gathering.
+
+A worker learns its rank from whichever launcher started it:
+
+* ``torchrun``: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` (and ``MASTER_ADDR/PORT``);
+* SLURM's ``srun``: ``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``;
+* OpenMPI's ``mpirun``: ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_SIZE``,
+  ``OMPI_COMM_WORLD_LOCAL_RANK``.
+
+With more than one rank it joins a process group (NCCL on GPUs, gloo on CPUs) through
+the ``env://`` rendezvous and trains a ``DistributedDataParallel`` model with its default
+buckets.  Every rank times the same windows; rank 0 gathers them once at the end, so
+gathering adds nothing to the measured time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from datetime import timedelta
+from typing import Any
+
+RANK_VARIABLES = (
+    ("RANK", "WORLD_SIZE", "LOCAL_RANK"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def ranks_from_env(env: dict[str, str] | None = None) -> Ranks:
+    env = os.environ if env is None else env
+    for rank_var, world_var, local_var in RANK_VARIABLES:
+        if rank_var in env and world_var in env:
+            rank = int(env[rank_var])
+            return Ranks(rank, int(env[world_var]), int(env.get(local_var, rank)))
+    return Ranks()
+
+
+class ProcessGroup:
+    """The job's process group, from init to destroy."""
+
+    def __init__(self, ranks: Ranks, device, timeout_seconds: float = 600.0):
+        import torch.distributed as dist
+
+        self.ranks = ranks
+        self.device = device
+        self.backend = "nccl" if device.type == "cuda" else "gloo"
+        # The launcher's variables name the rendezvous; env:// reads them as these.
+        os.environ.setdefault("RANK", str(ranks.rank))
+        os.environ.setdefault("WORLD_SIZE", str(ranks.world_size))
+        kwargs: dict[str, Any] = {}
+        if device.type == "cuda":
+            kwargs["device_id"] = device
+        dist.init_process_group(self.backend, init_method="env://", rank=ranks.rank,
+                                world_size=ranks.world_size, timeout=timedelta(seconds=timeout_seconds),
+                                **kwargs)
+
+    def wrap(self, model):
+        from torch.nn.parallel import DistributedDataParallel
+
+        if self.device.type == "cuda":
+            return DistributedDataParallel(model, device_ids=[self.device.index])
+        return DistributedDataParallel(model)
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        if self.device.type == "cuda":
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order, on every rank."""
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.ranks.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def close(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def rank_identity(ranks: Ranks, device_info: dict[str, Any]) -> dict[str, Any]:
+    return {"rank": ranks.rank, "local_rank": ranks.local_rank, "host": socket.gethostname(),
+            "device": device_info}
+
+
+def global_windows(per_rank: list[list[dict[str, Any]]], world_size: int) -> list[dict[str, Any]]:
+    """Combine the ranks' windows: global samples over the slowest rank's seconds."""
+    combined = []
+    for windows in zip(*per_rank):
+        seconds = max(w["seconds"] for w in windows)
+        samples = sum(w["samples"] for w in windows)
+        combined.append({"steps": windows[0]["steps"], "samples": samples, "seconds": seconds,
+                         "throughput": samples / seconds})
+    return combined
