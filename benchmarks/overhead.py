@@ -57,6 +57,7 @@ from pytest_dlperf.cases import PRECISIONS, Case
 from pytest_dlperf.models import get_model_spec
 from pytest_dlperf.runner import CaseError, RunParams, measure
 
+SIDES = ("bare", "harness")
 # The models the bare loop can build: torchvision's by name, and the registry's ``tiny``.
 MODELS = ("tiny", "resnet18", "resnet50", "vgg16")
 # Warm-up and windows: the plugin's defaults (those of RunParams) on CUDA, fewer on a CPU.
@@ -147,7 +148,7 @@ class Run:
     """One finished run of either side."""
 
     pair: int
-    side: str  # "bare" or "harness"
+    side: str  # one of SIDES
     throughputs: list[float]
     setup_seconds: float
     wall_seconds: float
@@ -240,6 +241,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def summarize(runs: list[Run], max_overhead: float) -> dict[str, Any]:
+    """Each side's pooled median and per-case cost, the ratio harness/bare and the verdict."""
+    sides: dict[str, dict[str, Any]] = {}
+    for side in SIDES:
+        mine = [r for r in runs if r.side == side]
+        values = [t for r in mine for t in r.throughputs]
+        sides[side] = {
+            "median": statistics.median(values),
+            "windows": len(values),
+            "cv": statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0,
+            "setup_seconds": statistics.median([r.setup_seconds for r in mine]),
+            "wall_over_measured": statistics.median([r.wall_over_measured for r in mine]),
+        }
+    ratio = sides["harness"]["median"] / sides["bare"]["median"]
+    by_pair = {(r.pair, r.side): r.median for r in runs}
+    pairs = sorted({r.pair for r in runs})
+    return {
+        "sides": sides,
+        "pair_ratios": [by_pair[p, "harness"] / by_pair[p, "bare"] for p in pairs],
+        "ratio": ratio,
+        "overhead": 1.0 - ratio,
+        "max_overhead": max_overhead,
+        "passed": 1.0 - ratio <= max_overhead,
+    }
+
+
 def _print_run(run: Run, unit: str) -> None:
     windows = " ".join(f"{t:.1f}" for t in run.throughputs)
     print(f"{run.pair + 1:>4}  {run.side:<7}  {run.median:>10.1f} {unit}  [{windows}]  "
@@ -291,38 +318,29 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     elapsed = time.monotonic() - started
 
-    by_side = {side: [r for r in runs if r.side == side] for side in ("bare", "harness")}
-    medians = {side: statistics.median([t for r in rs for t in r.throughputs]) for side, rs in by_side.items()}
-    ratio = medians["harness"] / medians["bare"]
-    overhead = 1.0 - ratio
-    passed = overhead <= args.max_overhead
-    pair_ratios = [h.median / b.median for b, h in zip(by_side["bare"], by_side["harness"], strict=True)]
-    cost = {side: {"setup_seconds": statistics.median([r.setup_seconds for r in rs]),
-                   "wall_over_measured": statistics.median([r.wall_over_measured for r in rs])}
-            for side, rs in by_side.items()}
-    device_info = by_side["harness"][0].device or {}
-
+    summary = summarize(runs, args.max_overhead)
+    device_info = next(r.device for r in runs if r.side == "harness") or {}
     print()
     print(f"device: {device_info.get('name', device)}; {elapsed:.0f} s in all")
-    print(f"pair ratios harness/bare: {' '.join(f'{r:.4f}' for r in pair_ratios)}")
-    for side in ("bare", "harness"):
-        n = sum(len(r.throughputs) for r in by_side[side])
-        print(f"{side:<7}  median {medians[side]:.1f} {spec.unit} over {n} windows")
-    print(f"ratio harness/bare: {ratio:.4f} (overhead {overhead:+.2%}, limit {args.max_overhead:.2%})")
-    print(f"per-case cost (medians): setup {cost['harness']['setup_seconds']:.2f} s harness, "
-          f"{cost['bare']['setup_seconds']:.2f} s bare; wall/measured {cost['harness']['wall_over_measured']:.2f} "
-          f"harness, {cost['bare']['wall_over_measured']:.2f} bare")
-    verdict = "PASS" if passed else "FAIL"
-    relation = "within" if passed else "outside"
-    print(f"{verdict}: the harness is {relation} {args.max_overhead:.2%} of the bare loop's throughput")
+    print(f"pair ratios harness/bare: {' '.join(f'{r:.4f}' for r in summary['pair_ratios'])}")
+    for side in SIDES:
+        figure = summary["sides"][side]
+        print(f"{side:<7}  median {figure['median']:.1f} {spec.unit} over {figure['windows']} windows "
+              f"(cv {figure['cv']:.1%})")
+    print(f"ratio harness/bare: {summary['ratio']:.4f} "
+          f"(overhead {summary['overhead']:+.2%}, limit {args.max_overhead:.2%})")
+    bare, harness = summary["sides"]["bare"], summary["sides"]["harness"]
+    print(f"per-case cost (medians): setup {harness['setup_seconds']:.2f} s harness, "
+          f"{bare['setup_seconds']:.2f} s bare; wall/measured {harness['wall_over_measured']:.2f} harness, "
+          f"{bare['wall_over_measured']:.2f} bare")
+    passed = summary["passed"]
+    print(f"{'PASS' if passed else 'FAIL'}: the harness is {'within' if passed else 'outside'} "
+          f"{args.max_overhead:.2%} of the bare loop's throughput")
 
     if args.json is not None:
-        document = {
-            "case": case.to_dict(), "params": params.to_dict(), "device": device_info, "pairs": args.pairs,
-            "runs": [r.to_dict() for r in runs], "medians": medians, "pair_ratios": pair_ratios,
-            "ratio": ratio, "overhead": overhead, "max_overhead": args.max_overhead,
-            "per_case_cost": cost, "passed": passed, "elapsed_seconds": elapsed,
-        }
+        document = {"case": case.to_dict(), "params": params.to_dict(), "device": device_info,
+                    "pairs": args.pairs, "elapsed_seconds": elapsed, "runs": [r.to_dict() for r in runs],
+                    **summary}
         args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return 0 if passed else 1
 

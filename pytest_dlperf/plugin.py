@@ -440,7 +440,8 @@ class DlperfSession:
             parts[0], parts[1] = parts[1], parts[0]
         expected = self.expected(item, spec.unit)
         record.update(
-            verdict=FAIL if failed else verdict.status, message="; ".join(parts),
+            verdict=FAIL if failed else verdict.status, throughput_verdict=verdict.status,
+            message="; ".join(parts),
             throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
             device=last.device, ranks=last.ranks(), scaling=scale.to_dict() if scale else None,
             baseline=None if expected is None else {

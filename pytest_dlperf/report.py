@@ -41,7 +41,8 @@ def cell(record: Mapping[str, Any]) -> str:
         text += f" / {fmt_value(record['baseline']['throughput'])} ({100 * record['difference']:+.1f}%)"
     else:
         text += " / -"
-    return text + MARKS.get(verdict, "")
+    # The throughput's own verdict: a case that failed only its scaling gate is marked there.
+    return text + MARKS.get(record.get("throughput_verdict", verdict), "")
 
 
 def scaling_cell(scaling: Mapping[str, Any]) -> str:

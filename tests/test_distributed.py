@@ -1,0 +1,195 @@
+"""Multi-rank cases on the local launcher: real torchrun, real gloo, real DDP, on the CPU."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import tiny_case
+from pytest_dlperf import jsonio
+from pytest_dlperf.distributed import Ranks, global_windows, ranks_from_env
+from pytest_dlperf.launchers import LocalLauncher, failed_rank_from_agent
+from test_faults import wait_gone
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_global_throughput_is_the_ranks_together(dlperf, ranks):
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-gpus", str(ranks), "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=1)
+    record = dlperf.results()["cases"][0]
+    jsonio.validate(dlperf.results(), "results")
+    run = record["attempts"][0]["runs"][0]
+    assert [r["rank"] for r in run["ranks"]] == list(range(ranks))
+    for index, window in enumerate(run["windows"]):
+        per_rank = [r["windows"][index] for r in run["ranks"]]
+        assert window["samples"] == ranks * 32 * 5 == sum(w["samples"] for w in per_rank)
+        assert window["seconds"] == max(w["seconds"] for w in per_rank)
+        # DDP keeps the ranks in step: the sum of their own rates is the global rate.
+        assert sum(w["throughput"] for w in per_rank) == pytest.approx(window["throughput"], rel=0.03)
+    assert [r["rank"] for r in record["ranks"]] == list(range(ranks))
+
+
+def test_scaling_efficiency_is_reported_against_this_sessions_one_rank_case(dlperf):
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-gpus", "2,1", "--dlperf-json", "results.json", "-v")
+    result.assert_outcomes(passed=2)
+    # 1-rank cases run first, whatever the order they were asked for in.
+    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1*", "*tiny-fp32-bs32-gpu2*",
+                                 "gpus | fp32 bs32 * | fp32 bs32 speedup",
+                                 "   1 | * | 1.00x",
+                                 "   2 | * | *x (*%)"])
+    one, two = dlperf.results()["cases"]
+    scaling = two["scaling"]
+    assert scaling["reference"] == one["throughput"] and scaling["reference_source"] == "this session"
+    assert scaling["speedup"] == pytest.approx(two["throughput"] / one["throughput"])
+    assert scaling["efficiency"] == pytest.approx(scaling["speedup"] / 2)
+    assert scaling["minimum"] is None
+
+
+def test_scaling_efficiency_is_gated_both_ways(dlperf):
+    # Only the 2-rank case runs (-m gpu2): its reference is the baseline's 1-rank entry.
+    slow = dlperf.baseline([tiny_case(1.0), tiny_case(1.0, gpus=2)], name="low.json",
+                           defaults={"min_scaling_efficiency": 0.8})
+    result = dlperf.run("-m", "gpu2", "--dlperf-baseline", slow, "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=1)
+    assert dlperf.results()["cases"][0]["scaling"]["reference_source"] == "baseline"
+
+    fast = dlperf.baseline([tiny_case(1e9), tiny_case(1.0, gpus=2, min_scaling_efficiency=0.8)], name="high.json")
+    result = dlperf.run("-m", "gpu2", "--dlperf-baseline", fast, "--dlperf-confirm", "0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "tiny-fp32-bs32-gpu2: scaling efficiency 0% (speedup 0.00x on 2 ranks over 1000000000.0 img/s on 1, "
+        "from baseline) is below the minimum 80%; tiny-fp32-bs32-gpu2: * img/s is *% above the baseline*",
+        "   2 | * + | 0.00x (0%) FAIL"])
+
+
+RANK_FAULTS = textwrap.dedent("""
+    import os, sys, time
+    from torch import nn
+    from pytest_dlperf import register_model
+
+    HERE = os.path.dirname(__file__)
+
+    class RankFault(nn.Module):
+        def __init__(self, kind):
+            super().__init__()
+            self.kind = kind
+            self.fc = nn.Linear(3 * 4 * 4, 2)
+            with open(os.path.join(HERE, f"pid-{os.environ['RANK']}"), "w") as f:
+                f.write(str(os.getpid()))
+
+        def forward(self, x):
+            if os.environ["RANK"] == "1":
+                if self.kind == "exit":
+                    print("rank 1 about to die", file=sys.stderr, flush=True)
+                    os._exit(7)
+                if self.kind == "hang":
+                    time.sleep(600)
+            return self.fc(x.flatten(1))
+
+    for kind in ("exit", "hang"):
+        register_model(f"rank-{kind}", task="image-classification", batch_size=8,
+                       defaults={"image_size": 4, "num_classes": 2},
+                       factory=lambda settings, kind=kind: RankFault(kind))
+""")
+
+
+def rank_pids(path, ranks=2):
+    deadline = time.monotonic() + 60
+    files = [path / f"pid-{r}" for r in range(ranks)]
+    while not all(f.exists() and f.read_text() for f in files):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.1)
+    return [int(f.read_text()) for f in files]
+
+
+def test_a_rank_that_dies_fails_the_case_naming_it(dlperf):
+    dlperf.pytester.makeconftest(RANK_FAULTS)
+    started = time.monotonic()
+    result = dlperf.run("--dlperf-model", "rank-exit,tiny", "--dlperf-gpus", "2")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines([
+        "rank-exit-fp32-bs8-gpu2: rank 1 (exit status 7) died; the job ended with exit status 1",
+        "--- last lines of the worker's stderr (*/ranks/*/attempt_0/1/stderr.log) ---",
+        "rank 1 about to die",
+    ])
+    assert wait_gone(rank_pids(dlperf.path), 2.0) == []
+    assert time.monotonic() - started < 90
+
+
+def test_a_hung_collective_is_killed_on_every_rank(dlperf):
+    dlperf.pytester.makeconftest(RANK_FAULTS)
+    result = dlperf.run("--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "--dlperf-timeout", "20")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["rank-hang-fp32-bs8-gpu2: timed out after 20 s; the worker's process group was killed*"])
+    assert wait_gone(rank_pids(dlperf.path), 2.0) == []
+
+
+def test_sigterm_to_pytest_ends_every_rank(dlperf):
+    dlperf.pytester.makeconftest(RANK_FAULTS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dlperf-device", "cpu",
+         "--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "--dlperf-warmup-steps", "1"],
+        cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = rank_pids(dlperf.path)
+    time.sleep(1.0)  # both ranks inside the hung step
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    assert wait_gone(pids, 5.0) == []
+    agents = subprocess.run(["pgrep", "-f", f"torch.distributed.run.*{dlperf.path.name}"], capture_output=True)
+    assert agents.stdout == b""
+
+
+# --------------------------------------------------------------------------- pieces
+
+
+def test_ranks_from_each_launchers_variables():
+    assert ranks_from_env({}) == Ranks(0, 1, 0)
+    assert ranks_from_env({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}) == Ranks(3, 8, 1)
+    assert ranks_from_env({"SLURM_PROCID": "9", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1"}) == Ranks(9, 16, 1)
+    assert ranks_from_env({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2",
+                           "OMPI_COMM_WORLD_LOCAL_RANK": "1"}) == Ranks(1, 2, 1)
+
+
+def test_global_windows_take_the_slowest_rank():
+    ranks = [[{"steps": 10, "samples": 320, "seconds": 1.0, "throughput": 320.0}],
+             [{"steps": 10, "samples": 320, "seconds": 2.0, "throughput": 160.0}]]
+    assert global_windows(ranks, 2) == [{"steps": 10, "samples": 640, "seconds": 2.0, "throughput": 320.0}]
+
+
+def test_the_local_launcher_reaches_the_visible_gpus(tmp_path):
+    launcher = LocalLauncher()
+    assert launcher.reach("cuda", 1) == 1 and launcher.reach("cpu", 0) is None
+    one = launcher.launch(1, "cuda", tmp_path)
+    assert one.command[1:] == ["-m", "pytest_dlperf.worker"] and not one.distributed
+    many = launcher.launch(8, "cuda", tmp_path)
+    assert "--nproc-per-node=8" in many.command and "--standalone" in many.command and many.distributed
+    assert launcher.launch(1, "cuda", tmp_path, force_distributed=True).distributed
+
+
+def test_the_agents_root_cause_is_read():
+    text = """
+    Root Cause (first observed failure):
+    [0]:
+      time      : 2026-11-21_20:30:00
+      host      : vm
+      rank      : 1 (local_rank: 1)
+      exitcode  : 7 (pid: 1234)
+    """
+    assert failed_rank_from_agent(text) == (1, 7)
+    assert failed_rank_from_agent("nothing here") is None
+
+
+def test_skip_when_the_launcher_cannot_reach_enough_gpus(dlperf, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    result = dlperf.pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning", "-p", "no:cacheprovider",
+                                       "--dlperf-device", "cuda", "--dlperf-model", "tiny", "--dlperf-gpus", "8",
+                                       "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu8*: needs 8 GPUs, 1 visible"])
