@@ -1,22 +1,43 @@
 """Launchers: how a case's ranks are started (``--dlperf-launcher``).
 
-``local`` (the default) runs a one-rank case as a single worker process and an N-rank
-case with ``torch.distributed.run`` (torchrun) in standalone mode: N ranks on this node,
-a rendezvous on a free port it picks itself, one rank per GPU (``LOCAL_RANK`` pins it),
-NCCL on GPUs and gloo on CPUs.  Each rank's stdout and stderr go to their own files under
-the run's folder (``ranks/<run>/attempt_0/<local rank>/stderr.log``).
+Every launcher starts ``python -m pytest_dlperf.worker SPEC`` once per rank; the worker
+reads its rank from the launcher's variables (:mod:`pytest_dlperf.distributed`).
+
+``local`` (default)
+    One rank: a single worker process.  N ranks: ``torch.distributed.run`` (torchrun) in
+    standalone mode on this node, a rendezvous on a free port it picks itself, one rank per
+    GPU (``LOCAL_RANK``), NCCL on GPUs and gloo on CPUs.
+``torchrun``
+    torchrun across nodes with a c10d rendezvous.  pytest runs on every node with the same
+    arguments (as a ``mpirun`` or ``srun`` wrapper would start it); each starts its local
+    agent; the node that gets global rank 0 measures, gates and reports; the others report
+    their part and pass.
+``slurm``
+    pytest runs once inside an allocation (``salloc -N4 --gpus-per-node=8 pytest ...``);
+    each case is one ``srun`` step across the allocation; ``MASTER_ADDR`` is the first node.
+``mpi``
+    ``mpirun`` starts the ranks; ``MASTER_ADDR`` is this host.
+
+``--dlperf-launcher-args`` adds site-specific arguments to ``srun``/``mpirun``/``torchrun``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
+import shutil
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
 WORKER = ["-m", "pytest_dlperf.worker"]
-LAUNCHERS = ("local",)
+LAUNCHERS = ("local", "torchrun", "slurm", "mpi")
+#: Variables every rank needs, wherever the launcher starts it.
+FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHONUNBUFFERED",
+             "PYTHONPATH", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,43 +49,226 @@ class Launch:
     distributed: bool
 
 
-class LocalLauncher:
-    name = "local"
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def _cpu_threads(ranks_here: int) -> dict[str, str]:
+    if "OMP_NUM_THREADS" in os.environ:
+        return {}
+    # Share this node's cores between its ranks rather than oversubscribe them.
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, ranks_here)))}
+
+
+class Launcher:
+    name = ""
+
+    def __init__(self, extra_args: list[str] | None = None):
+        self.extra_args = list(extra_args or [])
+
+    def unavailable(self) -> str | None:
+        """Why this launcher cannot run here (a skip reason), or None."""
+        return None
 
     def reach(self, device: str, cuda_count: int) -> int | None:
-        """How many ranks it can start: the visible GPUs, or any number of CPU ranks."""
+        """How many ranks it can start (None: no limit it knows of)."""
         return cuda_count if device == "cuda" else None
 
-    def launch(self, ranks: int, device: str, run_dir: Path, *, force_distributed: bool = False) -> Launch:
-        if ranks == 1 and not force_distributed:
+    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+        raise NotImplementedError
+
+    def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
+        return None
+
+    def failed_rank(self, stderr_text: str) -> tuple[int, int | None] | None:
+        """(rank, exit status) of the first rank to fail, as the launcher reports it."""
+        return None
+
+
+class LocalLauncher(Launcher):
+    name = "local"
+
+    def __init__(self, extra_args=None, *, force_distributed: bool = False):
+        super().__init__(extra_args)
+        self.force_distributed = force_distributed
+
+    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+        if ranks == 1 and not self.force_distributed:
             return Launch([sys.executable, *WORKER], {}, distributed=False)
-        env = {}
-        if device == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-            # Share the cores between the ranks rather than oversubscribe them.
-            env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // ranks))
+        env = _cpu_threads(ranks) if device == "cpu" else {}
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                   f"--nproc-per-node={ranks}", f"--log-dir={run_dir / 'ranks'}", "--redirects=3",
-                   "--monitor-interval=0.2", *WORKER]
+                   f"--nproc-per-node={ranks}", *self._logs(run_dir), *self.extra_args, *WORKER]
+        return Launch(command, env, distributed=True)
+
+    @staticmethod
+    def _logs(run_dir: Path) -> list[str]:
+        return [f"--log-dir={run_dir / 'ranks'}", "--redirects=3", "--monitor-interval=0.2"]
+
+    def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
+        found = sorted((run_dir / "ranks").glob(f"*/attempt_*/{rank}/stderr.log"))
+        return found[-1] if found else None
+
+    _ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
+
+    def failed_rank(self, stderr_text: str) -> tuple[int, int | None] | None:
+        marker = stderr_text.rfind("Root Cause")
+        match = self._ROOT_CAUSE.search(stderr_text, marker if marker >= 0 else 0)
+        return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+class TorchrunLauncher(LocalLauncher):
+    """torchrun on each of ``nnodes`` nodes, joined by a c10d rendezvous at ``endpoint``."""
+
+    name = "torchrun"
+
+    def __init__(self, extra_args=None, *, nnodes: int = 1, endpoint: str | None = None,
+                 node_rank: int | None = None, rdzv_id: str = "dlperf", join_timeout: float = 120.0):
+        super().__init__(extra_args)
+        self.nnodes = nnodes
+        self.endpoint = endpoint
+        self.node_rank = node_rank if node_rank is not None else node_rank_from_env()
+        self.rdzv_id = rdzv_id
+        self.join_timeout = join_timeout
+        self._runs = 0
+
+    def unavailable(self) -> str | None:
+        if self.nnodes > 1 and not self.endpoint:
+            return "the torchrun launcher across nodes needs --dlperf-rdzv-endpoint HOST:PORT"
+        return None
+
+    def reach(self, device: str, cuda_count: int) -> int | None:
+        return cuda_count * self.nnodes if device == "cuda" else None
+
+    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+        if ranks % self.nnodes:
+            raise ValueError(f"{ranks} ranks do not split evenly over {self.nnodes} nodes")
+        per_node = ranks // self.nnodes
+        self._runs += 1
+        # Every node's pytest runs the same cases in the same order: the count names the job.
+        rdzv = [f"--nnodes={self.nnodes}", f"--nproc-per-node={per_node}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={self.endpoint}", f"--rdzv-id={self.rdzv_id}-{self._runs}",
+                f"--rdzv-conf=join_timeout={self.join_timeout:.0f},is_host={str(self.node_rank == 0).lower()}"]
+        if self.nnodes == 1:
+            rdzv = ["--standalone", "--nnodes=1", f"--nproc-per-node={per_node}"]
+        command = [sys.executable, "-m", "torch.distributed.run", *rdzv, *self._logs(run_dir),
+                   *self.extra_args, *WORKER]
+        env = _cpu_threads(per_node) if device == "cpu" else {}
         return Launch(command, env, distributed=True)
 
 
-def get_launcher(name: str) -> LocalLauncher:
+def node_rank_from_env(env=None) -> int:
+    """This node's rank: explicit (``DLPERF_NODE_RANK``), SLURM's node id, or OpenMPI's rank."""
+    env = os.environ if env is None else env
+    for name in ("DLPERF_NODE_RANK", "SLURM_NODEID", "OMPI_COMM_WORLD_RANK", "NODE_RANK"):
+        if env.get(name, "").isdigit():
+            return int(env[name])
+    return 0
+
+
+def _count(value: str | None) -> int | None:
+    """SLURM counts such as ``8``, ``gpu:8`` or ``2(x4)``: the first number."""
+    match = re.search(r"(\d+)", value or "")
+    return int(match.group(1)) if match else None
+
+
+class SlurmLauncher(Launcher):
+    name = "slurm"
+
+    def unavailable(self) -> str | None:
+        if not os.environ.get("SLURM_JOB_ID"):
+            return "the slurm launcher runs inside an allocation: start pytest under salloc (SLURM_JOB_ID is not set)"
+        if shutil.which("srun") is None:
+            return "the slurm launcher needs srun on PATH"
+        return None
+
+    @property
+    def nodes(self) -> int:
+        return _count(os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES")) or 1
+
+    def gpus_per_node(self, cuda_count: int) -> int:
+        return (_count(os.environ.get("SLURM_GPUS_ON_NODE")) or _count(os.environ.get("SLURM_GPUS_PER_NODE"))
+                or cuda_count)
+
+    def reach(self, device: str, cuda_count: int) -> int | None:
+        if device == "cuda":
+            return self.gpus_per_node(cuda_count) * self.nodes
+        return _count(os.environ.get("SLURM_NTASKS"))
+
+    def first_node(self) -> str:
+        nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
+        if nodelist:
+            try:
+                out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                                     text=True, timeout=30, check=True).stdout.split()
+                if out:
+                    return out[0]
+            except (OSError, subprocess.SubprocessError):
+                pass
+        return socket.gethostname()
+
+    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+        placement = [f"--ntasks={ranks}"]
+        if device == "cuda":
+            per_node = self.gpus_per_node(0) or ranks
+            placement += [f"--nodes={math.ceil(ranks / per_node)}", f"--ntasks-per-node={min(ranks, per_node)}"]
+        command = ["srun", *placement, "--kill-on-bad-exit=1", "--export=ALL",
+                   f"--output={run_dir}/rank%t.stdout.log", f"--error={run_dir}/rank%t.stderr.log",
+                   *self.extra_args, sys.executable, *WORKER]
+        env = {"MASTER_ADDR": self.first_node(), "MASTER_PORT": str(free_port())}
+        if device == "cpu":
+            env.update(_cpu_threads(math.ceil(ranks / self.nodes)))
+        return Launch(command, env, distributed=ranks > 1)
+
+    def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
+        path = run_dir / f"rank{rank}.stderr.log"
+        return path if path.exists() else None
+
+    _TASK = re.compile(r"task (\d+): (?:Exited with exit code (\d+)|Killed|Terminated)")
+
+    def failed_rank(self, stderr_text: str) -> tuple[int, int | None] | None:
+        match = self._TASK.search(stderr_text)
+        if not match:
+            return None
+        return int(match.group(1)), int(match.group(2)) if match.group(2) else None
+
+
+class MpiLauncher(Launcher):
+    name = "mpi"
+
+    def unavailable(self) -> str | None:
+        return None if shutil.which("mpirun") else "the mpi launcher needs mpirun on PATH"
+
+    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+        env = {"MASTER_ADDR": socket.gethostname(), "MASTER_PORT": str(free_port())}
+        if os.geteuid() == 0:  # containers run as root; OpenMPI refuses that unless told
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        if device == "cpu":
+            env.update(_cpu_threads(ranks))
+        exported = [arg for name in FORWARDED if name in os.environ or name in env for arg in ("-x", name)]
+        command = ["mpirun", "-np", str(ranks), *exported, "--output-filename", str(run_dir / "ranks"),
+                   *self.extra_args, sys.executable, *WORKER]
+        return Launch(command, env, distributed=ranks > 1)
+
+    def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
+        found = sorted((run_dir / "ranks").glob(f"*/rank.{rank}/stderr"))
+        return found[-1] if found else None
+
+    _FIRST = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*Exit code:\s*(-?\d+)")
+
+    def failed_rank(self, stderr_text: str) -> tuple[int, int | None] | None:
+        match = self._FIRST.search(stderr_text)
+        return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def get_launcher(name: str, extra_args: list[str] | None = None, **torchrun) -> Launcher:
     if name == "local":
-        return LocalLauncher()
+        return LocalLauncher(extra_args)
+    if name == "torchrun":
+        return TorchrunLauncher(extra_args, **torchrun)
+    if name == "slurm":
+        return SlurmLauncher(extra_args)
+    if name == "mpi":
+        return MpiLauncher(extra_args)
     raise ValueError(f"unknown launcher {name!r}; expected one of {', '.join(LAUNCHERS)}")
-
-
-def rank_stderr(run_dir: Path, local_rank: int) -> Path | None:
-    """The stderr file torchrun's ``--redirects`` wrote for ``local_rank`` in this run."""
-    found = sorted((run_dir / "ranks").glob(f"*/attempt_*/{local_rank}/stderr.log"))
-    return found[-1] if found else None
-
-
-_ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
-
-
-def failed_rank_from_agent(stderr_text: str) -> tuple[int, int] | None:
-    """(rank, exit code) of the root cause that torchrun's agent reports, if it does."""
-    marker = stderr_text.rfind("Root Cause")
-    match = _ROOT_CAUSE.search(stderr_text, marker if marker >= 0 else 0)
-    return (int(match.group(1)), int(match.group(2))) if match else None

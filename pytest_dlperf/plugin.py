@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
+import shlex
 import signal
 import time
 from pathlib import Path
@@ -23,7 +25,7 @@ import pytest
 from . import baseline as baseline_mod
 from . import environment, jsonio, launch, models, report
 from .cases import PRECISIONS, Case, OptionError, matrix, parse_ints, parse_list, parse_precisions
-from .runner import Attempt, CaseError, RunParams, measure
+from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
 from .launchers import LAUNCHERS, get_launcher
 from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, Scaling, Verdict, judge, scaling, scaling_message
 
@@ -56,6 +58,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     option("device", "where cases run: auto (CUDA when available), cuda or cpu.", metavar="DEVICE")
     option("launcher", f"how a case's ranks start: {', '.join(LAUNCHERS)} (default local: torchrun on this "
                        "node for N > 1).", metavar="NAME")
+    option("launcher-args", "extra arguments for srun / mpirun / torchrun (one string, split like a shell).",
+           metavar="ARGS")
+    option("nnodes", "nodes of a torchrun job across nodes (--dlperf-launcher torchrun; default 1).", metavar="N")
+    option("rdzv-endpoint", "HOST:PORT of the c10d rendezvous of a torchrun job across nodes.", metavar="HOST:PORT")
+    option("node-rank", "this node's rank in a torchrun job (default: from SLURM_NODEID, OMPI_COMM_WORLD_RANK "
+                        "or DLPERF_NODE_RANK, else 0).", metavar="N")
     option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the "
                              "baseline sets none, as a fraction (default: not gated).", metavar="FRACTION")
     option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", metavar="N")
@@ -144,6 +152,18 @@ class Options:
         self.launcher = str(_option(config, "launcher") or "local")
         if self.launcher not in LAUNCHERS:
             raise OptionError(f"--dlperf-launcher: {self.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+        try:
+            self.launcher_args = shlex.split(str(_option(config, "launcher-args") or ""))
+        except ValueError as exc:
+            raise OptionError(f"--dlperf-launcher-args: {exc}") from None
+        self.nnodes = _int_option(config, "nnodes", 1) or 1
+        self.node_rank = _int_option(config, "node-rank", 0)
+        self.rdzv_endpoint = _option(config, "rdzv-endpoint")
+        if self.rdzv_endpoint and not re.fullmatch(r"[^:\s]+:\d+", str(self.rdzv_endpoint)):
+            raise OptionError(f"--dlperf-rdzv-endpoint: {self.rdzv_endpoint!r} is not HOST:PORT")
+        if self.nnodes > 1 and self.launcher != "torchrun":
+            raise OptionError("--dlperf-nnodes: jobs across nodes need --dlperf-launcher torchrun "
+                              "(slurm and mpi take their nodes from the allocation or the hostfile)")
         self.require_baseline = bool(_option(config, "require-baseline"))
         self.save_baseline = _option(config, "save-baseline")
         self.json_path = _option(config, "json")
@@ -258,6 +278,9 @@ class DlperfSession:
         self._workdir: Path | None = None
         self._old_sigterm = None
         self.environment: dict[str, Any] = {}
+        self.launcher = get_launcher(options.launcher, options.launcher_args, **(
+            {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank}
+            if options.launcher == "torchrun" else {}))
 
     # -- collection
 
@@ -332,9 +355,14 @@ class DlperfSession:
             return missing[0]
         if self.device == "cuda" and not self._cuda_count:
             return "CUDA not available"
-        reach = get_launcher(self.options.launcher).reach(self.device, self._cuda_count or 0)
+        unavailable = self.launcher.unavailable()
+        if unavailable:
+            return unavailable
+        reach = self.launcher.reach(self.device, self._cuda_count or 0)
         if reach is not None and case.gpus > reach:
-            return f"needs {case.gpus} GPUs, {reach} visible"
+            if self.device == "cuda":
+                return f"needs {case.gpus} GPUs, {reach} visible"
+            return f"needs {case.gpus} ranks, the {self.launcher.name} launcher reaches {reach}"
         return None
 
     def params_for(self, item: DlperfItem) -> RunParams:
@@ -405,13 +433,21 @@ class DlperfSession:
         self.records.append(record)
         try:
             for attempt_index in range(1 + self.options.confirm):
-                attempt = measure(case, spec, params, self.workdir / case.id / f"attempt{attempt_index}")
+                attempt = measure(case, spec, params, self.workdir / case.id / f"attempt{attempt_index}",
+                                  self.launcher)
                 attempts.append(attempt)
                 record["attempts"].append(attempt.to_dict())
                 verdict, scale = self.judge_attempt(item, attempt)
                 regressed = verdict.status == FAIL and item.entry is not None
                 if not (regressed or (scale is not None and scale.failed)):
                     break
+        except RemoteRankZero as part:
+            # A torchrun job across nodes: rank 0's node measures, gates and reports.
+            record["attempts"].append({"throughput": None, "runs": part.runs})
+            record.update(verdict="remote", message=f"{case.id}: rank(s) {', '.join(map(str, part.ranks))} of "
+                                                    f"{case.gpus} ran on this node; the node of rank 0 reports")
+            item.user_properties.append(("dlperf_verdict", "remote"))
+            return
         except CaseError as exc:
             record["attempts"].append({"throughput": None, "runs": exc.runs})
             record.update(verdict="error", message=exc.message)
@@ -480,6 +516,8 @@ class DlperfSession:
             return "passed", "+", ("IMPROVED", {"green": True, "bold": True})
         if verdict == NO_BASELINE:
             return "passed", "?", ("PASSED (no baseline)", {"green": True})
+        if verdict == "remote":
+            return "passed", "r", ("PASSED (ranks only: rank 0 reports)", {"green": True})
         return None
 
     def pytest_sessionstart(self, session) -> None:

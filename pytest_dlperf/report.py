@@ -32,8 +32,8 @@ def render_table(header: Sequence[str], rows: Iterable[Sequence[str]], align_rig
 
 def cell(record: Mapping[str, Any]) -> str:
     verdict = record.get("verdict")
-    if verdict == "skipped":
-        return "skipped"
+    if verdict in ("skipped", "remote"):
+        return {"skipped": "skipped", "remote": "rank 0 elsewhere"}[verdict]
     if record.get("throughput") is None:
         return "ERROR" if verdict == "error" else "-"
     text = fmt_value(record["throughput"])

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import launch
 from .cases import Case
-from .launchers import failed_rank_from_agent, get_launcher, rank_stderr
+from .launchers import Launcher, LocalLauncher
 from .models import ModelSpec
 from .stats import Summary, summarize
 
@@ -40,6 +40,15 @@ class CaseError(Exception):
         super().__init__(message)
         self.message = message
         self.kind = kind
+        self.runs = runs
+
+
+class RemoteRankZero(Exception):
+    """This node ran some ranks of the job; rank 0, which reports the figures, ran elsewhere."""
+
+    def __init__(self, ranks: list[int], runs: list[dict[str, Any]]):
+        super().__init__(f"ranks {ranks} ran here")
+        self.ranks = ranks
         self.runs = runs
 
 
@@ -121,21 +130,49 @@ def _tail_block(path) -> str:
     return f"\n--- last lines of the worker's stderr ({path}) ---\n{tail}" if tail else ""
 
 
-def failure_message(case: Case, outcome: launch.WorkerOutcome) -> tuple[str, str]:
+_COMMUNICATION = ("connection reset by peer", "connection closed by peer", "broken pipe", "nccl",
+                  "gloo", "socket", "timed out", "barrier")
+
+
+def first_failed_rank(world: int, results: dict[int, dict[str, Any]],
+                      reported: tuple[int, int | None] | None) -> int | None:
+    """The rank that most likely failed first.
+
+    When one rank dies, the others fail in their next collective ("connection reset by
+    peer") and may write that as their error before the launcher tears them down.  So:
+    a rank that wrote no result (it died), then one whose error is not a communication
+    error, then the rank the launcher reports, then any rank with an error.
+    """
+    silent = [r for r in range(world) if r not in results] if world > 1 else []
+    if silent:
+        return reported[0] if reported and reported[0] in silent else silent[0]
+    errors = sorted(r for r, res in results.items() if res["status"] != "ok")
+    own = [r for r in errors if not any(w in results[r].get("error", {}).get("message", "").lower()
+                                        for w in _COMMUNICATION)]
+    if own:
+        return own[0]
+    if reported is not None:
+        return reported[0]
+    return errors[0] if errors else None
+
+
+def failure_message(case: Case, outcome: launch.WorkerOutcome,
+                    launcher: Launcher | None = None) -> tuple[str, str]:
     """(kind, message) for a run that produced no measurement.
 
     For several ranks it names the rank that failed first: one whose result says so, or
-    the root cause torchrun's agent reports, with that rank's own stderr.
+    the one the launcher reports (torchrun's root cause, srun's task, mpirun's process),
+    with that rank's own stderr.
     """
+    launcher = launcher or LocalLauncher()
     results = outcome.rank_results
-    failed = next((r for r in sorted(results) if results[r]["status"] != "ok"), None)
+    reported = launcher.failed_rank(_tail(outcome.stderr_path, 200))
+    failed = first_failed_rank(case.gpus, results, reported)
     who, stderr = "the worker", outcome.stderr_path
-    if case.gpus > 1 or len(results) > 1:
-        agent = failed_rank_from_agent(_tail(outcome.stderr_path, 200)) if failed is None else None
-        rank = failed if failed is not None else (agent[0] if agent else None)
-        if rank is not None:
-            who = f"rank {rank}" + (f" (exit status {agent[1]})" if agent else "")
-            stderr = rank_stderr(outcome.run_dir, rank) or stderr
+    if case.gpus > 1 and failed is not None:
+        status = f" (exit status {reported[1]})" if reported and reported[0] == failed and reported[1] is not None else ""
+        who = f"rank {failed}{status}"
+        stderr = launcher.rank_stderr(outcome.run_dir, failed) or stderr
     result = results.get(failed) if failed is not None else outcome.result
     if outcome.timed_out:
         return "timeout", (f"{case.id}: timed out after {outcome.time_limit:.0f} s; the worker's "
@@ -159,8 +196,14 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome) -> tuple[str, str
                      f"and {why}{_tail_block(stderr)}")
 
 
-def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path) -> Attempt:
-    """Run ``params.runs`` fresh workers for ``case``; raise :class:`CaseError` if one fails."""
+def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
+            launcher: Launcher | None = None) -> Attempt:
+    """Run ``params.runs`` fresh workers for ``case``; raise :class:`CaseError` if one fails.
+
+    A run whose rank 0 is on another node (the ``torchrun`` launcher across nodes) leaves
+    no rank-0 result here: :class:`RemoteRankZero` carries what this node's ranks measured.
+    """
+    launcher = launcher or LocalLauncher()
     worker_spec = {
         "case": case.to_dict(),
         "device": params.device,
@@ -169,7 +212,6 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path) -> At
         "repeats": params.repeats,
         "model_source": {"file": spec.source, "module": spec.module},
     }
-    launcher = get_launcher(params.launcher)
     runs: list[dict[str, Any]] = []
     for index in range(params.runs):
         run_dir = workdir / f"run{index}"
@@ -179,8 +221,11 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path) -> At
                                     command=how.command, extra_env=how.env)
         record = _run_record(index, outcome)
         runs.append(record)
+        local_ok = outcome.rank_results and all(r["status"] == "ok" for r in outcome.rank_results.values())
+        if outcome.result is None and local_ok and outcome.returncode == 0:
+            raise RemoteRankZero(sorted(outcome.rank_results), runs)
         if outcome.result is None or outcome.result["status"] != "ok" or outcome.returncode != 0:
-            kind, message = failure_message(case, outcome)
+            kind, message = failure_message(case, outcome, launcher)
             raise CaseError(message, kind, runs)
     windows = [w["throughput"] for run in runs for w in run["windows"]]
     first = runs[0]

@@ -11,7 +11,7 @@ import pytest
 from conftest import tiny_case
 from pytest_dlperf import jsonio
 from pytest_dlperf.distributed import Ranks, global_windows, ranks_from_env
-from pytest_dlperf.launchers import LocalLauncher, failed_rank_from_agent
+from pytest_dlperf.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
 from test_faults import wait_gone
 
 
@@ -167,7 +167,7 @@ def test_the_local_launcher_reaches_the_visible_gpus(tmp_path):
     assert one.command[1:] == ["-m", "pytest_dlperf.worker"] and not one.distributed
     many = launcher.launch(8, "cuda", tmp_path)
     assert "--nproc-per-node=8" in many.command and "--standalone" in many.command and many.distributed
-    assert launcher.launch(1, "cuda", tmp_path, force_distributed=True).distributed
+    assert LocalLauncher(force_distributed=True).launch(1, "cuda", tmp_path).distributed
 
 
 def test_the_agents_root_cause_is_read():
@@ -179,8 +179,26 @@ def test_the_agents_root_cause_is_read():
       rank      : 1 (local_rank: 1)
       exitcode  : 7 (pid: 1234)
     """
-    assert failed_rank_from_agent(text) == (1, 7)
-    assert failed_rank_from_agent("nothing here") is None
+    assert LocalLauncher().failed_rank(text) == (1, 7)
+    assert LocalLauncher().failed_rank("nothing here") is None
+
+
+def test_srun_and_mpirun_reports_are_read():
+    assert SlurmLauncher().failed_rank("srun: error: vm: task 1: Exited with exit code 7\n") == (1, 7)
+    assert SlurmLauncher().failed_rank("srun: error: vm: task 3: Killed\n") == (3, None)
+    text = """mpirun detected that one or more processes exited with non-zero status, thus causing
+    the job to be terminated. The first process to do so was:
+
+      Process name: [[57219,1],1]
+      Exit code:    7
+    """
+    assert MpiLauncher().failed_rank(text) == (1, 7)
+
+
+def test_node_rank_comes_from_the_environment():
+    assert node_rank_from_env({}) == 0
+    assert node_rank_from_env({"SLURM_NODEID": "3"}) == 3
+    assert node_rank_from_env({"OMPI_COMM_WORLD_RANK": "1", "DLPERF_NODE_RANK": "2"}) == 2
 
 
 def test_skip_when_the_launcher_cannot_reach_enough_gpus(dlperf, monkeypatch):
@@ -193,3 +211,15 @@ def test_skip_when_the_launcher_cannot_reach_enough_gpus(dlperf, monkeypatch):
                                        "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu8*: needs 8 GPUs, 1 visible"])
+
+
+def test_the_rank_that_died_is_blamed_not_the_one_that_lost_its_peer():
+    from pytest_dlperf.runner import first_failed_rank
+
+    lost_peer = {"status": "error", "error": {"message": "[gloo] Read error: Connection reset by peer"}}
+    ok = {"status": "ok"}
+    assert first_failed_rank(2, {0: lost_peer}, (0, 1)) == 1  # rank 1 wrote nothing: it died
+    assert first_failed_rank(2, {0: lost_peer, 1: {"status": "error", "error": {"message": "boom"}}}, None) == 1
+    assert first_failed_rank(2, {0: lost_peer, 1: ok}, None) == 0
+    assert first_failed_rank(4, {0: ok, 1: ok}, (3, 9)) == 3
+    assert first_failed_rank(1, {}, None) is None
