@@ -86,6 +86,10 @@ class Launcher:
         """(rank, exit status) of the first rank to fail, as the launcher reports it."""
         return None
 
+    def explain(self, stderr_text: str) -> str | None:
+        """A launcher-level failure (no rank ever ran), in words, or None."""
+        return None
+
 
 class LocalLauncher(Launcher):
     name = "local"
@@ -156,6 +160,13 @@ class TorchrunLauncher(LocalLauncher):
                    *self.extra_args, *WORKER]
         env = _cpu_threads(per_node) if device == "cpu" else {}
         return Launch(command, env, distributed=True)
+
+    def explain(self, stderr_text: str) -> str | None:
+        if "RendezvousTimeoutError" not in stderr_text:
+            return None
+        return (f"the rendezvous at {self.endpoint} timed out after {self.join_timeout:.0f} s: this node "
+                f"(node rank {self.node_rank}) joined, not all {self.nnodes} nodes did; start pytest on every "
+                f"node with the same arguments (--dlperf-rdzv-timeout to wait longer)")
 
 
 def node_rank_from_env(env=None) -> int:

@@ -62,6 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
            metavar="ARGS")
     option("nnodes", "nodes of a torchrun job across nodes (--dlperf-launcher torchrun; default 1).", metavar="N")
     option("rdzv-endpoint", "HOST:PORT of the c10d rendezvous of a torchrun job across nodes.", metavar="HOST:PORT")
+    option("rdzv-timeout", "seconds a torchrun job across nodes waits for all nodes to join (default 120).",
+           metavar="SECONDS")
     option("node-rank", "this node's rank in a torchrun job (default: from SLURM_NODEID, OMPI_COMM_WORLD_RANK "
                         "or DLPERF_NODE_RANK, else 0).", metavar="N")
     option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the "
@@ -159,8 +161,13 @@ class Options:
         self.nnodes = _int_option(config, "nnodes", 1) or 1
         self.node_rank = _int_option(config, "node-rank", 0)
         self.rdzv_endpoint = _option(config, "rdzv-endpoint")
+        self.rdzv_timeout = _float_option(config, "rdzv-timeout", low=0) or 120.0
         if self.rdzv_endpoint and not re.fullmatch(r"[^:\s]+:\d+", str(self.rdzv_endpoint)):
             raise OptionError(f"--dlperf-rdzv-endpoint: {self.rdzv_endpoint!r} is not HOST:PORT")
+        if self.nnodes > 1 and self.launcher == "torchrun":
+            # Only the node of rank 0 judges: a re-measurement there alone would leave the
+            # other nodes waiting at a rendezvous that never comes.
+            self.confirm = 0
         if self.nnodes > 1 and self.launcher != "torchrun":
             raise OptionError("--dlperf-nnodes: jobs across nodes need --dlperf-launcher torchrun "
                               "(slurm and mpi take their nodes from the allocation or the hostfile)")
@@ -279,7 +286,8 @@ class DlperfSession:
         self._old_sigterm = None
         self.environment: dict[str, Any] = {}
         self.launcher = get_launcher(options.launcher, options.launcher_args, **(
-            {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank}
+            {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank,
+             "join_timeout": options.rdzv_timeout}
             if options.launcher == "torchrun" else {}))
 
     # -- collection

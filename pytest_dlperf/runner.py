@@ -166,7 +166,11 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
     """
     launcher = launcher or LocalLauncher()
     results = outcome.rank_results
-    reported = launcher.failed_rank(_tail(outcome.stderr_path, 200))
+    agent_text = _tail(outcome.stderr_path, 200)
+    explained = launcher.explain(agent_text) if not results else None
+    if explained and not outcome.timed_out:
+        return "launcher", f"{case.id}: {explained}"
+    reported = launcher.failed_rank(agent_text)
     failed = first_failed_rank(case.gpus, results, reported)
     who, stderr = "the worker", outcome.stderr_path
     if case.gpus > 1 and failed is not None:
