@@ -142,7 +142,9 @@ def test_second_cluster_beside_a_running_one(slurm_cluster: SlurmCluster):
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         other._wait(lambda: other.node_state() in ("alloc", "mix"), "the sleep job to start")
         other.stop()  # asserts that nothing it started is left
-        assert running.wait(timeout=5) != 0
+        # srun ends (its exit status when the controller stops under it is SLURM's choice:
+        # seen both 0 and non-zero here); wait() raises if it is still running.
+        running.wait(timeout=5)
         assert [d.name for d in other._daemons] == ["munged", "slurmctld", "slurmd"]
         assert not any(cluster_mod._pid_alive(d.pid) for d in other._daemons)
         assert not cluster_mod._procs_mentioning(str(root))

@@ -89,19 +89,28 @@ def test_without_confirmation_one_slow_measurement_fails(dlperf):
     result.stdout.fnmatch_lines(["slow-first-fp32-bs32-gpu1: * img/s is *% below the baseline 500.0 img/s*"])
 
 
+NEEDS_MISSING_MODULE = """
+from pytest_dlperf import register_model
+
+@register_model("needs-lib", task="image-classification", requires={"no_such_module_dlperf": "fancy"})
+def needs_lib(settings):
+    raise AssertionError("never built")
+"""
+
+
 def test_json_results_junit_properties_and_the_summary_table(dlperf):
-    path = dlperf.baseline([tiny_case(1.0), tiny_case(1e9, precision="bf16"), tiny_case(1.0, gpus=4)])
+    dlperf.pytester.makeconftest(NEEDS_MISSING_MODULE)
+    path = dlperf.baseline([tiny_case(1.0), tiny_case(1e9, precision="bf16"), tiny_case(1.0, model="needs-lib")])
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-model", "tiny", "--dlperf-precision", "amp",
                         "--dlperf-runs", "2", "--dlperf-confirm", "0", "--dlperf-json", "results.json",
                         "--junitxml", "junit.xml")
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     result.stdout.fnmatch_lines([
         "*= dlperf summary =*",
-        "tiny (img/s; measured / baseline (difference))",
+        "tiny (img/s; measured / baseline (difference)*",
         "gpus | fp32 bs32 * | bf16 bs32 * | amp bs32*",
         "-----+-*",
         "   1 | * / 1.0 (+*%) + | * / 1000000000.0 (-100.0%) FAIL | * / -",
-        "   4 | skipped *",
         "regressions and errors (1):",
         "dlperf: 1 fail, 1 improved, 1 no-baseline, 1 skipped",
     ])
@@ -120,10 +129,10 @@ def test_json_results_junit_properties_and_the_summary_table(dlperf):
     for w in runs[0]["windows"]:
         assert w["samples"] == 32 * 5 and w["throughput"] == pytest.approx(w["samples"] / w["seconds"])
     assert fp32["parameters"] == {"device": "cpu", "warmup_steps": 2, "steps": 5, "repeats": 2, "runs": 2,
-                                  "timeout": None, "startup_timeout": 300.0}
+                                  "timeout": None, "startup_timeout": 300.0, "launcher": "local"}
     assert by_id["tiny-bf16-bs32-gpu1"]["verdict"] == "fail"
     assert by_id["tiny-amp-bs32-gpu1"]["verdict"] == "no-baseline"
-    assert by_id["tiny-fp32-bs32-gpu4"]["verdict"] == "skipped"
+    assert by_id["needs-lib-fp32-bs32-gpu1"]["verdict"] == "skipped"
 
     cases = {tc.get("name"): tc for tc in ET.parse(dlperf.path / "junit.xml").iter("testcase")}
     props = {p.get("name"): p.get("value") for p in cases["tiny-fp32-bs32-gpu1"].iter("property")}
