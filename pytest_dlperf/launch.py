@@ -60,11 +60,18 @@ class WorkerOutcome:
         return self.run_dir / "stderr.log"
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
-        try:
-            with open(self.stderr_path, encoding="utf-8", errors="replace") as handle:
-                return "".join(deque(handle, maxlen=lines)).rstrip()
-        except OSError:
-            return ""
+        return tail(self.stderr_path, lines)
+
+
+def tail(path: Path | None, lines: int = STDERR_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log file ("" when it is missing)."""
+    if path is None:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(deque(handle, maxlen=lines)).rstrip()
+    except OSError:
+        return ""
 
 
 def describe_returncode(code: int | None) -> str:

@@ -322,9 +322,9 @@ class DlperfSession:
         if not self.options.active:
             return
         cases = self.build_cases()
-        for case, _ in cases:
-            for name in case.markers:
-                config.addinivalue_line("markers", f"{name}: a pytest-dlperf marker")
+        known = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+        for name in sorted({name for case, _ in cases for name in case.markers} - known):
+            config.addinivalue_line("markers", f"{name}: a pytest-dlperf marker")
         # Collect through the regular protocol, so the terminal counts the cases as
         # collected and other plugins see a collect report for them.
         collector = DlperfCollector.from_parent(session, name="dlperf", nodeid="dlperf", cases=cases)

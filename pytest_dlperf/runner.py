@@ -115,18 +115,8 @@ def _rank_summary(rank: dict[str, Any]) -> dict[str, Any]:
             "throughput": summarize(figures).median if figures else None, "windows": rank["windows"]}
 
 
-def _tail(path, lines: int = launch.STDERR_TAIL_LINES) -> str:
-    from collections import deque
-
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return "".join(deque(handle, maxlen=lines)).rstrip()
-    except (OSError, TypeError):
-        return ""
-
-
 def _tail_block(path) -> str:
-    tail = _tail(path)
+    tail = launch.tail(path)
     return f"\n--- last lines of the worker's stderr ({path}) ---\n{tail}" if tail else ""
 
 
@@ -166,7 +156,7 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
     """
     launcher = launcher or LocalLauncher()
     results = outcome.rank_results
-    agent_text = _tail(outcome.stderr_path, 200)
+    agent_text = launch.tail(outcome.stderr_path, 200)
     explained = launcher.explain(agent_text) if not results else None
     if explained and not outcome.timed_out:
         return "launcher", f"{case.id}: {explained}"
