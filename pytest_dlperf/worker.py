@@ -13,11 +13,18 @@ The spec (controller -> worker)::
      "warmup_steps": 20, "steps": 100, "repeats": 5,
      "model_source": {"file": "/abs/conftest.py", "module": "conftest"},
      "result_dir": "/tmp/.../run0", "progress_path": "/tmp/.../run0/progress.json",
+     "telemetry": true,                     # false: no sampler (--dlperf-no-telemetry)
+     "peak_tflops": null,                   # a number: the device peak for MFU (--dlperf-peak-tflops)
      "launched_at": 1700000000.0}           # time.time() when the controller started it
 
 Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
 window timed between device synchronizations.  A window's throughput is its samples over
 its elapsed seconds (total over total, never a mean of per-step rates).
+
+Telemetry (:mod:`pytest_dlperf.telemetry`): a sampler thread runs from just before the
+first window to just after the last one, on every rank, for the rank's own GPU (host
+metrics only on the CPU).  FLOPs (:mod:`pytest_dlperf.flops`): counted once on rank 0
+after the windows, never inside the timed part.
 """
 
 from __future__ import annotations
@@ -65,10 +72,15 @@ def _device(kind: str, local_rank: int):
 
 
 def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
-            on_progress=None, barrier=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
+            on_progress=None, barrier=None, sampler=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Warm up, then time ``repeats`` windows of ``steps`` steps; returns windows and timings.
 
     With ``barrier`` (several ranks), every window starts on all ranks together.
+
+    ``sampler`` (a :class:`~pytest_dlperf.telemetry.Telemetry`) is started after the
+    warm-up, once the device is synchronized and before the first window's barrier (so a
+    slow NVML start on one rank does not skew the ranks' first window), and stopped right
+    after the last window's synchronization.  Neither call is inside a timed window.
 
     ``on_progress(step_seconds, remaining_steps)`` is told the time of a step after the
     first step, after the warm-up and after the first window, so the controller can set a
@@ -97,6 +109,8 @@ def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_st
     windows = []
     for index in range(repeats):
         step.sync()
+        if index == 0 and sampler is not None:
+            sampler.start()
         if barrier is not None:
             barrier()
         start = time.perf_counter()
@@ -109,8 +123,49 @@ def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_st
                         "throughput": samples / seconds})
         if index == 0:
             report(seconds / steps, measured_total - steps)
+    if sampler is not None:
+        sampler.stop()
     marks["measured_done"] = time.time()
     return windows, marks
+
+
+def _sampler(spec: dict[str, Any], device_info: dict[str, Any], local_rank: int, warnings: list[str]):
+    """The telemetry sampler of this rank, or None when the spec turns telemetry off.
+
+    On CUDA it samples the rank's own GPU (its NVML index, see :func:`telemetry.nvml_index`)
+    and the host; on the CPU the host only.
+    """
+    if spec.get("telemetry") is False:
+        return None
+    from . import telemetry
+
+    indices: list[int | str] = []
+    if device_info["type"] == "cuda":
+        try:
+            indices = [telemetry.nvml_index(local_rank)]
+        except ValueError as exc:
+            warnings.append(f"GPU telemetry off: {exc}")
+    return telemetry.Telemetry(indices)
+
+
+def count_flops(model_spec, settings: dict[str, Any], precision: str, device_info: dict[str, Any],
+                windows: list[dict[str, Any]], world_size: int,
+                peak_override: float | None) -> dict[str, Any]:
+    """FLOPs per sample, achieved TFLOP/s at the median window, the device peak and MFU.
+
+    ``windows`` are the run's global windows: the throughput of all ``world_size`` devices.
+    """
+    import statistics
+
+    from . import flops
+
+    count = flops.count_training_flops(model_spec, settings)
+    median = statistics.median(w["throughput"] for w in windows)
+    achieved = flops.achieved_tflops(count.per_sample, median)
+    name = device_info.get("name") if device_info.get("type") == "cuda" else None
+    peak = flops.peak_tflops(name, precision, peak_override)
+    return {"flops_per_sample": count.per_sample, "tflops": achieved, "peak_tflops": peak,
+            "mfu": flops.mfu(achieved, peak, devices=world_size)}
 
 
 def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
@@ -134,6 +189,7 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     result["samples_per_step"] = per_rank * ranks.world_size
 
     group = ProcessGroup(ranks, device) if (ranks.distributed or spec.get("distributed")) else None
+    sampler = _sampler(spec, device_info, ranks.local_rank, result["warnings"])
     try:
         step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None)
         launched = float(spec.get("launched_at", time.time()))
@@ -144,14 +200,20 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
         windows, marks = measure(step, warmup_steps=spec["warmup_steps"], steps=spec["steps"],
                                  repeats=spec["repeats"], samples_per_step=per_rank,
-                                 on_progress=progress, barrier=group.barrier if group else None)
+                                 on_progress=progress, barrier=group.barrier if group else None,
+                                 sampler=sampler)
+        mine: dict[str, Any] = {"windows": windows}
+        if sampler is not None:
+            result["telemetry"] = mine["telemetry"] = sampler.summary()
         if group is not None:
-            gathered = group.gather({**rank_identity(ranks, device_info), "windows": windows})
+            gathered = group.gather({**rank_identity(ranks, device_info), **mine})
             result["ranks"] = gathered
             result["windows"] = global_windows([g["windows"] for g in gathered], ranks.world_size)
         else:
             result["windows"] = windows
     finally:
+        if sampler is not None:
+            sampler.stop()  # after an exception: the thread must not outlive the run
         if group is not None:
             group.close()
     result["timing"] = {
@@ -165,6 +227,12 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         result["warnings"].append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
     result["final_loss"] = loss
+    if ranks.rank == 0:
+        try:
+            result["flops"] = count_flops(model_spec, settings, case.precision, device_info, result["windows"],
+                                          ranks.world_size, spec.get("peak_tflops"))
+        except Exception as exc:  # noqa: BLE001 - a count that fails costs the figure, not the case
+            result["warnings"].append(f"FLOPs not counted: {type(exc).__name__}: {str(exc).strip()[:300]}")
     result["status"] = "ok"
 
 
