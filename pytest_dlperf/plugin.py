@@ -87,6 +87,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
            metavar="PATH", ini_type=None)
     option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).",
            metavar="DIR")
+    option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives "
+                          "CPU cases and unlisted GPUs an MFU).", metavar="TFLOPS")
+    option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.",
+           action="store_true", default=None, ini_type="bool")
 
 
 def _option(config: pytest.Config, name: str):
@@ -175,6 +179,8 @@ class Options:
         self.save_baseline = _option(config, "save-baseline")
         self.json_path = _option(config, "json")
         self.log_dir = _option(config, "log-dir")
+        self.peak_tflops = _float_option(config, "peak-tflops", low=0)
+        self.no_telemetry = bool(_option(config, "no-telemetry"))
 
     @property
     def active(self) -> bool:
@@ -382,7 +388,7 @@ class DlperfSession:
             defaults.update(item.entry.overrides)
         chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k] for k in DEFAULTS}
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
-                         **chosen)
+                         peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry, **chosen)
 
     def expected(self, item: DlperfItem, unit: str) -> Expected | None:
         if item.entry is None:
@@ -464,6 +470,7 @@ class DlperfSession:
         finally:
             record["duration"] = time.monotonic() - started
 
+        last = attempts[-1]
         failed = verdict.failed or (scale is not None and scale.failed)
         parts = [verdict.message]
         if scale is not None:
@@ -474,7 +481,6 @@ class DlperfSession:
                 parts.append(f"measured {len(attempts)} times: {figures} {spec.unit}")
             else:
                 parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
-        last = attempts[-1]
         parts.extend(last.warnings)
         straggler = last.straggler()
         if straggler:
@@ -488,6 +494,7 @@ class DlperfSession:
             message="; ".join(parts),
             throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
             device=last.device, ranks=last.ranks(), scaling=scale.to_dict() if scale else None,
+            flops=last.flops(case.gpus), telemetry=last.telemetry(),
             baseline=None if expected is None else {
                 "throughput": expected.throughput, "tolerance": expected.tolerance,
                 "source": expected.source, "unit": expected.unit},
@@ -507,6 +514,18 @@ class DlperfSession:
         if record["scaling"]:
             props.append(("dlperf_speedup", round(record["scaling"]["speedup"], 4)))
             props.append(("dlperf_efficiency", round(record["scaling"]["efficiency"], 4)))
+        flops = record.get("flops")
+        if flops:
+            props.append(("dlperf_tflops", float(f"{flops['tflops']:.6g}")))
+            if flops["mfu"] is not None:
+                props.append(("dlperf_mfu", round(flops["mfu"], 5)))
+        summaries = report.telemetry_summaries(record)
+        gpus = report.gpu_utilizations(summaries)
+        if gpus:
+            props.append(("dlperf_gpu_util_mean", round(sum(g[1] for g in gpus) / len(gpus), 2)))
+        cpu = report.host_metric(summaries, "cpu_percent", "mean")
+        if cpu is not None:
+            props.append(("dlperf_cpu_util_mean", round(cpu, 2)))
         item.user_properties.extend(props)
 
     def record_skip(self, item: DlperfItem, reason: str) -> None:

@@ -2,8 +2,9 @@
 
 Rows are GPU counts, columns precision x batch size (and settings); each cell holds the
 measured median, the baseline and the difference in percent, with FAIL / ERROR / +
-(improved) marks.  Below the tables: regressions, improvements, cases without a baseline
-and skipped cases, each with its one-line reason.
+(improved) marks.  Below the tables: FLOPs and utilization per case (TFLOP/s, MFU, GPU
+and CPU utilization, peak RSS, from the workers' telemetry), then regressions,
+improvements, cases without a baseline and skipped cases, each with its one-line reason.
 """
 
 from __future__ import annotations
@@ -56,6 +57,85 @@ def _column(case: Case) -> str:
     return " ".join(parts)
 
 
+# -- telemetry and FLOPs of a case record
+
+NO_GPU_REQUESTED = "no GPU requested"
+
+
+def telemetry_summaries(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The record's telemetry summaries: one, or one per rank; none when telemetry was off."""
+    telemetry = record.get("telemetry")
+    if not telemetry:
+        return []
+    return list(telemetry) if isinstance(telemetry, list) else [telemetry]
+
+
+def gpu_utilizations(summaries: Iterable[Mapping[str, Any]]) -> list[tuple[int | None, float, float]]:
+    """(rank, mean %, max %) of NVML's GPU utilization of every sampled GPU."""
+    out = []
+    for summary in summaries:
+        for device in summary.get("gpu", {}).get("devices", {}).values():
+            util = device.get("utilization_gpu")
+            if util:
+                out.append((summary.get("rank"), util["mean"], util["max"]))
+    return out
+
+
+def gpu_unavailable_reason(summaries: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why a case that sampled GPUs has no GPU figures (NVML missing, ...); None otherwise."""
+    for summary in summaries:
+        gpu = summary.get("gpu", {})
+        if not gpu.get("available") and gpu.get("reason") not in (None, NO_GPU_REQUESTED):
+            return gpu["reason"]
+    return None
+
+
+def host_metric(summaries: Iterable[Mapping[str, Any]], name: str, how: str) -> float | None:
+    """A host metric over the ranks: the mean of their means (``how="mean"``) or the highest max."""
+    values = [s["host"][name][how] for s in summaries if name in s.get("host", {})]
+    if not values:
+        return None
+    return max(values) if how == "max" else sum(values) / len(values)
+
+
+def _fmt_tflops(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
+
+
+def utilization_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The "FLOPs and utilization" section, and once per session why GPU telemetry was unavailable."""
+    measured = [r for r in records if r.get("throughput") is not None and (r.get("flops") or r.get("telemetry"))]
+    if not measured:
+        return []
+    rows = []
+    reasons: list[str] = []
+    for rec in measured:
+        flops = rec.get("flops") or {}
+        summaries = telemetry_summaries(rec)
+        gpus = gpu_utilizations(summaries)
+        cpu = host_metric(summaries, "cpu_percent", "mean")
+        rss = host_metric(summaries, "rss_bytes", "max")
+        rows.append([
+            rec["id"],
+            _fmt_tflops(flops["tflops"]) if flops.get("tflops") is not None else "-",
+            f"{100 * flops['mfu']:.1f}%" if flops.get("mfu") is not None else "-",
+            (f"{sum(g[1] for g in gpus) / len(gpus):.0f}% / {max(g[2] for g in gpus):.0f}%" if gpus else "-"),
+            f"{cpu:.0f}%" if cpu is not None else "-",
+            f"{rss / 2**20:.0f} MiB" if rss is not None else "-",
+        ])
+        reason = gpu_unavailable_reason(summaries)
+        if reason and reason not in reasons:
+            reasons.append(reason)
+    lines = ["FLOPs and utilization (over the measured windows; CPU: whole host, RSS: per worker process)"]
+    lines.extend(render_table(["case", "TFLOP/s", "MFU", "GPU util mean / max", "CPU util mean", "RSS max"],
+                              rows, align_right=(1, 2, 3, 4, 5)))
+    for reason in reasons:
+        what = reason if reason.startswith("unavailable") else f"unavailable: {reason}"
+        lines.append(f"telemetry: GPU {what} (host metrics only)")
+    lines.append("")
+    return lines
+
+
 def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | None = None) -> list[str]:
     by_model: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for rec in records:
@@ -83,6 +163,7 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
         rows = [[str(g)] + [grid[g].get(c, "") for c in header] for g in sorted(grid)]
         lines.extend(render_table(["gpus", *header], rows))
         lines.append("")
+    lines.extend(utilization_lines(records))
 
     def section(title: str, verdicts: tuple[str, ...]) -> None:
         chosen = [r for r in records if r.get("verdict") in verdicts]

@@ -28,6 +28,8 @@ class RunParams:
     timeout: float | None = None
     startup_timeout: float = 300.0
     launcher: str = "local"
+    peak_tflops: float | None = None  # --dlperf-peak-tflops: one device's peak, for MFU
+    telemetry: bool = True  # --dlperf-no-telemetry turns the workers' sampler off
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -67,6 +69,26 @@ class Attempt:
     def to_dict(self) -> dict[str, Any]:
         return {"throughput": self.summary.median, "stats": self.summary.to_dict(), "runs": self.runs}
 
+    def flops(self, devices: int) -> dict[str, Any] | None:
+        """FLOPs of the attempt: the workers' count, TFLOP/s and MFU at the pooled median."""
+        from . import flops
+
+        counted = next((run["flops"] for run in self.runs if run.get("flops")), None)
+        if counted is None:
+            return None
+        achieved = flops.achieved_tflops(counted["flops_per_sample"], self.summary.median)
+        return {"flops_per_sample": counted["flops_per_sample"], "tflops": achieved,
+                "peak_tflops": counted["peak_tflops"], "mfu": flops.mfu(achieved, counted["peak_tflops"], devices)}
+
+    def telemetry(self) -> dict[str, Any] | list[dict[str, Any]] | None:
+        """The first run's telemetry summary; for several ranks, one per rank (with its rank and hostname)."""
+        first = self.runs[0]
+        if first["ranks"]:
+            per_rank = [{"rank": r["rank"], "hostname": r["host"], **r["telemetry"]}
+                        for r in first["ranks"] if r.get("telemetry")]
+            return per_rank or None
+        return first.get("telemetry")
+
     def ranks(self) -> list[dict[str, Any]]:
         """Per rank over all runs: host, device and the median of its own windows."""
         by_rank: dict[int, dict[str, Any]] = {}
@@ -105,6 +127,8 @@ def _run_record(index: int, outcome: launch.WorkerOutcome) -> dict[str, Any]:
         "final_loss": result.get("final_loss"),
         "warnings": result.get("warnings", []),
         "settings": result.get("settings"),
+        "telemetry": result.get("telemetry"),
+        "flops": result.get("flops"),
         "ranks": [_rank_summary(r) for r in result.get("ranks", [])],
     }
 
@@ -112,7 +136,8 @@ def _run_record(index: int, outcome: launch.WorkerOutcome) -> dict[str, Any]:
 def _rank_summary(rank: dict[str, Any]) -> dict[str, Any]:
     figures = [w["throughput"] for w in rank["windows"]]
     return {"rank": rank["rank"], "host": rank["host"], "device": rank["device"].get("name"),
-            "throughput": summarize(figures).median if figures else None, "windows": rank["windows"]}
+            "throughput": summarize(figures).median if figures else None, "windows": rank["windows"],
+            "telemetry": rank.get("telemetry")}
 
 
 def _tail_block(path) -> str:
@@ -205,6 +230,8 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         "steps": params.steps,
         "repeats": params.repeats,
         "model_source": {"file": spec.source, "module": spec.module},
+        "telemetry": params.telemetry,
+        "peak_tflops": params.peak_tflops,
     }
     runs: list[dict[str, Any]] = []
     for index in range(params.runs):
