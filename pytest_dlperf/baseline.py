@@ -42,6 +42,7 @@ class Entry:
     overrides: Mapping[str, int]  # warmup_steps / steps / repeats for this case
     index: int  # position in the file's "cases", for error messages
     min_scaling_efficiency: float | None = None
+    min_gpu_utilization: float | None = None  # least mean GPU utilization, as a fraction
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -103,6 +104,7 @@ def load(path: str | os.PathLike) -> Baseline:
             overrides={k: raw[k] for k in STEP_FIELDS if k in raw},
             index=index,
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
+            min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
         ))
     return Baseline(str(path), data, entries)
 

@@ -424,6 +424,42 @@ class DlperfSession:
             return self.baseline.defaults["min_scaling_efficiency"]
         return self.options.min_efficiency
 
+    def min_gpu_utilization(self, item: DlperfItem) -> float | None:
+        if item.entry is not None and item.entry.min_gpu_utilization is not None:
+            return item.entry.min_gpu_utilization
+        if self.baseline is not None:
+            return self.baseline.defaults.get("min_gpu_utilization")
+        return None
+
+    def utilization_gate(self, item: DlperfItem, telemetry) -> dict[str, Any] | None:
+        """The min_gpu_utilization gate: every sampled GPU's mean utilization against the minimum.
+
+        Not gated (never failed) where GPU telemetry is unavailable or turned off.
+        """
+        minimum = self.min_gpu_utilization(item)
+        if minimum is None:
+            return None
+        case_id, wanted = item.case.id, f"{100 * minimum:g}%"
+        gate: dict[str, Any] = {"minimum": minimum, "measured": None, "rank": None}
+        if self.options.no_telemetry:
+            return dict(gate, status="not gated", message=f"{case_id}: min_gpu_utilization {wanted} not gated: "
+                                                          "telemetry is off (--dlperf-no-telemetry)")
+        summaries = report.telemetry_summaries({"telemetry": telemetry})
+        utils = report.gpu_utilizations(summaries)
+        if not utils:
+            reason = next((s["gpu"].get("reason") for s in summaries if s.get("gpu", {}).get("reason")),
+                          "no telemetry")
+            return dict(gate, status="not gated", message=f"{case_id}: min_gpu_utilization {wanted} not gated: "
+                                                          f"GPU telemetry unavailable ({reason})")
+        rank, mean, _ = min(utils, key=lambda u: u[1])
+        gate.update(measured=mean / 100, rank=rank)
+        where = f" on rank {rank}" if rank is not None and item.case.gpus > 1 else ""
+        if mean < 100 * minimum:
+            return dict(gate, status="fail", message=f"{case_id}: GPU utilization {mean:.1f}%{where} (mean over "
+                                                     f"the measured windows) is below the minimum {wanted}")
+        return dict(gate, status="pass", message=f"{case_id}: GPU utilization {mean:.1f}%{where}, "
+                                                  f"minimum {wanted}")
+
     def judge_attempt(self, item: DlperfItem, attempt: Attempt) -> tuple[Verdict, Scaling | None]:
         case = item.case
         verdict = judge(case.id, attempt.summary, attempt.unit, self.expected(item, attempt.unit),
@@ -471,13 +507,18 @@ class DlperfSession:
             record["duration"] = time.monotonic() - started
 
         last = attempts[-1]
-        failed = verdict.failed or (scale is not None and scale.failed)
+        telemetry = last.telemetry()
+        gate = self.utilization_gate(item, telemetry)
+        gate_failed = gate is not None and gate["status"] == "fail"
+        failed = verdict.failed or (scale is not None and scale.failed) or gate_failed
         parts = [verdict.message]
         if scale is not None:
             parts.append(scaling_message(case.id, scale, spec.unit))
+        if gate is not None and gate["status"] != "pass":
+            parts.append(gate["message"])
         if len(attempts) > 1:
             figures = ", ".join(f"{a.summary.median:.1f}" for a in attempts)
-            if failed:
+            if verdict.failed or (scale is not None and scale.failed):
                 parts.append(f"measured {len(attempts)} times: {figures} {spec.unit}")
             else:
                 parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
@@ -488,13 +529,17 @@ class DlperfSession:
         if scale is not None and scale.failed and not verdict.failed:
             # The scaling gate is what failed: lead with it.
             parts[0], parts[1] = parts[1], parts[0]
+        elif gate_failed and not verdict.failed:
+            parts.remove(gate["message"])
+            parts.insert(0, gate["message"])
         expected = self.expected(item, spec.unit)
         record.update(
             verdict=FAIL if failed else verdict.status, throughput_verdict=verdict.status,
             message="; ".join(parts),
             throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
             device=last.device, ranks=last.ranks(), scaling=scale.to_dict() if scale else None,
-            flops=last.flops(case.gpus), telemetry=last.telemetry(),
+            flops=last.flops(case.gpus), telemetry=telemetry,
+            gpu_utilization_gate=None if gate is None else {k: v for k, v in gate.items() if k != "message"},
             baseline=None if expected is None else {
                 "throughput": expected.throughput, "tolerance": expected.tolerance,
                 "source": expected.source, "unit": expected.unit},
