@@ -13,9 +13,15 @@ claim side by side, in one invocation:
   backward + SGD step + ``zero_grad(set_to_none=True)``, the same precision handling, the
   same warm-up and the same windows.  Torch's thread count is left at its default in both.
 
-The two sides alternate, ``--pairs`` times each; the order flips every pair (bare then
-harness, harness then bare, ...) so that a slow drift of the machine (clock, temperature)
-does not favour one side.  A window's throughput is its samples over its seconds; each
+**Telemetry** (``--telemetry on|off|both``, default ``both``): the harness samples GPU
+and host metrics in a background thread during the windows (``pytest_dlperf.telemetry``).
+With ``both`` the harness runs twice per pair, as ``harness`` (sampling on, the plugin's
+default) and as ``harness-notel`` (``--dlperf-no-telemetry``), so the cost of sampling
+is measured side by side with the rest; ``on`` or ``off`` runs only one of them.
+
+The sides alternate, ``--pairs`` times each; the order rotates every pair (bare then
+harness, harness then bare, ...; with three sides each takes each place in turn) so that
+a slow drift of the machine (clock, temperature) does not favour one side.  A window's throughput is its samples over its seconds; each
 side's figure is the median of all its windows (as the plugin pools the windows of a
 case's runs).
 
@@ -24,8 +30,11 @@ Reading the output:
 * one line per run as it finishes: its median window throughput, its windows, the seconds
   from process launch to the first warm-up step (``setup``) and ``wall/measured``, the
   run's whole wall time over the time spent in the timed windows;
-* ``ratio``: harness median / bare median.  ``overhead`` is ``1 - ratio`` (negative when
-  the harness came out faster: noise).  ``PASS`` when ``overhead <= --max-overhead``;
+* ``ratio``: harness median / bare median, for each harness side.  ``overhead`` is
+  ``1 - ratio`` (negative when the harness came out faster: noise).  ``PASS`` when every
+  harness side's ``overhead <= --max-overhead``;
+* ``telemetry on/off``: with ``both``, harness median / harness-notel median, the cost of
+  sampling alone (``1 -`` it);
 * ``per-case cost``: the medians of ``setup`` and ``wall/measured`` per side.  These are
   the time a case costs beyond its measured windows (process start, imports, model
   build, warm-up); they do not enter the throughput figure.  The bare column shows how
@@ -57,7 +66,9 @@ from pytest_dlperf.cases import PRECISIONS, Case
 from pytest_dlperf.models import get_model_spec
 from pytest_dlperf.runner import CaseError, RunParams, measure
 
-SIDES = ("bare", "harness")
+SIDES = ("bare", "harness", "harness-notel")
+HARNESS_SIDES = {"harness": True, "harness-notel": False}  # side: telemetry on
+TELEMETRY_MODES = {"on": ("bare", "harness"), "off": ("bare", "harness-notel"), "both": SIDES}
 # The models the bare loop can build: torchvision's by name, and the registry's ``tiny``.
 MODELS = ("tiny", "resnet18", "resnet50", "vgg16")
 # Warm-up and windows: the plugin's defaults (those of RunParams) on CUDA, fewer on a CPU.
@@ -191,14 +202,17 @@ def run_bare(script: Path, config: dict[str, Any], pair: int) -> Run:
                sum(w["seconds"] for w in out["windows"]), out["settings"])
 
 
-def run_harness(case: Case, params: RunParams, workdir: Path, pair: int) -> Run:
+def run_harness(case: Case, params: RunParams, workdir: Path, pair: int, side: str = "harness") -> Run:
+    params = dataclasses.replace(params, telemetry=HARNESS_SIDES[side])
     try:
         attempt = measure(case, get_model_spec(case.model), params, workdir)
     except CaseError as exc:
         raise RunFailed(f"the harness failed ({exc.kind}): {exc.message}") from None
     record = attempt.runs[0]
+    if (record.get("telemetry") is not None) != params.telemetry:
+        raise RunFailed(f"the {side} run {'lacks' if params.telemetry else 'has'} telemetry")
     timing = record["timing"]
-    return Run(pair, "harness", [w["throughput"] for w in record["windows"]], timing["setup_seconds"],
+    return Run(pair, side, [w["throughput"] for w in record["windows"]], timing["setup_seconds"],
                record["wall_seconds"], timing["measured_seconds"], record["settings"] or {}, record["device"])
 
 
@@ -228,6 +242,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"timed windows per run; default: {cuda['repeats']} on CUDA, {cpu['repeats']} on CPU")
     parser.add_argument("--pairs", type=int, default=3,
                         help="bare and harness runs each, alternating; default: %(default)s")
+    parser.add_argument("--telemetry", choices=tuple(TELEMETRY_MODES), default="both",
+                        help="the harness with telemetry sampling on, off, or both side by side; "
+                             "default: %(default)s")
     parser.add_argument("--max-overhead", type=float, default=0.02,
                         help="largest allowed throughput loss of the harness, as a fraction; default: %(default)s")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON here")
@@ -242,9 +259,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def summarize(runs: list[Run], max_overhead: float) -> dict[str, Any]:
-    """Each side's pooled median and per-case cost, the ratio harness/bare and the verdict."""
+    """Each side's pooled median and per-case cost, the ratios harness/bare and the verdict.
+
+    ``ratio``, ``overhead`` and ``pair_ratios`` are those of the first harness side run
+    (``harness``, with telemetry, unless only ``harness-notel`` ran); ``harness`` has them
+    for each harness side, and ``telemetry_ratio`` is harness / harness-notel when both ran.
+    """
     sides: dict[str, dict[str, Any]] = {}
-    for side in SIDES:
+    present = [side for side in SIDES if any(r.side == side for r in runs)]
+    for side in present:
         mine = [r for r in runs if r.side == side]
         values = [t for r in mine for t in r.throughputs]
         sides[side] = {
@@ -254,22 +277,33 @@ def summarize(runs: list[Run], max_overhead: float) -> dict[str, Any]:
             "setup_seconds": statistics.median([r.setup_seconds for r in mine]),
             "wall_over_measured": statistics.median([r.wall_over_measured for r in mine]),
         }
-    ratio = sides["harness"]["median"] / sides["bare"]["median"]
     by_pair = {(r.pair, r.side): r.median for r in runs}
     pairs = sorted({r.pair for r in runs})
-    return {
+    harness: dict[str, dict[str, Any]] = {}
+    for side in (s for s in present if s in HARNESS_SIDES):
+        ratio = sides[side]["median"] / sides["bare"]["median"]
+        harness[side] = {"ratio": ratio, "overhead": 1.0 - ratio,
+                         "pair_ratios": [by_pair[p, side] / by_pair[p, "bare"] for p in pairs]}
+    main = harness[next(iter(harness))]
+    out = {
         "sides": sides,
-        "pair_ratios": [by_pair[p, "harness"] / by_pair[p, "bare"] for p in pairs],
-        "ratio": ratio,
-        "overhead": 1.0 - ratio,
+        "harness": harness,
+        "pair_ratios": main["pair_ratios"],
+        "ratio": main["ratio"],
+        "overhead": main["overhead"],
         "max_overhead": max_overhead,
-        "passed": 1.0 - ratio <= max_overhead,
+        "passed": all(h["overhead"] <= max_overhead for h in harness.values()),
     }
+    if len(harness) == 2:
+        ratio = sides["harness"]["median"] / sides["harness-notel"]["median"]
+        out["telemetry_ratio"] = ratio
+        out["telemetry_pair_ratios"] = [by_pair[p, "harness"] / by_pair[p, "harness-notel"] for p in pairs]
+    return out
 
 
 def _print_run(run: Run, unit: str) -> None:
     windows = " ".join(f"{t:.1f}" for t in run.throughputs)
-    print(f"{run.pair + 1:>4}  {run.side:<7}  {run.median:>10.1f} {unit}  [{windows}]  "
+    print(f"{run.pair + 1:>4}  {run.side:<13}  {run.median:>10.1f} {unit}  [{windows}]  "
           f"setup {run.setup_seconds:5.2f} s  wall/measured {run.wall_over_measured:5.2f}", flush=True)
 
 
@@ -290,9 +324,11 @@ def main(argv: list[str] | None = None) -> int:
         "image_size": args.image_size, "num_classes": int(spec.settings(case.settings_dict)["num_classes"]),
         "device": device, "warmup_steps": params.warmup_steps, "steps": params.steps, "repeats": params.repeats,
     }
+    sides = TELEMETRY_MODES[args.telemetry]
     print(f"harness vs bare loop: {case.id} on {device}, warm-up {params.warmup_steps} steps, "
-          f"{params.repeats} windows x {params.steps} steps per run, {args.pairs} pairs", flush=True)
-    print(f"{'pair':>4}  {'side':<7}  {'median':>10} {spec.unit}  [windows]", flush=True)
+          f"{params.repeats} windows x {params.steps} steps per run, {args.pairs} pairs; "
+          f"telemetry {args.telemetry} (sides: {', '.join(sides)})", flush=True)
+    print(f"{'pair':>4}  {'side':<13}  {'median':>10} {spec.unit}  [windows]", flush=True)
 
     runs: list[Run] = []
     started = time.monotonic()
@@ -302,44 +338,52 @@ def main(argv: list[str] | None = None) -> int:
         script.write_text(BARE_LOOP, encoding="utf-8")
         try:
             for pair in range(args.pairs):
-                order = ("bare", "harness") if pair % 2 == 0 else ("harness", "bare")
+                shift = pair % len(sides)
+                order = sides[shift:] + sides[:shift]
                 done: dict[str, Run] = {}
                 for side in order:
                     if side == "bare":
                         run = run_bare(script, bare_config, pair)
                     else:
-                        run = run_harness(case, params, workdir / f"pair{pair}", pair)
+                        run = run_harness(case, params, workdir / f"pair{pair}-{side}", pair, side)
                     done[side] = run
                     runs.append(run)
                     _print_run(run, spec.unit)
-                check_same_settings(done["bare"], done["harness"])
+                for side in sides[1:]:
+                    check_same_settings(done["bare"], done[side])
         except RunFailed as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     elapsed = time.monotonic() - started
 
     summary = summarize(runs, args.max_overhead)
-    device_info = next(r.device for r in runs if r.side == "harness") or {}
+    device_info = next(r.device for r in runs if r.side != "bare") or {}
     print()
     print(f"device: {device_info.get('name', device)}; {elapsed:.0f} s in all")
-    print(f"pair ratios harness/bare: {' '.join(f'{r:.4f}' for r in summary['pair_ratios'])}")
-    for side in SIDES:
+    for side, figures in summary["harness"].items():
+        print(f"pair ratios {side}/bare: {' '.join(f'{r:.4f}' for r in figures['pair_ratios'])}")
+    for side in sides:
         figure = summary["sides"][side]
-        print(f"{side:<7}  median {figure['median']:.1f} {spec.unit} over {figure['windows']} windows "
+        print(f"{side:<13}  median {figure['median']:.1f} {spec.unit} over {figure['windows']} windows "
               f"(cv {figure['cv']:.1%})")
-    print(f"ratio harness/bare: {summary['ratio']:.4f} "
-          f"(overhead {summary['overhead']:+.2%}, limit {args.max_overhead:.2%})")
-    bare, harness = summary["sides"]["bare"], summary["sides"]["harness"]
-    print(f"per-case cost (medians): setup {harness['setup_seconds']:.2f} s harness, "
-          f"{bare['setup_seconds']:.2f} s bare; wall/measured {harness['wall_over_measured']:.2f} harness, "
-          f"{bare['wall_over_measured']:.2f} bare")
+    for side, figures in summary["harness"].items():
+        print(f"ratio {side}/bare: {figures['ratio']:.4f} "
+              f"(overhead {figures['overhead']:+.2%}, limit {args.max_overhead:.2%})")
+    if "telemetry_ratio" in summary:
+        print(f"telemetry on/off (harness/harness-notel): {summary['telemetry_ratio']:.4f} "
+              f"(cost of sampling {1 - summary['telemetry_ratio']:+.2%}; pairs "
+              f"{' '.join(f'{r:.4f}' for r in summary['telemetry_pair_ratios'])})")
+    costs = "; ".join(f"{side}: setup {summary['sides'][side]['setup_seconds']:.2f} s, wall/measured "
+                      f"{summary['sides'][side]['wall_over_measured']:.2f}" for side in sides)
+    print(f"per-case cost (medians): {costs}")
     passed = summary["passed"]
     print(f"{'PASS' if passed else 'FAIL'}: the harness is {'within' if passed else 'outside'} "
-          f"{args.max_overhead:.2%} of the bare loop's throughput")
+          f"{args.max_overhead:.2%} of the bare loop's throughput "
+          f"({'with and without telemetry' if len(sides) == 3 else 'telemetry ' + args.telemetry})")
 
     if args.json is not None:
         document = {"case": case.to_dict(), "params": params.to_dict(), "device": device_info,
-                    "pairs": args.pairs, "elapsed_seconds": elapsed, "runs": [r.to_dict() for r in runs],
+                    "pairs": args.pairs, "telemetry": args.telemetry, "elapsed_seconds": elapsed, "runs": [r.to_dict() for r in runs],
                     **summary}
         args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     return 0 if passed else 1
