@@ -563,7 +563,7 @@ class DlperfSession:
         if flops:
             props.append(("dlperf_tflops", float(f"{flops['tflops']:.6g}")))
             if flops["mfu"] is not None:
-                props.append(("dlperf_mfu", round(flops["mfu"], 5)))
+                props.append(("dlperf_mfu", float(f"{flops['mfu']:.6g}")))  # tiny on a CPU: 1e-4 of a peak
         summaries = report.telemetry_summaries(record)
         gpus = report.gpu_utilizations(summaries)
         if gpus:
