@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .cases import Case
-from .verdict import FAIL, IMPROVED, NO_BASELINE, fmt_value
+from .verdict import FAIL, IMPROVED, NO_BASELINE, PASS, fmt_value
 
 MARKS = {FAIL: " FAIL", "error": " ERROR", IMPROVED: " +"}
 
@@ -175,6 +175,11 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
     section("regressions and errors", (FAIL, "error"))
     section("improved: update the baseline", (IMPROVED,))
     section("no baseline" + (f" in {baseline_path}" if baseline_path else ""), (NO_BASELINE,))
+    remeasured = [r for r in records if r.get("verdict") == PASS and len(r.get("attempts", [])) > 1]
+    if remeasured:
+        # Passed, but only on re-measurement: worth a look before it becomes a regression.
+        lines.append(f"passed on re-measurement ({len(remeasured)}):")
+        lines.extend(f"  {r['message'].splitlines()[0]}" for r in remeasured)
     section("skipped", ("skipped",))
     counts = defaultdict(int)
     for rec in records:
