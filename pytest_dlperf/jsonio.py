@@ -65,7 +65,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "required":
         return f"{error.message}"
     if error.validator == "const" and error.path and error.path[-1] == "schema_version":
-        return f"schema_version {error.instance!r} is not supported; this pytest-dlperf reads version {error.validator_value}"
+        return (f"schema_version {error.instance!r} is not supported; this pytest-dlperf reads "
+                f"version {error.validator_value}")
     return error.message
 
 

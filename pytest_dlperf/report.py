@@ -169,8 +169,9 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
         chosen = [r for r in records if r.get("verdict") in verdicts]
         if chosen:
             lines.append(f"{title} ({len(chosen)}):")
-            lines.extend(f"  {r['message'].splitlines()[0] if r['verdict'] != 'skipped' else r['id'] + ': ' + r['message']}"
-                         for r in chosen)
+            for r in chosen:
+                text = f"{r['id']}: {r['message']}" if r["verdict"] == "skipped" else r["message"].splitlines()[0]
+                lines.append(f"  {text}")
 
     section("regressions and errors", (FAIL, "error"))
     section("improved: update the baseline", (IMPROVED,))

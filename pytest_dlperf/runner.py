@@ -189,7 +189,8 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
     failed = first_failed_rank(case.gpus, results, reported)
     who, stderr = "the worker", outcome.stderr_path
     if case.gpus > 1 and failed is not None:
-        status = f" (exit status {reported[1]})" if reported and reported[0] == failed and reported[1] is not None else ""
+        known = reported is not None and reported[0] == failed and reported[1] is not None
+        status = f" (exit status {reported[1]})" if known else ""
         who = f"rank {failed}{status}"
         stderr = launcher.rank_stderr(outcome.run_dir, failed) or stderr
     result = results.get(failed) if failed is not None else outcome.result

@@ -127,7 +127,8 @@ def test_a_hung_collective_is_killed_on_every_rank(dlperf):
     dlperf.pytester.makeconftest(RANK_FAULTS)
     result = dlperf.run("--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "--dlperf-timeout", "20")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["rank-hang-fp32-bs8-gpu2: timed out after 20 s; the worker's process group was killed*"])
+    result.stdout.fnmatch_lines(
+        ["rank-hang-fp32-bs8-gpu2: timed out after 20 s; the worker's process group was killed*"])
     assert wait_gone(rank_pids(dlperf.path), 2.0) == []
 
 
