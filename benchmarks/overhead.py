@@ -22,8 +22,8 @@ is measured side by side with the rest; ``on`` or ``off`` runs only one of them.
 The sides alternate, ``--pairs`` times each; the order rotates every pair (bare then
 harness, harness then bare, ...; with three sides each takes each place in turn) so that
 a slow drift of the machine (clock, temperature) does not favour one side.  A window's
-throughput is its samples over its seconds; each side's figure is the median of all its windows (as the plugin pools the windows of a
-case's runs).
+throughput is its samples over its seconds; each side's figure is the median of all its
+windows (as the plugin pools the windows of a case's runs).
 
 Reading the output:
 
