@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -34,7 +35,9 @@ from . import jsonio
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_SECONDS = 5.0
-POLL_SECONDS = 0.1
+# How often the controller looks at the progress file and the clock while a run goes on.
+# The wait itself returns as soon as the worker exits (a pidfd where Linux has them).
+POLL_SECONDS = 1.0
 
 RUN_ID_VARIABLE = "DLPERF_RUN_ID"
 
@@ -161,6 +164,41 @@ def kill_all_live() -> None:
         kill_run(pgid, run_id, grace=1.0)
 
 
+class _ExitWaiter:
+    """``waiter(seconds)``: block until the process exits or ``seconds`` pass; True once it has exited.
+
+    With a pidfd the controller sleeps in ``select`` and wakes once a second, or at the exit;
+    ``Popen.wait(timeout)`` polls every few milliseconds, taking CPU from the training it
+    measures on a small machine.
+    """
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        try:
+            self.pidfd: int | None = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # not Linux, or a kernel without pidfds
+            self.pidfd = None
+
+    def __call__(self, seconds: float) -> bool:
+        if self.pidfd is None:
+            try:
+                self.proc.wait(timeout=seconds)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        ready, _, _ = select.select([self.pidfd], [], [], seconds)
+        if ready:
+            self.proc.wait()
+        return bool(ready)
+
+    def __enter__(self) -> _ExitWaiter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+
+
 def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tuple[float, float]:
     try:
         stat = path.stat()
@@ -211,19 +249,15 @@ def run_worker(spec: dict[str, Any], run_dir: Path, *, timeout: float | None,
         with _live_lock:
             _live_runs[proc.pid] = run_id
         try:
-            while True:
-                try:
-                    proc.wait(timeout=POLL_SECONDS)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                if timeout is None:
-                    deadline, seen = _deadline_from_progress(progress_path, deadline, seen)
-                if time.monotonic() > deadline:
-                    timed_out = True
-                    kill_run(proc.pid, run_id)
-                    proc.wait()
-                    break
+            with _ExitWaiter(proc) as exited:
+                while not exited(POLL_SECONDS):
+                    if timeout is None:
+                        deadline, seen = _deadline_from_progress(progress_path, deadline, seen)
+                    if time.monotonic() > deadline:
+                        timed_out = True
+                        kill_run(proc.pid, run_id)
+                        proc.wait()
+                        break
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.
