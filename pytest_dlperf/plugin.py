@@ -11,6 +11,7 @@ and JUnit XML.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import re
@@ -290,6 +291,9 @@ class DlperfSession:
         self._cuda_count: int | None = None
         self._workdir: Path | None = None
         self._old_sigterm = None
+        self._references: dict[Case, float | None] = {}
+        self._reference_errors: dict[Case, str] = {}
+        self._current_params: RunParams | None = None
         self.environment: dict[str, Any] = {}
         self.launcher = get_launcher(options.launcher, options.launcher_args, **(
             {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank,
@@ -415,7 +419,29 @@ class DlperfSession:
                     and Case.from_dict(rec["case"]).same_config(case):
                 return rec["throughput"], "this session"
         entry = self.baseline.reference(case) if self.baseline is not None else None
-        return (entry.throughput, "baseline") if entry is not None else None
+        if entry is not None:
+            return entry.throughput, "baseline"
+        return self.measured_reference(case)
+
+    def measured_reference(self, case: Case) -> tuple[float, str] | None:
+        """No 1-rank figure in the session or the baseline (``-m gpu8`` alone): measure one.
+
+        Once per config and session, as a single local process with the case's step counts;
+        it is not a test of its own. A reference that cannot be measured leaves the case
+        without scaling figures, and says so.
+        """
+        one = Case(case.model, case.precision, case.batch_size, 1, case.settings)
+        if one not in self._references:
+            params = dataclasses.replace(self._current_params, runs=1, launcher="local")
+            try:
+                attempt = measure(one, models.get_model_spec(one.model), params,
+                                  self.workdir / case.id / "reference", get_launcher("local"))
+                self._references[one] = attempt.summary.median
+            except CaseError as exc:
+                self._references[one] = None
+                self._reference_errors[one] = exc.message.splitlines()[0]
+        figure = self._references[one]
+        return (figure, "measured for scaling") if figure is not None else None
 
     def min_efficiency(self, item: DlperfItem) -> float | None:
         if item.entry is not None and item.entry.min_scaling_efficiency is not None:
@@ -472,7 +498,7 @@ class DlperfSession:
     def run_case(self, item: DlperfItem) -> None:
         case = item.case
         spec = models.get_model_spec(case.model)
-        params = self.params_for(item)
+        params = self._current_params = self.params_for(item)
         started = time.monotonic()
         attempts: list[Attempt] = []
         record: dict[str, Any] = {
@@ -514,6 +540,9 @@ class DlperfSession:
         parts = [verdict.message]
         if scale is not None:
             parts.append(scaling_message(case.id, scale, spec.unit))
+        elif case.gpus > 1:
+            one = Case(case.model, case.precision, case.batch_size, 1, case.settings)
+            parts.append(f"no scaling figures: the 1-rank reference failed: {self._reference_errors.get(one, '?')}")
         if gate is not None and gate["status"] != "pass":
             parts.append(gate["message"])
         if len(attempts) > 1:

@@ -79,7 +79,7 @@ class Scaling:
 
     ranks: int
     reference: float  # 1-rank throughput
-    reference_source: str  # "this session" or "baseline"
+    reference_source: str  # "this session", "baseline" or "measured for scaling"
     speedup: float
     efficiency: float
     minimum: float | None

@@ -228,3 +228,15 @@ def test_the_rank_that_died_is_blamed_not_the_one_that_lost_its_peer():
     assert first_failed_rank(2, {0: lost_peer, 1: ok}, None) == 0
     assert first_failed_rank(4, {0: ok, 1: ok}, (3, 9)) == 3
     assert first_failed_rank(1, {}, None) is None
+
+
+def test_a_multi_rank_case_alone_measures_its_one_rank_reference(dlperf):
+    # The acceptance: -m gpu2 alone, no baseline, still reports speedup and efficiency.
+    result = dlperf.run("-m", "gpu2", "--dlperf-model", "tiny", "--dlperf-gpus", "1,2",
+                        "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["   2 | * | *x (*%)", "*scaling efficiency *% (speedup *x on 2 ranks over * img/s "
+                                                      "on 1, from measured for scaling)*"])
+    (record,) = dlperf.results()["cases"]
+    assert record["scaling"]["reference_source"] == "measured for scaling"
+    assert record["scaling"]["efficiency"] == pytest.approx(record["scaling"]["speedup"] / 2)
