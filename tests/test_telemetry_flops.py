@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import tiny_case
+from test_telemetry import _nvml_works
 from pytest_dlperf import jsonio
 from pytest_dlperf.flops import count_training_flops
 from pytest_dlperf.models import get_model_spec
@@ -62,16 +63,6 @@ FAKE_NVML = textwrap.dedent("""
         fake.nvmlDeviceGetCurrentClocksEventReasons = fake.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: 0
         sys.modules["pynvml"] = fake
 """)
-
-
-def _nvml_works() -> bool:
-    pynvml = pytest.importorskip("pynvml")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    pynvml.nvmlShutdown()
-    return True
 
 
 def _tiny_flops_per_sample() -> float:
