@@ -1,0 +1,35 @@
+"""Every baseline shipped under baselines/ is valid and its cases are collectable."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_dlperf import baseline, jsonio, models
+
+BASELINES = sorted((Path(__file__).parent.parent / "baselines").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", BASELINES, ids=[p.name for p in BASELINES])
+def test_a_shipped_baseline_is_valid_and_names_its_sources(path):
+    document = json.loads(path.read_text())
+    jsonio.validate(document, "baseline", path)
+    loaded = baseline.load(path)
+    assert loaded.entries, "a baseline without cases"
+    for entry in loaded.entries:
+        spec = models.get_model_spec(entry.case.model)  # a registered model
+        assert entry.unit == spec.unit
+        assert entry.source, f"{entry.case.id}: every entry says where its figure comes from"
+        if entry.case.gpus > 1 and entry.min_scaling_efficiency is not None:
+            one = loaded.reference(entry.case)
+            assert one is not None, f"{entry.case.id}: a scaling gate needs the 1-GPU entry"
+            # The published figures themselves pass their own gate.
+            assert entry.throughput / one.throughput / entry.case.gpus >= entry.min_scaling_efficiency
+
+
+@pytest.mark.parametrize("path", BASELINES, ids=[p.name for p in BASELINES])
+def test_a_shipped_baseline_collects(dlperf, path):
+    result = dlperf.run("--collect-only", "-q", "--strict-markers", "--dlperf-baseline", str(path), fast=False)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
+    ids = [line for line in result.outlines if line.startswith("dlperf::")]
+    assert len(ids) == len(baseline.load(path).entries)
