@@ -39,11 +39,21 @@ class Case:
 
     @property
     def id(self) -> str:
-        parts = [self.model, self.precision, f"bs{self.batch_size}", f"gpu{self.gpus}"]
+        return "-".join([self.model, self.precision, f"bs{self.batch_size}", f"gpu{self.gpus}",
+                         *self.settings_parts])
+
+    @property
+    def settings_parts(self) -> list[str]:
+        """The explicit settings as they read in the id: ``img160``, ``seq512``, ``key=value``."""
+        parts = []
         for key, value in self.settings:
             fmt = _ID_FORMATS.get(key)
             parts.append(fmt(value) if fmt else f"{key}={value}")
-        return "-".join(parts)
+        return parts
+
+    def with_gpus(self, gpus: int) -> Case:
+        """The same config on ``gpus`` GPUs (the 1-GPU reference of a scaling case)."""
+        return dataclasses.replace(self, gpus=gpus)
 
     @property
     def settings_dict(self) -> dict[str, Any]:

@@ -430,7 +430,7 @@ class DlperfSession:
         it is not a test of its own. A reference that cannot be measured leaves the case
         without scaling figures, and says so.
         """
-        one = Case(case.model, case.precision, case.batch_size, 1, case.settings)
+        one = case.with_gpus(1)
         if one not in self._references:
             params = dataclasses.replace(self._current_params, runs=1, launcher="local")
             try:
@@ -536,26 +536,28 @@ class DlperfSession:
         telemetry = last.telemetry()
         gate = self.utilization_gate(item, telemetry)
         gate_failed = gate is not None and gate["status"] == "fail"
-        failed = verdict.failed or (scale is not None and scale.failed) or gate_failed
+        scale_failed = scale is not None and scale.failed
+        failed = verdict.failed or scale_failed or gate_failed
         parts = [verdict.message]
         if scale is not None:
             parts.append(scaling_message(case.id, scale, spec.unit))
         elif case.gpus > 1:
-            one = Case(case.model, case.precision, case.batch_size, 1, case.settings)
-            parts.append(f"no scaling figures: the 1-rank reference failed: {self._reference_errors.get(one, '?')}")
+            reason = self._reference_errors.get(case.with_gpus(1), "?")
+            parts.append(f"no scaling figures: the 1-rank reference failed: {reason}")
         if gate is not None and gate["status"] != "pass":
             parts.append(gate["message"])
         if len(attempts) > 1:
             figures = ", ".join(f"{a.summary.median:.1f}" for a in attempts)
-            if verdict.failed or (scale is not None and scale.failed):
+            if verdict.failed or scale_failed:
                 parts.append(f"measured {len(attempts)} times: {figures} {spec.unit}")
             else:
                 parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
         parts.extend(last.warnings)
-        straggler = last.straggler()
+        ranks = last.ranks()
+        straggler = last.straggler(ranks)
         if straggler:
             parts.append(straggler)
-        if scale is not None and scale.failed and not verdict.failed:
+        if scale_failed and not verdict.failed:
             # The scaling gate is what failed: lead with it.
             parts[0], parts[1] = parts[1], parts[0]
         elif gate_failed and not verdict.failed:
@@ -566,7 +568,7 @@ class DlperfSession:
             verdict=FAIL if failed else verdict.status, throughput_verdict=verdict.status,
             message="; ".join(parts),
             throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
-            device=last.device, ranks=last.ranks(), scaling=scale.to_dict() if scale else None,
+            device=last.device, ranks=ranks, scaling=scale.to_dict() if scale else None,
             flops=last.flops(case.gpus), telemetry=telemetry,
             gpu_utilization_gate=None if gate is None else {k: v for k, v in gate.items() if k != "message"},
             baseline=None if expected is None else {

@@ -52,9 +52,7 @@ def scaling_cell(scaling: Mapping[str, Any]) -> str:
 
 
 def _column(case: Case) -> str:
-    parts = [case.precision, f"bs{case.batch_size}"]
-    parts.extend(case.id.split("-gpu", 1)[1].split("-")[1:])
-    return " ".join(parts)
+    return " ".join([case.precision, f"bs{case.batch_size}", *case.settings_parts])
 
 
 # -- telemetry and FLOPs of a case record

@@ -100,9 +100,8 @@ class Attempt:
         return [{"rank": r["rank"], "host": r["host"], "device": r["device"],
                  "throughput": summarize(r["figures"]).median} for _, r in sorted(by_rank.items())]
 
-    def straggler(self, threshold: float = 0.10) -> str | None:
-        """A note when the slowest rank is more than ``threshold`` below the median rank."""
-        ranks = self.ranks()
+    def straggler(self, ranks: list[dict[str, Any]], threshold: float = 0.10) -> str | None:
+        """A note when the slowest of ``ranks`` (:meth:`ranks`) is more than ``threshold`` below the median rank."""
         if len(ranks) < 2:
             return None
         slowest = min(ranks, key=lambda r: r["throughput"])
@@ -188,7 +187,8 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
     reported = launcher.failed_rank(agent_text)
     failed = first_failed_rank(case.gpus, results, reported)
     who, stderr = "the worker", outcome.stderr_path
-    if case.gpus > 1 and failed is not None:
+    by_rank = case.gpus > 1 and failed is not None
+    if by_rank:
         known = reported is not None and reported[0] == failed and reported[1] is not None
         status = f" (exit status {reported[1]})" if known else ""
         who = f"rank {failed}{status}"
@@ -202,14 +202,14 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
         where = device.get("name") or device.get("type", "the device")
         if device.get("type") == "cuda" and device.get("index") is not None:
             where = f"cuda:{device['index']} ({where})"
-        on_rank = f" (rank {failed})" if who.startswith("rank") else ""
+        on_rank = f" (rank {failed})" if by_rank else ""
         return "oom", (f"{case.id}: out of memory at batch size {case.batch_size} on {where}{on_rank}: "
                        f"{result['error']['message'].splitlines()[0]}")
     if result is not None and result["status"] == "error":
         err = result["error"]
         return "error", f"{case.id}: {who} failed: {err['type']}: {err['message']}{_tail_block(stderr)}"
     why = outcome.result_error or "wrote no result"
-    if who.startswith("rank"):
+    if by_rank:
         return "crash", f"{case.id}: {who} died; the job ended with {launch.describe_returncode(outcome.returncode)}" \
                         f"{_tail_block(stderr)}"
     return "crash", (f"{case.id}: the worker ended with {launch.describe_returncode(outcome.returncode)} "

@@ -57,3 +57,9 @@ def test_matrix_defaults():
     assert [c.id for c in cases] == ["tiny-amp-bs8-gpu1", "tiny-amp-bs8-gpu2", "tiny-fp32-bs8-gpu1",
                                      "tiny-fp32-bs8-gpu2"]
     assert matrix([], ["amp"], [8], [1], lambda m: 32) == []
+
+
+def test_settings_parts_and_the_one_gpu_twin():
+    case = Case.make("my-gpu-net", "amp", 64, 8, {"image_size": 160})
+    assert case.settings_parts == ["img160"]
+    assert case.with_gpus(1) == Case.make("my-gpu-net", "amp", 64, 1, {"image_size": 160})

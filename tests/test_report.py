@@ -52,3 +52,10 @@ def test_sections_say_what_needs_attention():
 def test_render_table_aligns_columns():
     assert render_table(["gpus", "amp"], [["1", "790.0"], ["8", "5889.1"]]) == [
         "gpus | amp", "-----+-------", "   1 | 790.0", "   8 | 5889.1"]
+
+
+def test_columns_come_from_the_case_not_from_parsing_its_id():
+    # A model whose name contains "-gpu" must not split its column in the wrong place.
+    lines = summary_lines([record(model="my-gpu-net", precision="fp32", batch=8, throughput=10.0,
+                                  verdict="no-baseline")])
+    assert lines[1] == "gpus | fp32 bs8"
