@@ -8,12 +8,20 @@ appended, e.g. ``bert-base-amp-bs64-gpu1-seq512``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
-DATA_BACKENDS = ("synthetic",)
+DATA_BACKENDS = ("synthetic", "torchvision", "dali")
+
+# Settings every model accepts, besides its own defaults (``image_size``, ``seq_len``, ...).
+COMMON_SETTINGS = {
+    "data": f"one of {', '.join(DATA_BACKENDS)}",
+    "channels_last": "true or false",
+    "compile": "true or false",
+}
 
 # How known settings read in a test id; other settings read as key=value.
 _ID_FORMATS = {
@@ -121,8 +129,43 @@ def parse_precisions(option: str, raw) -> list[str]:
     return values
 
 
+def parse_settings(option: str, raw) -> dict[str, Any]:
+    """``KEY=VALUE`` items (``--dlperf-set seq_len=512``); a value reads as JSON when it can.
+
+    ``seq_len=512`` is the integer 512, ``compile=true`` the boolean, ``data=dali`` the string.
+    """
+    out: dict[str, Any] = {}
+    for item in parse_list(option, raw):
+        key, sep, text = item.partition("=")
+        if not sep or not key or not text:
+            raise OptionError(f"{option}: {item!r} is not KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if not isinstance(value, str | int | float | bool):
+            raise OptionError(f"{option}: {item!r}: the value must be a string, a number or true/false")
+        out[key] = value
+    return out
+
+
+def check_settings(settings: Mapping[str, Any], model_defaults: Mapping[str, Any], where: str) -> None:
+    """Raise ``ValueError`` naming ``where`` for a setting the model does not know or a bad value.
+
+    A model knows its own defaults' keys and :data:`COMMON_SETTINGS`.
+    """
+    for key, value in settings.items():
+        if key not in model_defaults and key not in COMMON_SETTINGS:
+            known = sorted(set(model_defaults) | set(COMMON_SETTINGS))
+            raise ValueError(f"{where}.{key}: unknown setting {key!r}; this model takes {', '.join(known)}")
+        if key == "data" and value not in DATA_BACKENDS:
+            raise ValueError(f"{where}.data: {value!r} is not one of {', '.join(DATA_BACKENDS)}")
+        if key in ("channels_last", "compile") and not isinstance(value, bool):
+            raise ValueError(f"{where}.{key}: {value!r} is not true or false")
+
+
 def matrix(models: list[str], precisions: list[str], batch_sizes: list[int],
-           gpus: list[int], default_batch_size) -> list[Case]:
+           gpus: list[int], default_batch_size, settings: Mapping[str, Any] | None = None) -> list[Case]:
     """The cross product of the matrix options; missing axes take their defaults.
 
     No model, no cases.  Precision defaults to fp32, GPU count to 1, batch size to the
@@ -133,5 +176,5 @@ def matrix(models: list[str], precisions: list[str], batch_sizes: list[int],
         for precision in precisions or ["fp32"]:
             for batch in batch_sizes or [default_batch_size(model)]:
                 for n in gpus or [1]:
-                    cases.append(Case.make(model, precision, batch, n))
+                    cases.append(Case.make(model, precision, batch, n, settings))
     return cases

@@ -75,6 +75,7 @@ class ModelSpec:
     description: str = ""
     source: str | None = None
     module: str | None = None
+    task: str | None = None  # the registered task it shares batches and loss with, if any
 
     def settings(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The model's default settings with the case's explicit settings on top."""
@@ -192,6 +193,7 @@ def register_model(
             description=description or (inspect.getdoc(fn) or "").split("\n")[0],
             source=_source_file(fn),
             module=getattr(fn, "__module__", None),
+            task=task,
         )
 
     if factory is not None:

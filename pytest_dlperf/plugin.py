@@ -25,7 +25,8 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import environment, jsonio, launch, models, report
-from .cases import PRECISIONS, Case, OptionError, matrix, parse_ints, parse_list, parse_precisions
+from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
+                    parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
 from .launchers import LAUNCHERS, get_launcher
 from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, Scaling, Verdict, judge, scaling, scaling_message
@@ -56,6 +57,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's).",
            metavar="LIST", action="append")
     option("gpus", "GPU counts (ranks) for matrix cases (comma list; default 1).", metavar="LIST", action="append")
+    option("set", "a setting of matrix cases, KEY=VALUE (repeatable): seq_len=512, data=torchvision, "
+                  "channels_last=false, compile=true, image_size=160.", metavar="KEY=VALUE", action="append")
     option("device", "where cases run: auto (CUDA when available), cuda or cpu.", metavar="DEVICE")
     option("launcher", f"how a case's ranks start: {', '.join(LAUNCHERS)} (default local: torchrun on this "
                        "node for N > 1).", metavar="NAME")
@@ -144,6 +147,7 @@ class Options:
         self.precisions = parse_precisions("--dlperf-precision", _option(config, "precision"))
         self.batch_sizes = parse_ints("--dlperf-batch-size", _option(config, "batch-size"))
         self.gpus = parse_ints("--dlperf-gpus", _option(config, "gpus"))
+        self.settings = parse_settings("--dlperf-set", _option(config, "set"))
         self.device = str(_option(config, "device") or "auto")
         if self.device not in DEVICES:
             raise OptionError(f"--dlperf-device: {self.device!r} is not one of {', '.join(DEVICES)}")
@@ -309,7 +313,7 @@ class DlperfSession:
             out.extend((entry.case, entry) for entry in self.baseline.entries)
         try:
             extra = matrix(opts.models, opts.precisions, opts.batch_sizes, opts.gpus,
-                           lambda name: models.get_model_spec(name).batch_size)
+                           lambda name: models.get_model_spec(name).batch_size, opts.settings)
         except models.UnknownModelError as exc:
             raise pytest.UsageError(f"--dlperf-model: {exc}") from None
         known = {case for case, _ in out}
@@ -321,6 +325,12 @@ class DlperfSession:
                 spec = models.get_model_spec(case.model)
             except models.UnknownModelError as exc:
                 raise pytest.UsageError(f"{where}: {exc}") from None
+            try:
+                check_settings(case.settings_dict, spec.defaults,
+                               f"{self.baseline.path}: $.cases[{entry.index}].settings" if entry is not None
+                               else "--dlperf-set")
+            except ValueError as exc:
+                raise pytest.UsageError(str(exc)) from None
             if entry is not None and entry.unit and entry.unit != spec.unit:
                 raise pytest.UsageError(
                     f"{self.baseline.path}: $.cases[{entry.index}].unit: {entry.unit!r} does not match "

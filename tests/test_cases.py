@@ -1,6 +1,7 @@
 import pytest
 
-from pytest_dlperf.cases import Case, OptionError, matrix, parse_ints, parse_list, parse_precisions
+from pytest_dlperf.cases import (Case, OptionError, check_settings, matrix, parse_ints, parse_list,
+                                 parse_precisions, parse_settings)
 
 
 def test_id_reads_like_the_seed_logs():
@@ -63,3 +64,19 @@ def test_settings_parts_and_the_one_gpu_twin():
     case = Case.make("my-gpu-net", "amp", 64, 8, {"image_size": 160})
     assert case.settings_parts == ["img160"]
     assert case.with_gpus(1) == Case.make("my-gpu-net", "amp", 64, 1, {"image_size": 160})
+
+
+def test_settings_values_read_as_json_when_they_can():
+    assert parse_settings("--dlperf-set", ["seq_len=512", "compile=true,data=dali", "lr=0.5"]) == {
+        "seq_len": 512, "compile": True, "data": "dali", "lr": 0.5}
+    with pytest.raises(OptionError, match="'x=' is not KEY=VALUE"):
+        parse_settings("--dlperf-set", "x=")
+    with pytest.raises(OptionError, match="must be a string, a number or true/false"):
+        parse_settings("--dlperf-set", "x=[1]")
+
+
+def test_settings_are_checked_against_the_model():
+    check_settings({"image_size": 64, "data": "torchvision", "compile": False}, {"image_size": 224}, "here")
+    with pytest.raises(ValueError, match=r"here.depth: unknown setting 'depth'; this model takes channels_last, "
+                                         r"compile, data, image_size"):
+        check_settings({"depth": 3}, {"image_size": 224}, "here")

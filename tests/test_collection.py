@@ -88,14 +88,14 @@ def test_cases_that_cannot_run_here_skip_with_the_reason(dlperf):
     dlperf.pytester.makeconftest(textwrap.dedent("""
         from pytest_dlperf import register_model
 
-        @register_model("needs-dali", task="image-classification", requires={"nvidia.dali": "dali"})
-        def needs_dali(settings):
+        @register_model("needs-apex", task="image-classification", requires={"apex.nonexistent": "apex"})
+        def needs_apex(settings):
             raise AssertionError("never built")
     """))
-    result = dlperf.run("--dlperf-model", "needs-dali", "-rs")
+    result = dlperf.run("--dlperf-model", "needs-apex", "-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines([
-        "*needs-dali-fp32-bs32-gpu1*needs the dali extra (module 'nvidia.dali' is not installed)"])
+        "*needs-apex-fp32-bs32-gpu1*needs the apex extra (module 'apex.nonexistent' is not installed)"])
 
 
 def test_cuda_requested_without_cuda(dlperf):
@@ -122,6 +122,11 @@ def usage_error(result, *lines):
     (("--dlperf-tolerance", "5"), "ERROR: --dlperf-tolerance: 5.0 is not allowed; expected a number between 0*"),
     (("--dlperf-timeout", "-3"), "ERROR: --dlperf-timeout: -3.0 is not allowed*"),
     (("--dlperf-model", "resnet51"), "ERROR: --dlperf-model: unknown model 'resnet51'; registered models: *resnet50*"),
+    (("--dlperf-set", "seq_len"), "ERROR: --dlperf-set: 'seq_len' is not KEY=VALUE"),
+    (("--dlperf-set", "depth=3"), "ERROR: --dlperf-set.depth: unknown setting 'depth'; this model takes "
+                                  "channels_last, compile, data, image_size, num_classes"),
+    (("--dlperf-set", "data=tfrecord"), "ERROR: --dlperf-set.data: 'tfrecord' is not one of synthetic, *"),
+    (("--dlperf-set", "compile=yes"), "ERROR: --dlperf-set.compile: 'yes' is not true or false"),
 ])
 def test_invalid_options_are_usage_errors(dlperf, args, message):
     usage_error(dlperf.run("--dlperf-model", "tiny", *args, fast=False), message)
@@ -146,6 +151,18 @@ def test_unknown_model_in_a_baseline(dlperf):
     path = dlperf.baseline([tiny_case(1.0), tiny_case(1.0, model="resnet51")])
     usage_error(dlperf.run("--dlperf-baseline", path),
                 f"ERROR: {path}: $.cases[1].model: unknown model 'resnet51'; registered models: *tiny*")
+
+
+def test_matrix_settings_from_the_command_line(dlperf):
+    result = dlperf.run("--collect-only", "-q", "--dlperf-model", "tiny", "--dlperf-set", "image_size=48",
+                        "--dlperf-set", "channels_last=false,data=synthetic")
+    assert collected(result) == ["dlperf::tiny-fp32-bs32-gpu1-nchw-synthetic-img48"]
+
+
+def test_unknown_setting_in_a_baseline(dlperf):
+    path = dlperf.baseline([tiny_case(1.0, settings={"seq_len": 128})])
+    usage_error(dlperf.run("--dlperf-baseline", path),
+                f"ERROR: {path}: $.cases[0].settings.seq_len: unknown setting 'seq_len'; this model takes *")
 
 
 def test_unit_that_does_not_match_the_model(dlperf):
