@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import environment, jsonio, launch, models, report
+from . import benchmark_json, environment, jsonio, launch, models, report
 from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
                     parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
@@ -230,6 +230,8 @@ def pytest_configure(config: pytest.Config) -> None:
     session = DlperfSession(config, options, baseline)
     config.stash[STASH] = session
     config.pluginmanager.register(session, "dlperf-session")
+    if options.active:
+        benchmark_json.register(config)
 
 
 # --------------------------------------------------------------------------- items
@@ -591,6 +593,7 @@ class DlperfSession:
                 "source": expected.source, "unit": expected.unit},
         )
         self._record_properties(item, record)
+        benchmark_json.add_case(self.config, record)
         if failed:
             raise CaseFailed(record["message"])
 
