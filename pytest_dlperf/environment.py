@@ -31,8 +31,7 @@ from collections import Counter
 from typing import Any
 
 SUBPROCESS_TIMEOUT = 10.0  # seconds for nvidia-smi and each git command
-DIST_NAMES = {"pytest-dlperf": "pytest-dlperf", "torch": "torch", "torchvision": "torchvision",
-              "transformers": "transformers", "nvidia-ml-py": "nvidia-ml-py", "pytest": "pytest"}
+DISTRIBUTIONS = ("pytest-dlperf", "torch", "torchvision", "transformers", "nvidia-ml-py", "pytest")
 DALI_DIST = re.compile(r"nvidia-dali-cuda\d+")
 
 
@@ -94,7 +93,7 @@ def torch_versions() -> dict[str, str | None]:
 def software_versions() -> dict[str, str | None]:
     """Python, the packages that shape a measurement, and torch's CUDA libraries."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
-    versions.update({key: _dist_version(dist) for key, dist in DIST_NAMES.items()})
+    versions.update({name: _dist_version(name) for name in DISTRIBUTIONS})
     dali = dali_distribution()
     versions["dali"] = dali[1] if dali else None
     versions["dali_package"] = dali[0] if dali else None
@@ -106,6 +105,7 @@ def software_versions() -> dict[str, str | None]:
 
 
 def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo ("AMD EPYC 7B13"), else what Python knows."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
