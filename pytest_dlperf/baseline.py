@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import environment as environment_mod
 from . import jsonio
 from .cases import Case
 from .verdict import Expected
@@ -67,6 +68,15 @@ class Baseline:
     def hardware(self) -> Mapping[str, Any]:
         return self.data.get("hardware", {})
 
+    @property
+    def measured_on(self) -> tuple[str, str | None] | None:
+        """The device the figures were measured on (see :func:`measured_on`)."""
+        return measured_on(self.hardware, self.data.get("environment") or {})
+
+    def device_mismatch(self, device: Mapping[str, Any]) -> str | None:
+        """The note for a case that ran on ``device`` when it is not this baseline's (see :func:`device_mismatch`)."""
+        return device_mismatch(self.measured_on, device)
+
     def reference(self, case: Case) -> Entry | None:
         """The 1-GPU entry of the same model, precision, batch and settings."""
         for entry in self.entries:
@@ -79,6 +89,43 @@ class Baseline:
             if entry.case == case:
                 return entry
         return None
+
+
+def measured_on(hardware: Mapping[str, Any], environment: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """(device type, model) of a baseline's machine: ("cuda", its GPU) or ("cpu", its CPU).
+
+    The GPU is ``hardware.gpu``, else the recorded ``environment.gpus.model``; a baseline
+    whose ``hardware.device`` is "cpu" was measured on the CPU, whatever GPUs the host had.
+    None when the baseline does not say.
+    """
+    if hardware.get("device") == "cpu":
+        return "cpu", hardware.get("cpu") or (environment.get("host") or {}).get("cpu")
+    gpu = hardware.get("gpu") or (environment.get("gpus") or {}).get("model")
+    if gpu or hardware.get("device") == "cuda":
+        return "cuda", gpu
+    return None
+
+
+def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapping[str, Any]) -> str | None:
+    """A note when this run's ``device`` (the worker's ``{"type", "name"}``) is not the baseline's.
+
+    Different GPU models (compared by :func:`environment.same_gpu_model`) or a CPU run
+    against a GPU baseline (and the reverse); two CPUs are not compared. None when they
+    match or either side is unknown.
+    """
+    if baseline_device is None or not device.get("type"):
+        return None
+    kind, model = baseline_device
+    name = device.get("name")
+    if kind == "cpu" and device["type"] == "cpu":
+        return None
+    if kind == "cuda" and device["type"] == "cuda":
+        if not (model and name) or environment_mod.same_gpu_model(model, name):
+            return None
+        return f"baseline measured on {model}; this machine has {name}"
+    if device["type"] == "cpu":
+        return f"baseline measured on {model or 'a GPU'}; this run is on the CPU ({name or 'unknown model'})"
+    return f"baseline measured on the CPU ({model or 'unknown model'}); this run is on {name or 'a GPU'}"
 
 
 def load(path: str | os.PathLike) -> Baseline:
@@ -109,19 +156,34 @@ def load(path: str | os.PathLike) -> Baseline:
     return Baseline(str(path), data, entries)
 
 
+def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
+    """A baseline's ``hardware`` from the session's environment: the device the cases ran on
+    (``environment.device``, the workers' report), the GPU model and count, CPU and memory."""
+    device = environment.get("device") or {}
+    host = environment.get("host") or {}
+    gpus = environment.get("gpus") or {}
+    kind = device.get("type") if device.get("type") in ("cuda", "cpu") else "cpu"
+    hardware: dict[str, Any] = {"device": kind}
+    if kind == "cuda":
+        hardware["gpu"] = device.get("name") or gpus.get("model") or "unknown GPU"
+        if gpus.get("count"):
+            hardware["gpus_per_node"] = gpus["count"]
+    cpu = device.get("name") if kind == "cpu" and device.get("name") else host.get("cpu")
+    if cpu:
+        hardware["cpu"] = cpu
+    if host.get("memory_bytes"):
+        hardware["memory"] = f"{host['memory_bytes'] / 2**30:.0f} GiB"
+    return hardware
+
+
 def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping[str, Any],
                       tolerance: float = DEFAULT_TOLERANCE,
                       steps: Mapping[str, int] | None = None) -> dict[str, Any]:
     """A baseline document from measured cases (``records``: case dict, throughput, unit)."""
-    device = environment.get("device", {})
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     host = environment.get("host", {})
     software = {k: v for k, v in environment.get("versions", {}).items() if v is not None}
-    hardware: dict[str, Any] = {"device": device.get("type", "cpu")}
-    if device.get("name"):
-        hardware["gpu" if device.get("type") == "cuda" else "cpu"] = device["name"]
-    if host.get("cpu") and "cpu" not in hardware:
-        hardware["cpu"] = host["cpu"]
+    hardware = hardware_from(environment)
     cases = []
     for rec in records:
         entry = dict(rec["case"])

@@ -1,16 +1,41 @@
-"""The environment a measurement was taken in: host, software versions, device."""
+"""The environment a measurement was taken in: host, software versions, GPUs, topology, git.
+
+:func:`collect` returns one JSON-serialisable dict (``docs/result-format.md``)::
+
+    {"host": {"hostname", "os", "kernel", "cpu", "cpu_count", "cpu_cores", "memory_bytes"},
+     "versions": {"python", "pytest", "pytest-dlperf", "torch", "torchvision", "transformers",
+                  "dali", "nvidia-ml-py", "cuda", "cudnn", "nccl", "driver"},
+     "gpus": {"available", "reason", "count", "model", "driver", "cuda_driver", "source",
+              "visible", "devices": [{"index", "name", "memory_bytes", "uuid", ...}]},
+     "topology": {"text", "reason"},          # nvidia-smi topo -m
+     "git": {"commit", "short", "branch", "dirty", "root"} or None}
+
+Nothing here raises or takes long: NVML that cannot start, a missing ``nvidia-smi`` or
+``git`` leave a ``reason`` (or ``None``) instead, and every subprocess has a timeout.
+GPUs come from NVML first (no CUDA context in the controller), from ``torch.cuda`` when
+NVML is unavailable.
+"""
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.metadata
 import os
 import platform
+import re
+import shutil
 import socket
+import subprocess
+from collections import Counter
 from typing import Any
 
-VERSIONED = ("pytest-dlperf", "torch", "torchvision", "transformers", "nvidia-dali-cuda120",
-             "nvidia-dali-cuda130", "nvidia-ml-py", "pytest")
+SUBPROCESS_TIMEOUT = 10.0  # seconds for nvidia-smi and each git command
+DISTRIBUTIONS = ("pytest-dlperf", "torch", "torchvision", "transformers", "nvidia-ml-py", "pytest")
+DALI_DIST = re.compile(r"nvidia-dali-cuda\d+")
+
+
+# --------------------------------------------------------------------------- versions
 
 
 def _dist_version(name: str) -> str | None:
@@ -20,15 +45,29 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def dali_distribution() -> tuple[str, str] | None:
+    """(name, version) of the installed ``nvidia-dali-cudaXXX`` wheel, whichever CUDA flavour it is."""
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if DALI_DIST.fullmatch(name):
+            return name, dist.version
+    return None
+
+
+def format_cudnn(version: int | None) -> str | None:
+    """cuDNN's integer version as text: 8907 -> "8.9.7" (cuDNN 8), 92400 -> "9.24.0" (cuDNN 9+)."""
+    if not version:
+        return None
+    if version >= 90000:  # cuDNN 9 packs major * 10000 + minor * 100 + patch
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
+
+
+def format_cuda_driver(version: int | None) -> str | None:
+    """The CUDA version a driver supports, from NVML's integer: 12040 -> "12.4"."""
+    if not version:
+        return None
+    return f"{version // 1000}.{version % 1000 // 10}"
 
 
 def torch_versions() -> dict[str, str | None]:
@@ -40,8 +79,7 @@ def torch_versions() -> dict[str, str | None]:
         return out
     out["cuda"] = torch.version.cuda
     try:
-        cudnn = torch.backends.cudnn.version()
-        out["cudnn"] = str(cudnn) if cudnn else None
+        out["cudnn"] = format_cudnn(torch.backends.cudnn.version())
     except Exception:  # noqa: BLE001 - a build without cuDNN
         pass
     try:
@@ -52,35 +90,282 @@ def torch_versions() -> dict[str, str | None]:
     return out
 
 
-@functools.cache
-def collect() -> dict[str, Any]:
-    """Host and software facts of this process's machine (the controller's)."""
-    try:
-        import psutil
-
-        memory = psutil.virtual_memory().total
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        memory = None
-    versions = {name: _dist_version(name) for name in VERSIONED}
-    versions["python"] = platform.python_version()
+def software_versions() -> dict[str, str | None]:
+    """Python, the packages that shape a measurement, and torch's CUDA libraries."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    versions.update({name: _dist_version(name) for name in DISTRIBUTIONS})
+    dali = dali_distribution()
+    versions["dali"] = dali[1] if dali else None
+    versions["dali_package"] = dali[0] if dali else None
     versions.update(torch_versions())
+    return versions
+
+
+# --------------------------------------------------------------------------- host
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo ("AMD EPYC 7B13"), else what Python knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def os_name() -> str:
+    """The distribution's pretty name ("Debian GNU/Linux 12 (bookworm)"), else Python's platform string."""
+    try:
+        return platform.freedesktop_os_release().get("PRETTY_NAME") or platform.platform()
+    except OSError:
+        return platform.platform()
+
+
+def host_info() -> dict[str, Any]:
+    """Hostname, OS, kernel, CPU model, logical CPUs, physical cores and memory."""
+    import psutil
+
     return {
-        "host": {
-            "hostname": socket.gethostname(),
-            "os": platform.platform(),
-            "cpu": cpu_model(),
-            "cpu_count": os.cpu_count(),
-            "memory_bytes": memory,
-        },
-        "versions": versions,
+        "hostname": socket.gethostname(),
+        "os": os_name(),
+        "kernel": platform.release(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_cores": psutil.cpu_count(logical=False),
+        "memory_bytes": psutil.virtual_memory().total,
     }
 
 
-def header_line(env: dict[str, Any]) -> str:
-    v = env["versions"]
-    parts = [f"torch {v.get('torch')}"]
-    if v.get("torchvision"):
-        parts.append(f"torchvision {v['torchvision']}")
-    parts.append(f"CUDA {v['cuda']}" if v.get("cuda") else "CPU-only torch")
-    parts.append(f"{env['host']['cpu']} x{env['host']['cpu_count']}")
+# --------------------------------------------------------------------------- GPUs
+
+
+def summarize_gpus(devices: list[dict[str, Any]], *, source: str | None, driver: str | None = None,
+                   cuda_driver: str | None = None, reason: str | None = None) -> dict[str, Any]:
+    """The ``gpus`` section from a device list: count, one model name (or "A + B" when mixed)."""
+    names = Counter(d.get("name") for d in devices if d.get("name"))
+    model = " + ".join(names) if names else None
+    return {"available": bool(devices), "reason": None if devices else (reason or "no GPU found"),
+            "count": len(devices), "model": model, "driver": driver, "cuda_driver": cuda_driver,
+            "source": source, "visible": os.environ.get("CUDA_VISIBLE_DEVICES"), "devices": devices}
+
+
+def _nvml_device(nvml: Any, index: int) -> dict[str, Any]:
+    """Name, memory, UUID and compute capability of NVML device ``index``; a field NVML refuses is None."""
+    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+
+    def read(fn, *args):
+        try:
+            return fn(handle, *args)
+        except nvml.NVMLError:
+            return None
+
+    memory = read(nvml.nvmlDeviceGetMemoryInfo)
+    capability = read(nvml.nvmlDeviceGetCudaComputeCapability)
+    return {"index": index, "name": read(nvml.nvmlDeviceGetName),
+            "memory_bytes": int(memory.total) if memory is not None else None,
+            "uuid": read(nvml.nvmlDeviceGetUUID),
+            "compute_capability": ".".join(map(str, capability)) if capability else None}
+
+
+def nvml_gpus() -> dict[str, Any]:
+    """Every GPU NVML sees (all of them, whatever ``CUDA_VISIBLE_DEVICES`` says), with the driver."""
+    try:
+        import pynvml as nvml
+    except ImportError:
+        return summarize_gpus([], source=None, reason="pynvml (nvidia-ml-py) is not installed")
+    try:
+        nvml.nvmlInit()
+    except nvml.NVMLError as exc:
+        from .telemetry import _unavailable_reason
+
+        return summarize_gpus([], source=None, reason=_unavailable_reason(nvml, exc).removeprefix("unavailable: "))
+    try:
+        devices = [_nvml_device(nvml, i) for i in range(nvml.nvmlDeviceGetCount())]
+        driver = nvml.nvmlSystemGetDriverVersion()
+        try:
+            cuda_driver = format_cuda_driver(nvml.nvmlSystemGetCudaDriverVersion_v2())
+        except nvml.NVMLError:
+            cuda_driver = None
+        return summarize_gpus(devices, source="nvml", driver=driver, cuda_driver=cuda_driver)
+    except nvml.NVMLError as exc:
+        return summarize_gpus([], source=None, reason=f"NVML error: {exc}")
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except nvml.NVMLError:
+            pass
+
+
+def torch_gpus(reason: str | None) -> dict[str, Any] | None:
+    """The visible CUDA devices through torch, when NVML gave none; None when torch sees none either."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        devices = []
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            devices.append({"index": index, "name": props.name, "memory_bytes": int(props.total_memory),
+                            "compute_capability": f"{props.major}.{props.minor}"})
+    except Exception:  # noqa: BLE001 - a broken CUDA setup is reported as "no GPU"
+        return None
+    gpus = summarize_gpus(devices, source="torch")
+    gpus["nvml_reason"] = reason
+    return gpus
+
+
+def gpu_info() -> dict[str, Any]:
+    """NVML's view of the GPUs, else torch.cuda's; with the reason when there are none."""
+    gpus = nvml_gpus()
+    if gpus["count"]:
+        return gpus
+    return torch_gpus(gpus["reason"]) or gpus
+
+
+def topology() -> dict[str, str | None]:
+    """``nvidia-smi topo -m`` (the GPU/NIC interconnect matrix), or why it is missing."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {"text": None, "reason": "nvidia-smi not found"}
+    try:
+        done = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return {"text": None, "reason": f"nvidia-smi topo -m timed out after {SUBPROCESS_TIMEOUT:g} s"}
+    except OSError as exc:
+        return {"text": None, "reason": f"nvidia-smi: {exc}"}
+    if done.returncode != 0:
+        first = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[0]
+        return {"text": None, "reason": f"nvidia-smi topo -m exited with {done.returncode}: {first}"}
+    return {"text": done.stdout.rstrip(), "reason": None}
+
+
+# --------------------------------------------------------------------------- git
+
+
+def _git(root: str, *args: str) -> str | None:
+    """One git command's stripped stdout, or None when git is missing, fails or hangs."""
+    try:
+        done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True,
+                              timeout=SUBPROCESS_TIMEOUT, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_info(root: str | os.PathLike | None) -> dict[str, Any] | None:
+    """The commit of the code under test: HEAD of the checkout that holds ``root``.
+
+    None when ``root`` is not in a git checkout with a commit, or git is not installed.
+    ``dirty``: tracked files differ from HEAD (untracked files do not count).
+    """
+    if root is None:
+        return None
+    root = os.fspath(root)
+    commit = _git(root, "rev-parse", "--verify", "HEAD")
+    if not commit:
+        return None
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
+    return {"commit": commit, "short": commit[:10], "branch": None if branch in (None, "HEAD") else branch,
+            "dirty": bool(status), "root": _git(root, "rev-parse", "--show-toplevel")}
+
+
+# --------------------------------------------------------------------------- all of it
+
+
+@functools.cache
+def _collect(root: str | None) -> dict[str, Any]:
+    gpus = gpu_info()
+    versions = software_versions()
+    versions["driver"] = gpus["driver"]
+    return {"host": host_info(), "versions": versions, "gpus": gpus, "topology": topology(),
+            "git": git_info(root)}
+
+
+def collect(root: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Host, versions, GPUs, topology and the git commit of ``root`` (pytest's rootdir).
+
+    Collected once per process and root (a fresh copy each call, so callers may add keys).
+    """
+    return copy.deepcopy(_collect(None if root is None else os.fspath(root)))
+
+
+def clear_cache() -> None:
+    """Forget what :func:`collect` found (tests; a long-lived process whose machine changed)."""
+    _collect.cache_clear()
+
+
+# --------------------------------------------------------------------------- GPU names
+
+
+_VENDOR_WORDS = {"nvidia", "tesla"}
+
+
+def normalize_gpu_name(name: str) -> str:
+    """A GPU name for comparison: lower case, words split at spaces, dashes and underscores,
+    without the "NVIDIA" / "Tesla" vendor words ("Tesla V100-SXM2-16GB" -> "v100 sxm2 16gb")."""
+    words = [w for w in re.split(r"[\s_\-]+", name.lower()) if w and w not in _VENDOR_WORDS]
+    return " ".join(words)
+
+
+def same_gpu_model(a: str, b: str) -> bool:
+    """Whether two GPU names mean the same model; the less specific name may stop early
+    ("A100" matches "NVIDIA A100-SXM4-80GB"; "V100-SXM2-16GB" does not match "V100-SXM2-32GB")."""
+    wa, wb = normalize_gpu_name(a).split(), normalize_gpu_name(b).split()
+    shorter, longer = sorted((wa, wb), key=len)
+    return bool(shorter) and longer[:len(shorter)] == shorter
+
+
+# --------------------------------------------------------------------------- header
+
+
+def _gib(value: int | None) -> str:
+    return f"{value / 2**30:.0f} GiB" if value else "? GiB"
+
+
+def gpu_text(gpus: dict[str, Any]) -> str:
+    """ "8 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4)" or "no GPU: NVML library not found"."""
+    if not gpus.get("count"):
+        return f"no GPU: {gpus.get('reason') or 'none found'}"
+    text = f"{gpus['count']} x {gpus['model']}"
+    if gpus.get("driver"):
+        text += f", driver {gpus['driver']}"
+        if gpus.get("cuda_driver"):
+            text += f" (CUDA {gpus['cuda_driver']})"
+    return text
+
+
+def software_text(versions: dict[str, Any]) -> str:
+    """ "torch 2.4.0, CUDA 12.4, cuDNN 9.1.0" (or "CPU-only torch")."""
+    parts = [f"torch {versions.get('torch')}"]
+    if versions.get("cuda"):
+        parts.append(f"CUDA {versions['cuda']}")
+        if versions.get("cudnn"):
+            parts.append(f"cuDNN {versions['cudnn']}")
+    else:
+        parts.append("CPU-only torch")
     return ", ".join(parts)
+
+
+def host_text(host: dict[str, Any]) -> str:
+    """ "AMD EPYC 7B13, 16 CPUs (8 cores), 125 GiB"."""
+    cores = f" ({host['cpu_cores']} cores)" if host.get("cpu_cores") else ""
+    return f"{host.get('cpu')}, {host.get('cpu_count')} CPUs{cores}, {_gib(host.get('memory_bytes'))}"
+
+
+def git_text(git: dict[str, Any] | None) -> str:
+    """ "git 3976bea0c1+dirty" or "not a git checkout"."""
+    if not git:
+        return "not a git checkout"
+    return f"git {git['short']}{'+dirty' if git.get('dirty') else ''}"
+
+
+def header_line(env: dict[str, Any]) -> str:
+    """One line for pytest's header: GPUs and driver; torch/CUDA/cuDNN; CPU and memory; git commit."""
+    gpus = env.get("gpus") or {}
+    return "; ".join([gpu_text(gpus), software_text(env.get("versions", {})), host_text(env.get("host", {})),
+                      git_text(env.get("git"))])

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import environment, jsonio, launch, models, report
+from . import benchmark_json, environment, jsonio, launch, models, report
 from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
                     parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
@@ -230,6 +230,8 @@ def pytest_configure(config: pytest.Config) -> None:
     session = DlperfSession(config, options, baseline)
     config.stash[STASH] = session
     config.pluginmanager.register(session, "dlperf-session")
+    if options.active:
+        benchmark_json.register(config)
 
 
 # --------------------------------------------------------------------------- items
@@ -359,7 +361,8 @@ class DlperfSession:
         if not self.options.active:
             return []
         src = f"baseline {self.options.baseline_path}" if self.options.baseline_path else "no baseline"
-        return [f"dlperf: device {self.options.device}, {src}; {environment.header_line(environment.collect())}"]
+        env = environment.collect(config.rootpath)
+        return [f"dlperf: device {self.options.device}, {src}", f"dlperf: {environment.header_line(env)}"]
 
     # -- running
 
@@ -574,6 +577,9 @@ class DlperfSession:
             parts.remove(gate["message"])
             parts.insert(0, gate["message"])
         expected = self.expected(item, spec.unit)
+        mismatch = self.baseline.device_mismatch(last.device) if expected is not None else None
+        if mismatch:
+            parts.append(mismatch)
         record.update(
             verdict=FAIL if failed else verdict.status, throughput_verdict=verdict.status,
             message="; ".join(parts),
@@ -581,11 +587,13 @@ class DlperfSession:
             device=last.device, ranks=ranks, scaling=scale.to_dict() if scale else None,
             flops=last.flops(case.gpus), telemetry=telemetry,
             gpu_utilization_gate=None if gate is None else {k: v for k, v in gate.items() if k != "message"},
+            hardware_mismatch=mismatch,
             baseline=None if expected is None else {
                 "throughput": expected.throughput, "tolerance": expected.tolerance,
                 "source": expected.source, "unit": expected.unit},
         )
         self._record_properties(item, record)
+        benchmark_json.add_case(self.config, record)
         if failed:
             raise CaseFailed(record["message"])
 
@@ -650,7 +658,7 @@ class DlperfSession:
             self._save_baseline(exitstatus)
 
     def _environment(self) -> dict[str, Any]:
-        env = dict(environment.collect())
+        env = environment.collect(self.config.rootpath)
         devices = [r.get("device") for r in self.records if r.get("device")]
         env["device"] = devices[0] if devices else {"type": self.options.device if self.options.device != "auto"
                                                     else (self._device or "unknown")}
@@ -665,7 +673,7 @@ class DlperfSession:
             "options": self.options.to_dict(),
             "baseline": None if self.baseline is None else {
                 "path": self.baseline.path, "source": self.baseline.source,
-                "hardware": dict(self.baseline.hardware)},
+                "hardware": dict(self.baseline.hardware), "hardware_mismatch": self.hardware_mismatch()},
             "cases": self.records,
         }
 
@@ -684,6 +692,10 @@ class DlperfSession:
         if tr:
             tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {self.options.save_baseline}")
 
+    def hardware_mismatch(self) -> str | None:
+        """The first judged case's note that the baseline was measured on another GPU model or device."""
+        return next((r["hardware_mismatch"] for r in self.records if r.get("hardware_mismatch")), None)
+
     def params_summary(self) -> dict[str, int | None]:
         params = [r["parameters"] for r in self.records if r.get("parameters")]
         out: dict[str, int | None] = {}
@@ -698,6 +710,8 @@ class DlperfSession:
         terminalreporter.write_sep("=", "dlperf summary")
         for line in report.summary_lines(self.records, self.baseline.path if self.baseline else None):
             terminalreporter.write_line(line)
+        if self.hardware_mismatch():
+            terminalreporter.write_line(f"dlperf: {self.hardware_mismatch()}", yellow=True)
         if self._workdir is not None:
             terminalreporter.write_line(f"dlperf: worker logs in {self._workdir}")
 

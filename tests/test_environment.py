@@ -1,0 +1,266 @@
+"""Environment capture: its shape, the header line, the saved baseline, the GPU mismatch note."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from conftest import tiny_case
+from pytest_dlperf import baseline, environment, jsonio
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _results_with(env: dict) -> dict:
+    return {"schema_version": 1, "kind": "dlperf-results", "created": "now", "environment": env,
+            "options": {}, "cases": []}
+
+
+def _git_repo(path) -> str:
+    """A git checkout at ``path`` with one commit of a tracked file; returns the commit."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(path), *args], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q", "-b", "main")
+    (path / "tracked.txt").write_text("one\n")
+    git("add", "tracked.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "first")
+    return git("rev-parse", "HEAD").strip()
+
+
+# --------------------------------------------------------------------------- collect()
+
+
+def test_collect_has_the_documented_shape_on_this_machine(tmp_path):
+    environment.clear_cache()
+    env = environment.collect(tmp_path)
+    assert set(env) >= {"host", "versions", "gpus", "topology", "git"}
+    assert set(env["host"]) >= {"hostname", "os", "kernel", "cpu", "cpu_count", "cpu_cores", "memory_bytes"}
+    assert env["host"]["cpu_count"] >= 1 and env["host"]["memory_bytes"] > 0
+    versions = env["versions"]
+    assert set(versions) >= {"python", "pytest", "pytest-dlperf", "torch", "torchvision", "transformers", "dali",
+                             "nvidia-ml-py", "cuda", "cudnn", "nccl", "driver"}
+    import torch
+
+    assert versions["torch"] == torch.__version__.split("+")[0]
+    dali = environment.dali_distribution()
+    assert versions["dali"] == (dali[1] if dali else None)
+    gpus = env["gpus"]
+    assert set(gpus) >= {"count", "model", "driver", "cuda_driver", "devices", "available", "reason"}
+    if gpus["count"] == 0:  # this CI machine: no NVIDIA driver
+        assert not gpus["available"] and gpus["model"] is None and gpus["devices"] == []
+        assert isinstance(gpus["reason"], str) and gpus["reason"]
+    else:
+        assert gpus["available"] and gpus["model"] and len(gpus["devices"]) == gpus["count"]
+    topo = env["topology"]
+    assert (topo["text"] is None) != (topo["reason"] is None)
+    assert env["git"] is None  # tmp_path is not in a git checkout
+    json.dumps(env)  # serialisable as it is
+    jsonio.validate(_results_with(env), "results")
+    # A copy each call: callers may add keys without changing the next caller's view.
+    env["device"] = {"type": "cpu"}
+    assert "device" not in environment.collect(tmp_path)
+
+
+def test_no_nvml_library_is_a_reason_not_an_error():
+    gpus = environment.nvml_gpus()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError_LibraryNotFound:
+        assert gpus == environment.summarize_gpus([], source=None, reason="NVML library not found")
+    else:
+        pytest.skip("NVML works on this machine")
+
+
+@needs_git
+def test_git_records_the_commit_of_the_checkout_and_whether_it_is_dirty(tmp_path):
+    commit = _git_repo(tmp_path)
+    (tmp_path / "sub").mkdir()
+    info = environment.git_info(tmp_path / "sub")
+    assert info == {"commit": commit, "short": commit[:10], "branch": "main", "dirty": False,
+                    "root": str(tmp_path.resolve())}
+    (tmp_path / "untracked.txt").write_text("x")
+    assert environment.git_info(tmp_path)["dirty"] is False  # untracked files do not count
+    (tmp_path / "tracked.txt").write_text("two\n")
+    assert environment.git_info(tmp_path)["dirty"] is True
+
+
+@needs_git
+def test_git_is_none_outside_a_checkout_and_without_git(tmp_path, monkeypatch):
+    assert environment.git_info(tmp_path) is None
+    assert environment.git_info(None) is None
+    _git_repo(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no git to be found
+    assert environment.git_info(tmp_path) is None
+
+
+def _fake_nvidia_smi(folder, body: str, path: str) -> str:
+    """``path`` behind a folder holding an ``nvidia-smi`` shell script that runs ``body``."""
+    folder.mkdir(exist_ok=True)
+    exe = folder / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\n{body}\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return f"{folder}{os.pathsep}{path}"
+
+
+def test_topology_runs_nvidia_smi_or_says_why_not(tmp_path, monkeypatch):
+    path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    assert environment.topology() == {"text": None, "reason": "nvidia-smi not found"}
+
+    matrix = "\tGPU0\tGPU1\nGPU0\t X \tNV12\nGPU1\tNV12\t X "
+    monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path / "ok", f"cat <<'EOF'\n{matrix}\nEOF", path))
+    assert environment.topology() == {"text": matrix.rstrip(), "reason": None}
+
+    monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path / "bad", "echo 'NVIDIA-SMI has failed' >&2; exit 9", path))
+    assert environment.topology() == {"text": None,
+                                      "reason": "nvidia-smi topo -m exited with 9: NVIDIA-SMI has failed"}
+
+    monkeypatch.setenv("PATH", _fake_nvidia_smi(tmp_path / "hang", "exec sleep 30", path))
+    monkeypatch.setattr(environment, "SUBPROCESS_TIMEOUT", 0.5)
+    assert environment.topology() == {"text": None, "reason": "nvidia-smi topo -m timed out after 0.5 s"}
+
+
+# --------------------------------------------------------------------------- formatting (the NVML branch)
+
+
+@pytest.mark.parametrize("raw, text", [(8907, "8.9.7"), (8600, "8.6.0"), (90100, "9.1.0"), (92400, "9.24.0"),
+                                       (None, None), (0, None)])
+def test_cudnn_versions(raw, text):
+    assert environment.format_cudnn(raw) == text
+
+
+@pytest.mark.parametrize("raw, text", [(12040, "12.4"), (11080, "11.8"), (13000, "13.0"), (None, None)])
+def test_cuda_driver_versions(raw, text):
+    assert environment.format_cuda_driver(raw) == text
+
+
+H100 = {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85520809984, "uuid": "GPU-1"}
+
+
+def test_gpus_summary_from_nvml_devices():
+    gpus = environment.summarize_gpus([H100, dict(H100, index=1, uuid="GPU-2")], source="nvml",
+                                      driver="550.54.15", cuda_driver="12.4")
+    assert (gpus["available"], gpus["reason"], gpus["count"], gpus["model"]) == (True, None, 2, H100["name"])
+    assert environment.gpu_text(gpus) == "2 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4)"
+    mixed = environment.summarize_gpus([H100, {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}], source="nvml")
+    assert mixed["model"] == "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-80GB"
+    none = environment.summarize_gpus([], source=None, reason="NVIDIA driver not loaded")
+    assert environment.gpu_text(none) == "no GPU: NVIDIA driver not loaded"
+
+
+def test_header_line_of_a_gpu_machine():
+    env = {"gpus": environment.summarize_gpus([H100] * 8, source="nvml", driver="550.54.15", cuda_driver="12.4"),
+           "versions": {"torch": "2.4.0", "cuda": "12.4", "cudnn": "9.1.0"},
+           "host": {"cpu": "Intel Xeon Platinum 8480+", "cpu_count": 224, "cpu_cores": 112,
+                    "memory_bytes": 2 * 2**40},
+           "git": {"commit": "a" * 40, "short": "a" * 10, "dirty": True}}
+    assert environment.header_line(env) == (
+        "8 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4); torch 2.4.0, CUDA 12.4, cuDNN 9.1.0; "
+        "Intel Xeon Platinum 8480+, 224 CPUs (112 cores), 2048 GiB; git aaaaaaaaaa+dirty")
+    env["versions"] = {"torch": "2.4.0+cpu", "cuda": None}
+    env["git"] = None
+    assert environment.header_line(env).endswith("torch 2.4.0+cpu, CPU-only torch; Intel Xeon Platinum 8480+, "
+                                                 "224 CPUs (112 cores), 2048 GiB; not a git checkout")
+
+
+@pytest.mark.parametrize("a, b, same", [
+    ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB", True),
+    ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB", True),
+    ("NVIDIA A100-SXM4-80GB", "nvidia a100 sxm4 80gb", True),
+    ("A100", "NVIDIA A100-SXM4-80GB", True),  # the less specific name matches
+    ("Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB", False),
+    ("Tesla V100-SXM2-16GB", "NVIDIA H100 80GB HBM3", False),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA A10", False),
+    ("NVIDIA", "NVIDIA H100", False),  # no model at all never matches
+])
+def test_gpu_names_compare_without_vendor_words_and_case(a, b, same):
+    assert environment.same_gpu_model(a, b) is same
+    assert environment.same_gpu_model(b, a) is same
+
+
+# --------------------------------------------------------------------------- baselines
+
+
+CPU = {"type": "cpu", "name": "AMD EPYC", "index": None}
+H100_DEVICE = {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "index": 0}
+
+
+@pytest.mark.parametrize("hardware, env, device, note", [
+    ({"gpu": "Tesla V100-SXM2-16GB"}, {}, H100_DEVICE,
+     "baseline measured on Tesla V100-SXM2-16GB; this machine has NVIDIA H100 80GB HBM3"),
+    ({"gpu": "Tesla V100-SXM2-16GB"}, {}, CPU,
+     "baseline measured on Tesla V100-SXM2-16GB; this run is on the CPU (AMD EPYC)"),
+    ({"gpu": "H100 80GB HBM3"}, {}, H100_DEVICE, None),
+    ({}, {"gpus": {"model": "Tesla V100-SXM2-16GB"}}, H100_DEVICE,
+     "baseline measured on Tesla V100-SXM2-16GB; this machine has NVIDIA H100 80GB HBM3"),
+    ({"device": "cpu", "cpu": "AMD EPYC 7B13"}, {"gpus": {"model": "Tesla V100-SXM2-16GB"}}, CPU, None),
+    ({"device": "cpu", "cpu": "AMD EPYC 7B13"}, {}, H100_DEVICE,
+     "baseline measured on the CPU (AMD EPYC 7B13); this run is on NVIDIA H100 80GB HBM3"),
+    ({}, {}, H100_DEVICE, None),  # the baseline does not say
+    ({"device": "cuda"}, {}, H100_DEVICE, None),  # nor which GPU
+])
+def test_device_mismatch_notes(hardware, env, device, note):
+    assert baseline.device_mismatch(baseline.measured_on(hardware, env), device) == note
+
+
+def test_a_saved_baseline_names_the_gpu_and_its_count():
+    env = {"host": {"hostname": "box", "cpu": "Xeon", "memory_bytes": 2**40},
+           "gpus": {"count": 8, "model": "NVIDIA H100 80GB HBM3"}, "device": H100_DEVICE}
+    assert baseline.hardware_from(env) == {"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3", "gpus_per_node": 8,
+                                           "cpu": "Xeon", "memory": "1024 GiB"}
+
+
+# --------------------------------------------------------------------------- plugin runs
+
+
+@needs_git
+def test_header_line_and_the_saved_baseline_record_the_environment(dlperf):
+    commit = _git_repo(dlperf.path)
+    env = environment.collect(dlperf.path)
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-save-baseline", "saved.json")
+    result.assert_outcomes(passed=1)
+    import torch
+
+    result.stdout.fnmatch_lines([
+        "dlperf: device cpu, no baseline",
+        f"dlperf: {environment.gpu_text(env['gpus'])}; torch {torch.__version__.split('+')[0]}*; "
+        f"{env['host']['cpu']}, * CPUs*; git {commit[:10]}",
+    ])
+    saved = json.loads((dlperf.path / "saved.json").read_text())
+    jsonio.validate(saved, "baseline")
+    recorded = saved["environment"]
+    assert recorded["git"]["commit"] == commit and recorded["git"]["dirty"] is False
+    assert recorded["gpus"]["count"] == env["gpus"]["count"] and recorded["gpus"]["reason"] == env["gpus"]["reason"]
+    assert recorded["host"]["cpu"] == env["host"]["cpu"] and recorded["versions"]["torch"]
+    assert recorded["device"]["type"] == "cpu"
+    assert saved["hardware"]["device"] == "cpu" and saved["hardware"]["cpu"] == recorded["device"]["name"]
+    assert saved["provenance"]["software"]["torch"] == recorded["versions"]["torch"]
+
+
+def test_a_gpu_baseline_on_a_cpu_run_is_noted_in_the_verdict_summary_and_results(dlperf):
+    path = dlperf.baseline([tiny_case(1.0)], hardware={"gpu": "Tesla V100-SXM2-16GB", "gpus_per_node": 8})
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json", "--dlperf-confirm", "0")
+    result.assert_outcomes(passed=1)
+    note = "baseline measured on Tesla V100-SXM2-16GB; this run is on the CPU (*)"
+    result.stdout.fnmatch_lines([
+        "improved: update the baseline (1):",
+        f"  tiny-fp32-bs32-gpu1: * img/s is *% above the baseline 1.0 img/s *; {note}",
+        "dlperf: 1 improved",
+        f"dlperf: {note}",
+    ])
+    data = dlperf.results()
+    jsonio.validate(data, "results")
+    record = data["cases"][0]
+    assert record["hardware_mismatch"] == data["baseline"]["hardware_mismatch"]
+    assert record["hardware_mismatch"].startswith("baseline measured on Tesla V100-SXM2-16GB; this run is on the CPU")
+    assert record["message"].endswith(record["hardware_mismatch"])
+    assert data["environment"]["gpus"]["count"] == environment.collect(dlperf.path)["gpus"]["count"]
