@@ -356,3 +356,7 @@ def tiny(settings):
         nn.Flatten(),
         nn.Linear(32, int(settings["num_classes"])),
     )
+
+
+# The transformer language models register themselves (their factories need transformers).
+from . import language_models  # noqa: E402,F401  isort: skip

@@ -1,0 +1,251 @@
+"""Transformer language models: BERT pretraining (MLM + NSP) and GPT-2 causal language modelling.
+
+The models are Hugging Face ``transformers``' own (``BertForPreTraining``,
+``GPT2LMHeadModel``), built from a config with random weights: nothing is downloaded.
+``transformers`` is an optional extra; without it these models' cases skip with the reason.
+
+Every config knob a case may change is a setting, under the same name for both families
+(``--dlperf-set num_hidden_layers=2`` shrinks either), with the published configs as defaults::
+
+    setting                    bert-base  bert-tiny  gpt2          GPT2Config field
+    seq_len                    128        128        1024          (the batch's length)
+    vocab_size                 30522      30522      50257         vocab_size
+    hidden_size                768        128        768           n_embd
+    num_hidden_layers          12         2          12            n_layer
+    num_attention_heads        12         2          12            n_head
+    intermediate_size          3072       512        (4 x hidden)  (not a setting)
+    max_position_embeddings    512        512        1024          n_positions
+
+Data is synthetic, made on the device once (:mod:`pytest_dlperf.training`):
+
+* BERT: random token ids over the vocabulary, two segments (``token_type_ids`` 0 for the
+  first half of the sequence, 1 for the second), an attention mask of ones (no padding), MLM
+  labels at 15% of the positions of every sequence (at least one; ``-100`` elsewhere, as
+  NVIDIA's ``max_predictions_per_seq=20`` at length 128 is a fixed count too) and a random
+  next-sentence label.  The loss is the MLM cross entropy plus the NSP cross entropy, as
+  ``BertForPreTraining`` and NVIDIA's pretraining criterion compute it: the MLM head
+  projects every position onto the vocabulary, masked or not.  Throughput: sequences/s.
+* GPT-2: random token ids; each position predicts the next token (the last predicts
+  nothing).  Throughput: tokens/s, every token of the batch
+  (``ModelSpec.items_per_sample`` is ``seq_len``), so FLOPs are counted per token too.
+
+Both train with AdamW (:func:`pytest_dlperf.training.make_optimizer`), not LAMB.  DLPerf's
+NGC PyTorch BERT runs, the figures in ``baselines/v100.json``, replaced NVIDIA's FusedLAMB
+with apex's FusedAdam "to keep the algorithm consistent" across frameworks, so AdamW is
+what those figures measured.  A LAMB in PyTorch would need apex's FusedLAMB or DeepSpeed's
+FusedLamb (CUDA builds of their own), the unmaintained ``torch-optimizer`` or
+``pytorch-lamb``, or ``timm.optim.Lamb`` (maintained, but a vision library as a dependency
+for one optimizer); torch itself has none.  LAMB's step costs a few more element-wise
+passes over the parameters than Adam's, small next to the forward and backward passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .models import register_model
+
+MLM_PROBABILITY = 0.15
+IGNORE_INDEX = -100  # cross entropy skips these labels (torch's default ignore_index)
+REQUIRES = {"transformers": "transformers"}
+
+# Config knobs as settings: shared names for BERT and GPT-2 (GPT2Config's own names differ).
+_BERT_BASE = {
+    "seq_len": 128,
+    "vocab_size": 30522,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 512,
+}
+# Google's BERT-Tiny (L=2, H=128, A=2; github.com/google-research/bert, "smaller models").
+_BERT_TINY = {**_BERT_BASE, "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+              "intermediate_size": 512}
+# GPT-2 small (124M parameters); the feed-forward width is 4 x hidden_size, as in every GPT-2.
+_GPT2_SMALL = {
+    "seq_len": 1024,
+    "vocab_size": 50257,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "max_position_embeddings": 1024,
+}
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def _positive_int(settings: Mapping[str, Any], key: str) -> int:
+    """``settings[key]`` as a positive int, or a ``ValueError`` that names the setting."""
+    value = settings[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"setting {key}={value!r}: expected a positive integer")
+    return value
+
+
+def _shape(settings: Mapping[str, Any]) -> dict[str, int]:
+    """The integer knobs of a transformer's settings, checked against each other.
+
+    A sequence needs two tokens at least (two segments for BERT, a next token for GPT-2)
+    and must fit the position embeddings; the heads must split the hidden size evenly.
+    """
+    keys = [k for k in (*_BERT_BASE, *_GPT2_SMALL) if k in settings]
+    shape = {key: _positive_int(settings, key) for key in dict.fromkeys(keys)}
+    if shape["seq_len"] < 2:
+        raise ValueError(f"setting seq_len={shape['seq_len']}: a sequence needs 2 tokens at least")
+    if shape["seq_len"] > shape["max_position_embeddings"]:
+        raise ValueError(
+            f"setting seq_len={shape['seq_len']} is longer than max_position_embeddings="
+            f"{shape['max_position_embeddings']}; set max_position_embeddings too"
+        )
+    if shape["hidden_size"] % shape["num_attention_heads"]:
+        raise ValueError(
+            f"setting hidden_size={shape['hidden_size']} is not a multiple of "
+            f"num_attention_heads={shape['num_attention_heads']}"
+        )
+    return shape
+
+
+# --------------------------------------------------------------------------- BERT
+
+
+def bert_config(settings: Mapping[str, Any]):
+    """A ``transformers.BertConfig`` with ``BertConfig()``'s defaults and the settings' knobs."""
+    from transformers import BertConfig
+
+    shape = _shape(settings)
+    return BertConfig(**{key: value for key, value in shape.items() if key != "seq_len"})
+
+
+def bert_batch(batch_size: int, settings: Mapping[str, Any], device) -> dict[str, Any]:
+    """One synthetic pretraining batch: two-segment sequences, MLM labels and NSP labels.
+
+    Exactly ``max(1, round(0.15 x seq_len))`` positions of every sequence carry an MLM
+    label (the token itself), so the MLM loss never averages over nothing.
+    """
+    import torch
+
+    shape = _shape(settings)
+    seq_len, vocab = shape["seq_len"], shape["vocab_size"]
+    input_ids = torch.randint(0, vocab, (batch_size, seq_len), device=device)
+    second_segment = torch.arange(seq_len, device=device) >= seq_len // 2
+    token_type_ids = second_segment.long().expand(batch_size, seq_len).contiguous()
+    masked_count = max(1, round(MLM_PROBABILITY * seq_len))
+    masked = torch.rand(batch_size, seq_len, device=device).argsort(dim=1)[:, :masked_count]
+    labels = torch.full_like(input_ids, IGNORE_INDEX).scatter(1, masked, input_ids.gather(1, masked))
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "labels": labels,
+        "next_sentence_label": torch.randint(0, 2, (batch_size,), device=device),
+    }
+
+
+def _model_mask(mask):
+    """The attention mask to give the model: ``None`` on the ``meta`` device.
+
+    transformers reads the mask's values to see whether it can drop it (it has no zeros
+    here), and a ``meta`` tensor has no values: the FLOP count (:mod:`pytest_dlperf.flops`)
+    runs on ``meta``.  Without the mask the model does the same arithmetic.
+    """
+    return None if mask.device.type == "meta" else mask
+
+
+def bert_pretraining_losses(model, batch: Mapping[str, Any]):
+    """The MLM and NSP cross-entropy losses of ``model`` on ``batch``, as a pair of tensors."""
+    import torch.nn.functional as F
+
+    out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                attention_mask=_model_mask(batch["attention_mask"]))
+    mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), batch["labels"].flatten(),
+                          ignore_index=IGNORE_INDEX)
+    nsp = F.cross_entropy(out.seq_relationship_logits, batch["next_sentence_label"])
+    return mlm, nsp
+
+
+def bert_pretraining_loss(model, batch: Mapping[str, Any]):
+    """BERT's pretraining loss: MLM plus NSP (what ``BertForPreTraining`` returns with labels)."""
+    mlm, nsp = bert_pretraining_losses(model, batch)
+    return mlm + nsp
+
+
+def _bert(settings: Mapping[str, Any]):
+    """``BertForPreTraining`` on the settings' config, randomly initialized."""
+    from transformers import BertForPreTraining
+
+    return BertForPreTraining(bert_config(settings))
+
+
+# Batch 32: DLPerf's FP32 batch for BERT-base on a 16 GB V100 (their largest was 48); it
+# fits every precision there.  DLPerf's AMP runs used 64 (largest 96): baselines name it.
+_BERT_REGISTRATION = dict(make_batch=bert_batch, loss=bert_pretraining_loss, unit="seq/s",
+                          optimizer="adamw", batch_size=32, requires=REQUIRES)
+
+
+@register_model("bert-base", defaults=_BERT_BASE, **_BERT_REGISTRATION)
+def bert_base(settings):
+    """BERT-base pretraining (MLM + NSP), transformers' BertForPreTraining on BertConfig(); seq/s."""
+    return _bert(settings)
+
+
+@register_model("bert-tiny", defaults=_BERT_TINY, **_BERT_REGISTRATION)
+def bert_tiny(settings):
+    """Google's BERT-Tiny (2 layers, hidden 128, 2 heads) pretraining, for CPU runs; seq/s."""
+    return _bert(settings)
+
+
+# --------------------------------------------------------------------------- GPT-2
+
+
+def gpt2_config(settings: Mapping[str, Any]):
+    """A ``transformers.GPT2Config`` with ``GPT2Config()``'s defaults and the settings' knobs."""
+    from transformers import GPT2Config
+
+    shape = _shape(settings)
+    vocab = shape["vocab_size"]
+    # GPT-2's <|endoftext|> is the vocabulary's last token (50256): keep it inside a smaller one.
+    return GPT2Config(vocab_size=vocab, n_embd=shape["hidden_size"], n_layer=shape["num_hidden_layers"],
+                      n_head=shape["num_attention_heads"], n_positions=shape["max_position_embeddings"],
+                      bos_token_id=vocab - 1, eos_token_id=vocab - 1)
+
+
+def causal_lm_batch(batch_size: int, settings: Mapping[str, Any], device) -> dict[str, Any]:
+    """Random token ids and their targets: the next token, ``-100`` after the last one.
+
+    The targets are shifted here, once, so the loss need not copy the logits every step.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    shape = _shape(settings)
+    input_ids = torch.randint(0, shape["vocab_size"], (batch_size, shape["seq_len"]), device=device)
+    targets = F.pad(input_ids[:, 1:], (0, 1), value=IGNORE_INDEX)
+    return {"input_ids": input_ids, "targets": targets}
+
+
+def causal_lm_loss(model, batch: Mapping[str, Any]):
+    """Next-token cross entropy over every position that has a next token."""
+    import torch.nn.functional as F
+
+    logits = model(input_ids=batch["input_ids"]).logits
+    return F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=IGNORE_INDEX)
+
+
+def tokens_per_sequence(settings: Mapping[str, Any]) -> int:
+    """Units of throughput in one sequence: every token counts (tokens/s)."""
+    return _positive_int(settings, "seq_len")
+
+
+# Batch 8 (8 x 1024 tokens): the Hugging Face Trainer's default per-device batch.  By estimate,
+# not measured here: about 10 GB under AMP, 15 GB in FP32 (the FP32 logits alone are 1.6 GB).
+@register_model("gpt2", defaults=_GPT2_SMALL, make_batch=causal_lm_batch, loss=causal_lm_loss,
+                unit="tokens/s", optimizer="adamw", batch_size=8, requires=REQUIRES,
+                items_per_sample=tokens_per_sequence)
+def gpt2(settings):
+    """GPT-2 small (124M) causal language modelling, transformers' GPT2LMHeadModel; tokens/s."""
+    from transformers import GPT2LMHeadModel
+
+    return GPT2LMHeadModel(gpt2_config(settings))
