@@ -153,6 +153,18 @@ def _log_files(folder: Path) -> list[str]:
     return sorted((p.relative_to(folder).as_posix() for p in found), key=lambda r: (r.count("/"), r))
 
 
+def _reuse_earlier_copies(runs: Sequence[RunLogs], folder: Path) -> None:
+    """Runs whose folders are gone (a cleaned-up basetemp) but are in an earlier copy: copy that one.
+
+    So rendering the report of the same results again never drops logs it had copied.
+    """
+    for run in runs:
+        earlier = folder / run.relative
+        if run.source is None and earlier.is_dir():
+            run.source = earlier
+            run.files = _log_files(earlier)
+
+
 def copy_logs(runs: Sequence[RunLogs], dest: Path) -> None:
     """Copy every found run folder into ``dest`` (replacing it), without losing anything on failure.
 
@@ -531,12 +543,15 @@ def write_report(document: Mapping[str, Any], path: str | os.PathLike, *,
     runs = find_runs(document, search_dirs)
     folder = logs_folder(target)
     problem = None
-    if copy and runs:
+    if copy:
+        _reuse_earlier_copies(runs, folder)
+    found = any(run.source is not None for run in runs)
+    if copy and found:
         try:
             copy_logs(runs, folder)
         except OSError as exc:
             problem = f"the logs could not be copied to {folder}: {exc}"
-    copied = folder if copy and runs and problem is None else None
+    copied = folder if copy and found and problem is None else None
     target.parent.mkdir(parents=True, exist_ok=True)
     jsonio.write_atomic(target, render_linked(document, runs, target.parent, copied, problem))
     return Written(target, copied, len(runs), problem)
