@@ -545,6 +545,9 @@ class DlperfSession:
             raise CaseFailed(exc.message) from None
         finally:
             record["duration"] = time.monotonic() - started
+            if "verdict" not in record:
+                # Interrupted (Ctrl-C, SIGTERM) mid-case: the JSON and the report still say what happened.
+                record.update(verdict="error", message=f"{case.id}: interrupted before the case finished")
 
         last = attempts[-1]
         telemetry = last.telemetry()

@@ -2,6 +2,10 @@
 
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -230,3 +234,44 @@ def test_an_invalid_document_writes_nothing(tmp_path):
 
 def test_cells_escape_pipes_and_newlines():
     assert markdown_report.table(["a"], [["x | y\nz"]])[-1] == "| x \\| y z |"
+
+
+HANGS = '''
+import os, time
+from torch import nn
+from pytest_dlperf import register_model
+
+class Hang(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3 * 4 * 4, 2)
+
+    def forward(self, x):
+        open(os.path.join(os.path.dirname(__file__), "started"), "a").close()
+        time.sleep(600)
+        return self.fc(x.flatten(1))
+
+@register_model("hangs", task="image-classification", batch_size=4, defaults={"image_size": 4, "num_classes": 2})
+def hangs(settings):
+    return Hang()
+'''
+
+
+def test_an_interrupted_session_still_writes_the_results_and_the_report(dlperf):
+    dlperf.pytester.makeconftest(HANGS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "--dlperf-device", "cpu",
+         "--dlperf-model", "hangs", "--dlperf-json", "results.json", "--dlperf-report", "report.md"],
+        cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not (dlperf.path / "started").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the case never started"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
+    [record] = jsonio.load(dlperf.path / "results.json", "results")["cases"]
+    assert record["verdict"] == "error"
+    assert record["message"] == "hangs-fp32-bs4-gpu1: interrupted before the case finished"
+    text = (dlperf.path / "report.md").read_text()
+    assert "| hangs-fp32-bs4-gpu1 | error | hangs-fp32-bs4-gpu1: interrupted before the case finished |" in text
