@@ -245,7 +245,7 @@ def _environment(env: Mapping[str, Any]) -> list[str]:
     rows.extend((key, value) for key, value in versions.items() if key not in VERSION_LABELS)
     rows.append(("git", _git_text(env.get("git"))))
     lines = ["## Environment", ""]
-    lines.extend(table(["", "value"], [(label, value) for label, value in rows if value not in (None, "")]))
+    lines.extend(table(["item", "value"], [(label, value) for label, value in rows if value not in (None, "")]))
     return lines + [""] + _topology(env)
 
 
@@ -366,9 +366,9 @@ def _comparison(document: Mapping[str, Any]) -> list[str]:
     baseline = document.get("baseline")
     lines = ["## Comparison with the baseline", ""]
     if baseline:
-        hardware = ", ".join(f"{k} {v}" for k, v in (baseline.get("hardware") or {}).items())
+        hardware = "; ".join(f"{k}: {v}" for k, v in (baseline.get("hardware") or {}).items())
         lines += [f"Baseline `{baseline.get('path', '?')}`: {baseline.get('source') or 'no source given'}"
-                  + (f"; measured on {hardware}" if hardware else "") + ".", ""]
+                  + (f" (hardware: {hardware})" if hardware else "") + ".", ""]
     compared = [r for r in records if r.get("baseline")]
     if not compared:
         return lines + ["No case has a baseline entry.", ""]
