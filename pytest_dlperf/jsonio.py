@@ -33,6 +33,11 @@ class DocumentError(ValueError):
         super().__init__(f"{prefix}: {where}: {message}" if where else f"{prefix}: {message}")
 
 
+class UnreadableError(DocumentError):
+    """A document that could not be read at all (missing, a folder, no permission), as opposed to
+    one that was read and is malformed or off-schema."""
+
+
 @functools.cache
 def schema(name: str) -> dict[str, Any]:
     text = resources.files("pytest_dlperf").joinpath("schemas", f"{name}.schema.json").read_text()
@@ -45,7 +50,15 @@ def _validator(name: str) -> jsonschema.Draft202012Validator:
 
 
 def validate(data: Any, name: str, path: str | os.PathLike | None = None) -> None:
-    """Raise :class:`DocumentError` for the first schema violation (by JSON path order)."""
+    """Raise :class:`DocumentError` for the first schema violation (by JSON path order).
+
+    A document of another kind (a results file given as a baseline) is named as such first:
+    its other differences from the schema would only hide that.
+    """
+    expected_kind = schema(name).get("properties", {}).get("kind", {}).get("const")
+    if isinstance(data, dict) and expected_kind and data.get("kind") != expected_kind:
+        found = f"a {data['kind']!r} document" if isinstance(data.get("kind"), str) else "a document without a kind"
+        raise DocumentError(path, "$.kind", f"expected kind {expected_kind!r} ({name} document), found {found}")
     errors = sorted(_validator(name).iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if not errors:
         return
@@ -76,9 +89,9 @@ def load(path: str | os.PathLike, name: str, what: str | None = None) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DocumentError(path, None, f"{what} file not found") from None
+        raise UnreadableError(path, None, f"{what} file not found") from None
     except OSError as exc:
-        raise DocumentError(path, None, f"cannot read the {what} file: {exc.strerror}") from None
+        raise UnreadableError(path, None, f"cannot read the {what} file: {exc.strerror}") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import benchmark_json, environment, jsonio, launch, models, report
+from . import benchmark_json, environment, jsonio, launch, markdown_report, models, report
 from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
                     parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
@@ -88,6 +88,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     option("save-baseline", "write the measured medians as a baseline to PATH (atomically).", metavar="PATH",
            ini_type=None)
     option("json", "write every case's windows, statistics, verdict and environment to PATH.",
+           metavar="PATH", ini_type=None)
+    option("report", "write a Markdown report to PATH (environment, method, throughput and speedup tables, "
+                     "baseline comparison, telemetry), with each run's logs copied to <stem>-logs/ beside it.",
            metavar="PATH", ini_type=None)
     option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).",
            metavar="DIR")
@@ -183,6 +186,7 @@ class Options:
         self.require_baseline = bool(_option(config, "require-baseline"))
         self.save_baseline = _option(config, "save-baseline")
         self.json_path = _option(config, "json")
+        self.report_path = _option(config, "report")
         self.log_dir = _option(config, "log-dir")
         self.peak_tflops = _float_option(config, "peak-tflops", low=0)
         self.no_telemetry = bool(_option(config, "no-telemetry"))
@@ -544,6 +548,9 @@ class DlperfSession:
             raise CaseFailed(exc.message) from None
         finally:
             record["duration"] = time.monotonic() - started
+            if "verdict" not in record:
+                # Interrupted (Ctrl-C, SIGTERM) mid-case: the JSON and the report still say what happened.
+                record.update(verdict="error", message=f"{case.id}: interrupted before the case finished")
 
         last = attempts[-1]
         telemetry = last.telemetry()
@@ -652,8 +659,11 @@ class DlperfSession:
         if not self.options.active:
             return
         self.environment = self._environment()
+        document = self.results_document()
         if self.options.json_path:
-            jsonio.dump(self.options.json_path, self.results_document(), "results")
+            jsonio.dump(self.options.json_path, document, "results")
+        if self.options.report_path:
+            self._write_report(document)
         if self.options.save_baseline:
             self._save_baseline(exitstatus)
 
@@ -676,6 +686,17 @@ class DlperfSession:
                 "hardware": dict(self.baseline.hardware), "hardware_mismatch": self.hardware_mismatch()},
             "cases": self.records,
         }
+
+    def _write_report(self, document: dict[str, Any]) -> None:
+        """The Markdown report, from the same document as ``--dlperf-json``, with the runs' logs beside it."""
+        written = markdown_report.write_report(document, self.options.report_path, search_dirs=(os.getcwd(),))
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is None:
+            return
+        logs = f"; logs in {written.logs}" if written.logs else ""
+        tr.write_line(f"dlperf: wrote the report {written.path}{logs}")
+        if written.problem:
+            tr.write_line(f"dlperf: {written.problem}; the report links the original log folders", yellow=True)
 
     def _save_baseline(self, exitstatus) -> None:
         tr = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -5,10 +5,14 @@ measured median, the baseline and the difference in percent, with FAIL / ERROR /
 (improved) marks.  Below the tables: FLOPs and utilization per case (TFLOP/s, MFU, GPU
 and CPU utilization, peak RSS, from the workers' telemetry), then regressions,
 improvements, cases without a baseline and skipped cases, each with its one-line reason.
+
+The layout (:func:`model_grids`), the cells and the utilization rows are shared with the
+Markdown report (:mod:`pytest_dlperf.markdown_report`), which renders the same figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -96,18 +100,31 @@ def host_metric(summaries: Iterable[Mapping[str, Any]], name: str, how: str) -> 
     return max(values) if how == "max" else sum(values) / len(values)
 
 
+def gpu_metric(summaries: Iterable[Mapping[str, Any]], name: str, how: str) -> float | None:
+    """An NVML metric over every sampled GPU: the mean of their means (``how="mean"``) or the highest max."""
+    values = [device[name][how] for s in summaries for device in s.get("gpu", {}).get("devices", {}).values()
+              if isinstance(device.get(name), Mapping)]
+    if not values:
+        return None
+    return max(values) if how == "max" else sum(values) / len(values)
+
+
 def _fmt_tflops(value: float) -> str:
     return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
-def utilization_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The "FLOPs and utilization" section, and once per session why GPU telemetry was unavailable."""
-    measured = [r for r in records if r.get("throughput") is not None and (r.get("flops") or r.get("telemetry"))]
-    if not measured:
-        return []
-    rows = []
+UTILIZATION_TITLE = "FLOPs and utilization (over the measured windows; CPU: whole host, RSS: per worker process)"
+UTILIZATION_HEADER = ("case", "TFLOP/s", "MFU", "GPU util mean / max", "CPU util mean", "RSS max")
+
+
+def utilization_rows(records: Sequence[Mapping[str, Any]]) -> tuple[list[list[str]], list[str]]:
+    """Rows of the "FLOPs and utilization" table (:data:`UTILIZATION_HEADER`) for the measured
+    cases that have FLOPs or telemetry, and the distinct reasons GPU telemetry was unavailable."""
+    rows: list[list[str]] = []
     reasons: list[str] = []
-    for rec in measured:
+    for rec in records:
+        if rec.get("throughput") is None or not (rec.get("flops") or rec.get("telemetry")):
+            continue
         flops = rec.get("flops") or {}
         summaries = telemetry_summaries(rec)
         gpus = gpu_utilizations(summaries)
@@ -124,41 +141,87 @@ def utilization_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
         reason = gpu_unavailable_reason(summaries)
         if reason and reason not in reasons:
             reasons.append(reason)
-    lines = ["FLOPs and utilization (over the measured windows; CPU: whole host, RSS: per worker process)"]
-    lines.extend(render_table(["case", "TFLOP/s", "MFU", "GPU util mean / max", "CPU util mean", "RSS max"],
-                              rows, align_right=(1, 2, 3, 4, 5)))
-    for reason in reasons:
-        what = reason if reason.startswith("unavailable") else f"unavailable: {reason}"
-        lines.append(f"telemetry: GPU {what} (host metrics only)")
+    return rows, reasons
+
+
+def telemetry_note(reason: str) -> str:
+    """The one line that says why GPU telemetry was unavailable."""
+    what = reason if reason.startswith("unavailable") else f"unavailable: {reason}"
+    return f"telemetry: GPU {what} (host metrics only)"
+
+
+def utilization_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The "FLOPs and utilization" section, and once per session why GPU telemetry was unavailable."""
+    rows, reasons = utilization_rows(records)
+    if not rows:
+        return []
+    lines = [UTILIZATION_TITLE]
+    lines.extend(render_table(UTILIZATION_HEADER, rows, align_right=(1, 2, 3, 4, 5)))
+    lines.extend(telemetry_note(reason) for reason in reasons)
     lines.append("")
     return lines
 
 
-def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | None = None) -> list[str]:
-    by_model: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+@dataclasses.dataclass
+class ModelGrid:
+    """One model's cases laid out as the seed reports do: rows are GPU counts, columns precision x batch."""
+
+    model: str
+    unit: str
+    columns: list[str]
+    records: dict[int, dict[str, Mapping[str, Any]]]  # gpus -> column -> record
+
+    @property
+    def gpu_counts(self) -> list[int]:
+        return sorted(self.records)
+
+    @property
+    def scaled_columns(self) -> set[str]:
+        """Columns with a speedup figure in some row (a multi-GPU case that has one)."""
+        return {col for row in self.records.values() for col, rec in row.items() if rec.get("scaling")}
+
+
+def model_grids(records: Sequence[Mapping[str, Any]]) -> list[ModelGrid]:
+    """The records grouped per model, in the order models first appear; a later duplicate cell wins."""
+    grids: dict[str, ModelGrid] = {}
     for rec in records:
-        by_model[rec["case"]["model"]].append(rec)
+        case = Case.from_dict(rec["case"])
+        grid = grids.setdefault(case.model, ModelGrid(case.model, "", [], defaultdict(dict)))
+        col = _column(case)
+        if col not in grid.columns:
+            grid.columns.append(col)
+        grid.records[case.gpus][col] = rec
+    for grid in grids.values():
+        units = {r["unit"] for row in grid.records.values() for r in row.values() if r.get("unit")}
+        grid.unit = units.pop() if len(units) == 1 else "throughput"
+    return list(grids.values())
+
+
+def speedup_cell(record: Mapping[str, Any]) -> str | None:
+    """Speedup (efficiency) of a multi-GPU case; ``1.00x`` for a measured 1-GPU case; else None."""
+    if record.get("scaling"):
+        return scaling_cell(record["scaling"])
+    if record["case"].get("gpus", 1) == 1 and record.get("throughput") is not None:
+        return "1.00x"
+    return None
+
+
+def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | None = None) -> list[str]:
     lines: list[str] = []
-    for model, recs in by_model.items():
-        units = {r["unit"] for r in recs if r.get("unit")}
-        unit = units.pop() if len(units) == 1 else "throughput"
-        columns: list[str] = []
-        grid: dict[int, dict[str, str]] = defaultdict(dict)
-        scaled: set[str] = set()
-        for rec in recs:
-            case = Case.from_dict(rec["case"])
-            col = _column(case)
-            if col not in columns:
-                columns.append(col)
-            grid[case.gpus][col] = cell(rec)
-            if rec.get("scaling"):
-                scaled.add(col)
-                grid[case.gpus][col + " speedup"] = scaling_cell(rec["scaling"])
-            elif case.gpus == 1 and rec.get("throughput") is not None:
-                grid[1][col + " speedup"] = "1.00x"
-        header = [c for col in columns for c in ([col, col + " speedup"] if col in scaled else [col])]
-        lines.append(f"{model} ({unit}; measured / baseline (difference); speedup over 1 GPU (efficiency))")
-        rows = [[str(g)] + [grid[g].get(c, "") for c in header] for g in sorted(grid)]
+    for grid in model_grids(records):
+        scaled = grid.scaled_columns
+        header = [c for col in grid.columns for c in ([col, col + " speedup"] if col in scaled else [col])]
+        rows = []
+        for gpus in grid.gpu_counts:
+            row = [str(gpus)]
+            for col in grid.columns:
+                rec = grid.records[gpus].get(col)
+                row.append(cell(rec) if rec else "")
+                if col in scaled:
+                    row.append((speedup_cell(rec) or "") if rec else "")
+            rows.append(row)
+        lines.append(f"{grid.model} ({grid.unit}; measured / baseline (difference); "
+                     "speedup over 1 GPU (efficiency))")
         lines.extend(render_table(["gpus", *header], rows))
         lines.append("")
     lines.extend(utilization_lines(records))
@@ -180,8 +243,13 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
         lines.append(f"passed on re-measurement ({len(remeasured)}):")
         lines.extend(f"  {r['message'].splitlines()[0]}" for r in remeasured)
     section("skipped", ("skipped",))
-    counts = defaultdict(int)
+    lines.append("dlperf: " + verdict_counts(records))
+    return lines
+
+
+def verdict_counts(records: Iterable[Mapping[str, Any]]) -> str:
+    """``1 fail, 3 pass, 1 skipped``: how many cases got each verdict, verdicts sorted by name."""
+    counts: dict[str, int] = defaultdict(int)
     for rec in records:
         counts[rec.get("verdict", "?")] += 1
-    lines.append("dlperf: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
-    return lines
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))

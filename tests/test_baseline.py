@@ -51,6 +51,8 @@ def test_tolerance_falls_back_to_the_session_default(tmp_path):
     (doc(ENTRY, defaults={"tolerance": 5}), "$.defaults.tolerance", "5 is greater than or equal to"),
     ({**doc(ENTRY), "schema_version": 2}, "$.schema_version", "schema_version 2 is not supported"),
     (doc(ENTRY, ENTRY), "$.cases[1]", "duplicate case resnet50-amp-bs256-gpu8 (also $.cases[0])"),
+    ({**doc(ENTRY), "kind": "dlperf-results"}, "$.kind",
+     "expected kind 'dlperf-baseline' (baseline document), found a 'dlperf-results' document"),
 ])
 def test_errors_name_the_file_and_the_json_path(tmp_path, document, where, problem):
     path = write(tmp_path, document)
@@ -63,7 +65,7 @@ def test_errors_name_the_file_and_the_json_path(tmp_path, document, where, probl
 
 
 def test_missing_and_malformed_files(tmp_path):
-    with pytest.raises(jsonio.DocumentError, match="nope.json: baseline file not found"):
+    with pytest.raises(jsonio.UnreadableError, match="nope.json: baseline file not found"):
         baseline.load(tmp_path / "nope.json")
     bad = write(tmp_path, '{"schema_version": 1,\n "cases": [}')
     with pytest.raises(jsonio.DocumentError, match=r"b.json: not valid JSON: .* at line 2 column 12"):

@@ -1,0 +1,340 @@
+"""The ``dlperf`` command: reports from results files, and baseline maintenance.
+
+    dlperf report results.json -o report.md         # the Markdown report, logs copied beside it
+    dlperf baseline validate baselines/v100.json    # is it a usable baseline?
+    dlperf baseline diff old.json new.json          # what changed between two baselines
+    dlperf baseline update my.json --from results.json   # take the measured figures
+
+Exit status, as diff(1) and grep(1) have it: 0 when all is well (valid, no differences,
+written); 1 when the answer is "no" (``validate``: a file is invalid; ``diff``: the
+baselines differ); 2 for trouble: a usage error, or an input file that cannot be read or
+is not a valid document of its kind (the message names the file, the JSON path and what
+is expected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as _dt
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import __version__, jsonio, markdown_report
+from . import baseline as baseline_mod
+from .cases import Case
+from .verdict import fmt_value
+
+OK, NO, TROUBLE = 0, 1, 2
+NOT_MEASURED = ("error", "skipped", "remote")
+
+
+class Trouble(Exception):
+    """A problem that ends the command with status 2; its message is printed after ``dlperf:``."""
+
+
+def _print(*lines: str) -> None:
+    for line in lines:
+        print(line)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Render the Markdown report of a results file: to ``-o PATH`` (logs copied beside it) or stdout."""
+    document = jsonio.load(args.results, "results")
+    search_dirs = (Path.cwd(), Path(args.results).resolve().parent)
+    if args.output in (None, "-"):
+        runs = markdown_report.find_runs(document, search_dirs)
+        sys.stdout.write(markdown_report.render_linked(document, runs, Path.cwd()))
+        return OK
+    written = markdown_report.write_report(document, args.output, search_dirs=search_dirs,
+                                           copy=not args.no_copy_logs)
+    logs = f"; logs of {written.runs} run(s) in {written.logs}" if written.logs else ""
+    _print(f"dlperf: wrote {written.path} ({len(document['cases'])} case(s){logs})")
+    if written.problem:
+        print(f"dlperf: warning: {written.problem}; the report links the original log folders", file=sys.stderr)
+    return OK
+
+
+# --------------------------------------------------------------------------- baseline validate
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check each file: 0 when all are valid baselines, 1 when one is not, 2 when one cannot be read."""
+    status = OK
+    for path in args.files:
+        try:
+            loaded = baseline_mod.load(path)
+        except jsonio.UnreadableError as exc:
+            print(f"dlperf: {exc}", file=sys.stderr)
+            status = TROUBLE
+            continue
+        except jsonio.DocumentError as exc:
+            print(f"dlperf: {exc}", file=sys.stderr)
+            status = max(status, NO)
+            continue
+        source = f"; source: {loaded.source}" if loaded.source else ""
+        _print(f"{path}: valid baseline, {len(loaded.entries)} case(s){source}")
+    return status
+
+
+# --------------------------------------------------------------------------- baseline diff
+
+
+def _flatten(value: Any, prefix: str) -> dict[str, Any]:
+    """A nested mapping as ``{"a.b": leaf}``; lists are leaves (compared as a whole)."""
+    if isinstance(value, Mapping) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def _show(value: Any) -> str:
+    """A value as a diff line shows it; the update log by its length and latest update only."""
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) and "results" in v for v in value):
+        return f"{len(value)} update(s), the latest on {value[-1].get('date')} from {value[-1]['results']}"
+    return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+
+
+def _field_changes(label: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``~``/``+``/``-`` lines for every field that differs between two flattened mappings."""
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if key not in new:
+            lines.append(f"- {label}{key}: {_show(old[key])}")
+        elif key not in old:
+            lines.append(f"+ {label}{key}: {_show(new[key])}")
+        elif old[key] != new[key]:
+            lines.append(f"~ {label}{key}: {_show(old[key])} -> {_show(new[key])}")
+    return lines
+
+
+def _entries(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A baseline's entries by case id, in file order."""
+    return {Case.from_dict(raw).id: raw for raw in data["cases"]}
+
+
+def _entry_changes(case_id: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """How one case's entry changed: the throughput with its difference in %, then any other field."""
+    lines = []
+    if old["throughput"] != new["throughput"]:
+        pct = 100 * (new["throughput"] / old["throughput"] - 1)
+        lines.append(f"~ {case_id}: throughput {fmt_value(old['throughput'])} -> {fmt_value(new['throughput'])} "
+                     f"{new.get('unit') or old.get('unit') or ''} ({pct:+.1f}%)".replace("  ", " "))
+    rest = [{k: v for k, v in _flatten(e, "").items() if k != "throughput"} for e in (old, new)]
+    lines.extend(_field_changes(f"{case_id}: ", *rest))
+    return lines
+
+
+def diff_lines(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[list[str], dict[str, int]]:
+    """The differences between two baseline documents, cases first, and counts of what changed."""
+    before, after = _entries(old), _entries(new)
+    lines: list[str] = []
+    counts = {"changed": 0, "removed": 0, "added": 0, "unchanged": 0}
+    for case_id, entry in before.items():
+        if case_id not in after:
+            counts["removed"] += 1
+            lines.append(f"- {case_id}: {fmt_value(entry['throughput'])} {entry.get('unit', '')}".rstrip())
+            continue
+        changes = _entry_changes(case_id, entry, after[case_id])
+        counts["changed" if changes else "unchanged"] += 1
+        lines.extend(changes)
+    for case_id, entry in after.items():
+        if case_id not in before:
+            counts["added"] += 1
+            lines.append(f"+ {case_id}: {fmt_value(entry['throughput'])} {entry.get('unit', '')}".rstrip())
+    rest = [{k: v for k, v in _flatten(d, "").items() if not k.startswith("cases")}
+            for d in ({k: v for k, v in old.items() if k != "cases"}, {k: v for k, v in new.items() if k != "cases"})]
+    lines.extend(_field_changes("", *rest))
+    return lines, counts
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Print how NEW differs from OLD; 0 when they agree, 1 when they differ."""
+    old = baseline_mod.load(args.old).data
+    new = baseline_mod.load(args.new).data
+    lines, counts = diff_lines(old, new)
+    if not lines:
+        _print(f"{args.old} and {args.new}: no differences ({counts['unchanged']} case(s))")
+        return OK
+    _print(f"--- {args.old}", f"+++ {args.new}", *lines)
+    _print(", ".join(f"{n} case(s) {what}" for what, n in counts.items() if n))
+    return NO
+
+
+# --------------------------------------------------------------------------- baseline update
+
+
+def _hardware_mismatch(hardware: Mapping[str, Any], device: Mapping[str, Any]) -> str | None:
+    """Why results from ``device`` should not update a baseline of ``hardware``; None when they fit."""
+    kind = device.get("type")
+    if hardware.get("device") and kind and hardware["device"] != kind:
+        return f"the baseline is for {hardware['device']} and the results were measured on {kind}"
+    if kind == "cuda" and hardware.get("gpu") and device.get("name") and hardware["gpu"] != device["name"]:
+        return f"the baseline is for {hardware['gpu']} and the results were measured on {device['name']}"
+    return None
+
+
+def measured_records(results: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The results' cases with a measured figure, and those without (errors, skips, other nodes)."""
+    measured, not_measured = [], []
+    for rec in results["cases"]:
+        ok = rec.get("throughput") is not None and rec.get("verdict") not in NOT_MEASURED
+        (measured if ok else not_measured).append(rec)
+    return measured, not_measured
+
+
+def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], results_path: str, *,
+                     add: bool = True) -> tuple[dict[str, Any], list[str]]:
+    """A copy of the baseline ``data`` with the measured figures of ``results``, and what changed.
+
+    Entries the results did not measure stay as they were; measured ones get the new
+    throughput, unit and a source that says where it came from; measured cases without an
+    entry are appended (unless ``add`` is false).  ``provenance.updates`` records the update.
+    """
+    document = copy.deepcopy(dict(data))
+    entries = _entries(document)
+    measured, not_measured = measured_records(results)
+    host = (results.get("environment") or {}).get("host", {}).get("hostname", "unknown host")
+    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    source = f"measured by pytest-dlperf on {host} ({Path(results_path).name}, {results.get('created', now.date())})"
+    record: dict[str, Any] = {"date": now.isoformat(), "results": str(results_path),
+                              "results_created": results.get("created"), "host": host,
+                              "updated": [], "added": []}
+    lines = []
+    for rec in measured:
+        case = Case.from_dict(rec["case"])
+        new = round(float(rec["throughput"]), 3)
+        params = {k: rec.get("parameters", {}).get(k) for k in (*baseline_mod.STEP_FIELDS, "runs")}
+        entry = entries.get(case.id)
+        if entry is None and not add:
+            lines.append(f"not added (--no-add): {case.id}: {fmt_value(new)} {rec['unit']}")
+            continue
+        if entry is None:
+            entry = {k: v for k, v in case.to_dict().items() if k != "settings" or v}
+            document["cases"].append(entry)
+            record["added"].append({"case": case.id, "throughput": new, "parameters": params})
+            lines.append(f"added {case.id}: {fmt_value(new)} {rec['unit']}")
+        else:
+            old = entry["throughput"]
+            record["updated"].append({"case": case.id, "from": old, "to": new, "old_source": entry.get("source"),
+                                      "parameters": params})
+            lines.append(f"updated {case.id}: {fmt_value(old)} -> {fmt_value(new)} {rec['unit']} "
+                         f"({100 * (new / old - 1):+.1f}%)")
+        entry.update(throughput=new, unit=rec["unit"], source=source)
+    touched = {c["case"] for c in record["updated"] + record["added"]}
+    kept = [case_id for case_id in entries if case_id not in touched]
+    if kept:
+        lines.append(f"kept {len(kept)} entr{'y' if len(kept) == 1 else 'ies'} the results did not measure")
+    lines.extend(f"not measured: {rec['id']} ({rec.get('verdict')})" for rec in not_measured)
+    if touched:
+        document.setdefault("provenance", {"source": "pytest-dlperf"}).setdefault("updates", []).append(record)
+    return document, lines
+
+
+def cmd_update(args: argparse.Namespace) -> int:
+    """Take the measured figures of a results file into a baseline, atomically; say what changed."""
+    loaded = baseline_mod.load(args.file)
+    results = jsonio.load(args.results, "results")
+    device = (results.get("environment") or {}).get("device") or {}
+    mismatch = _hardware_mismatch(loaded.hardware, device)
+    if mismatch and not args.force:
+        raise Trouble(f"{args.file}: $.hardware: {mismatch}; not updated (--force updates anyway)")
+    document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add)
+    _print(*lines)
+    if document == loaded.data:
+        _print(f"{args.file}: nothing to update")
+        return OK
+    if args.dry_run:
+        jsonio.validate(document, "baseline", args.file)
+        _print(f"{args.file}: not written (--dry-run)")
+        return OK
+    baseline_mod.save(args.file, document)
+    _print(f"{args.file}: updated")
+    return OK
+
+
+# --------------------------------------------------------------------------- parser and main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dlperf`` argument parser: ``report`` and ``baseline validate|diff|update``."""
+    parser = argparse.ArgumentParser(
+        prog="dlperf", description="pytest-dlperf's reports and baseline maintenance.",
+        epilog="Exit status: 0 ok; 1 invalid (validate) or different (diff); 2 usage error or an input "
+               "file that cannot be read or is not valid.")
+    parser.add_argument("--version", action="version", version=f"pytest-dlperf {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    report = commands.add_parser("report", help="render the Markdown report of a results file",
+                                 description="Render the Markdown report of a --dlperf-json results file. "
+                                             "With -o PATH.md, each run's log folder is copied to "
+                                             "<stem>-logs/ beside it (report.md -> report-logs/) and "
+                                             "linked relatively.")
+    report.add_argument("results", metavar="RESULTS", help="the session results (--dlperf-json)")
+    report.add_argument("-o", "--output", metavar="PATH", help="write the report here (default: stdout, "
+                                                                 "linking the original log folders)")
+    report.add_argument("--no-copy-logs", action="store_true", help="link the original log folders "
+                                                                    "instead of copying them")
+    report.set_defaults(func=cmd_report)
+
+    baseline = commands.add_parser("baseline", help="validate, compare or update baseline files",
+                                   description="Validate, compare or update baseline files.")
+    actions = baseline.add_subparsers(dest="action", required=True, metavar="ACTION")
+    validate = actions.add_parser("validate", help="check baseline files against the schema",
+                                  description="Check baseline files: JSON, the schema, no duplicate case. "
+                                              "Exit 0 when all are valid, 1 when one is not, 2 when one "
+                                              "cannot be read.")
+    validate.add_argument("files", nargs="+", metavar="FILE")
+    validate.set_defaults(func=cmd_validate)
+
+    diff = actions.add_parser("diff", help="show how two baselines differ",
+                              description="Show how NEW differs from OLD: cases removed (-), added (+) and "
+                                          "changed (~, throughput in %), then the other fields. Exit 0 when "
+                                          "they agree, 1 when they differ, 2 when one is unreadable or invalid.")
+    diff.add_argument("old", metavar="OLD")
+    diff.add_argument("new", metavar="NEW")
+    diff.set_defaults(func=cmd_diff)
+
+    update = actions.add_parser("update", help="take measured figures from a results file",
+                                description="Update FILE with the measured medians of a results file: "
+                                            "entries the results did not measure stay, measured cases get "
+                                            "the new figure and a source, new cases are added, and "
+                                            "provenance.updates records the update. Written atomically; "
+                                            "nothing is written when either file is invalid.")
+    update.add_argument("file", metavar="FILE", help="the baseline to update")
+    update.add_argument("--from", dest="results", metavar="RESULTS", required=True,
+                        help="the session results (--dlperf-json)")
+    update.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+    update.add_argument("--no-add", action="store_true", help="only update existing entries")
+    update.add_argument("--force", action="store_true",
+                        help="update even when the results come from other hardware than the baseline's")
+    update.set_defaults(func=cmd_update)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``dlperf`` with ``argv`` (default: the command line); returns the exit status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and usage errors (2)
+        return int(exc.code or 0)
+    try:
+        return args.func(args)
+    except (jsonio.DocumentError, Trouble) as exc:
+        print(f"dlperf: {exc}", file=sys.stderr)
+    except OSError as exc:  # an output that cannot be written
+        print(f"dlperf: {exc}", file=sys.stderr)
+    return TROUBLE
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m pytest_dlperf.cli
+    sys.exit(main())

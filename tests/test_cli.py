@@ -1,0 +1,206 @@
+"""The dlperf command: report, baseline validate / diff / update; exit statuses and messages."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pytest_dlperf import cli, jsonio
+from pytest_dlperf.cases import Case
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def baseline_doc(*cases, **top):
+    return {"schema_version": 1, "kind": "dlperf-baseline", "hardware": {"device": "cpu"},
+            "provenance": {"source": "the original measurement", "date": "2026-01-01"},
+            "defaults": {"tolerance": 0.1}, **top, "cases": list(cases)}
+
+
+def entry(precision="fp32", gpus=1, throughput=1000.0, **extra):
+    return {"model": "tiny", "precision": precision, "batch_size": 32, "gpus": gpus, "throughput": throughput,
+            "unit": "img/s", **extra}
+
+
+def result(precision="fp32", gpus=1, throughput=1100.0, verdict="pass"):
+    case = Case.make("tiny", precision, 32, gpus)
+    return {"id": case.id, "case": case.to_dict(), "unit": "img/s", "verdict": verdict, "message": verdict,
+            "throughput": throughput, "parameters": {"warmup_steps": 20, "steps": 100, "repeats": 5, "runs": 3}}
+
+
+def results_doc(*cases, device="cpu"):
+    return {"schema_version": 1, "kind": "dlperf-results", "created": "2026-11-21T10:00:00+00:00",
+            "environment": {"host": {"hostname": "box"}, "device": {"type": device, "name": "Some device"}},
+            "options": {}, "baseline": None, "cases": list(cases)}
+
+
+def write(path, document):
+    path.write_text(json.dumps(document, indent=2) if not isinstance(document, str) else document)
+    return str(path)
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def test_validate_says_valid_invalid_or_unreadable_with_exit_0_1_2(tmp_path, capsys):
+    good = write(tmp_path / "good.json", baseline_doc(entry()))
+    assert cli.main(["baseline", "validate", good]) == 0
+    assert capsys.readouterr().out == f"{good}: valid baseline, 1 case(s); source: the original measurement\n"
+
+    bad = write(tmp_path / "bad.json", baseline_doc(entry(batch_size=0)))
+    assert cli.main(["baseline", "validate", good, bad]) == 1
+    err = capsys.readouterr().err
+    assert err == f"dlperf: {bad}: $.cases[0].batch_size: 0 is less than the minimum of 1\n"
+
+    assert cli.main(["baseline", "validate", bad, str(tmp_path / "missing.json")]) == 2
+    assert f"dlperf: {tmp_path / 'missing.json'}: baseline file not found" in capsys.readouterr().err
+
+
+def test_every_subcommand_has_help_and_usage_errors_exit_2(capsys):
+    for argv in (["--help"], ["report", "--help"], ["baseline", "--help"], ["baseline", "validate", "--help"],
+                 ["baseline", "diff", "--help"], ["baseline", "update", "--help"]):
+        assert cli.main(argv) == 0, argv
+        assert capsys.readouterr().out.startswith("usage: dlperf"), argv
+    assert cli.main(["baseline", "update", "b.json"]) == 2
+    assert "the following arguments are required: --from" in capsys.readouterr().err
+    assert cli.main(["plot"]) == 2
+    assert "invalid choice: 'plot'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def test_diff_lists_removed_added_and_changed_cases_and_exits_1(tmp_path, capsys):
+    old = write(tmp_path / "old.json", baseline_doc(entry(), entry("bf16"), entry(gpus=2, throughput=1500.0)))
+    new = write(tmp_path / "new.json", baseline_doc(entry(throughput=1100.0, tolerance=0.2), entry("bf16"),
+                                                     entry("amp", throughput=300.0), defaults={"tolerance": 0.05}))
+    assert cli.main(["baseline", "diff", old, new]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"--- {old}", f"+++ {new}",
+        "~ tiny-fp32-bs32-gpu1: throughput 1000.0 -> 1100.0 img/s (+10.0%)",
+        "+ tiny-fp32-bs32-gpu1: tolerance: 0.2",
+        "- tiny-fp32-bs32-gpu2: 1500.0 img/s",
+        "+ tiny-amp-bs32-gpu1: 300.0 img/s",
+        "~ defaults.tolerance: 0.1 -> 0.05",
+        "1 case(s) changed, 1 case(s) removed, 1 case(s) added, 1 case(s) unchanged",
+    ]
+    assert cli.main(["baseline", "diff", old, old]) == 0
+    assert capsys.readouterr().out == f"{old} and {old}: no differences (3 case(s))\n"
+    assert cli.main(["baseline", "diff", old, write(tmp_path / "r.json", results_doc())]) == 2
+    assert "r.json: $.kind: expected kind 'dlperf-baseline' (baseline document), found a 'dlperf-results'" \
+        in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- update
+
+
+def test_update_takes_measured_cases_keeps_the_rest_and_records_provenance(tmp_path, capsys):
+    path = write(tmp_path / "b.json", baseline_doc(entry(source="paper"), entry("bf16", tolerance=0.3),
+                                                   entry(gpus=2, throughput=1500.0)))
+    results = write(tmp_path / "results.json", results_doc(
+        result(throughput=1234.5678), result("bf16", verdict="error", throughput=None),
+        result("amp", throughput=321.0), result(gpus=2, verdict="skipped", throughput=None)))
+    assert cli.main(["baseline", "update", path, "--from", results]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "updated tiny-fp32-bs32-gpu1: 1000.0 -> 1234.6 img/s (+23.5%)",
+        "added tiny-amp-bs32-gpu1: 321.0 img/s",
+        "kept 2 entries the results did not measure",
+        "not measured: tiny-bf16-bs32-gpu1 (error)",
+        "not measured: tiny-fp32-bs32-gpu2 (skipped)",
+        f"{path}: updated",
+    ]
+    data = jsonio.load(path, "baseline")
+    by_id = {Case.from_dict(c).id: c for c in data["cases"]}
+    source = f"measured by pytest-dlperf on box (results.json, 2026-11-21T10:00:00+00:00)"
+    assert by_id["tiny-fp32-bs32-gpu1"] == {**entry(throughput=1234.568), "source": source}
+    assert by_id["tiny-bf16-bs32-gpu1"] == entry("bf16", tolerance=0.3)  # an error: not updated
+    assert by_id["tiny-fp32-bs32-gpu2"] == entry(gpus=2, throughput=1500.0)  # not measured: stays
+    assert by_id["tiny-amp-bs32-gpu1"] == {**entry("amp", throughput=321.0), "source": source}
+    assert data["provenance"]["source"] == "the original measurement" and data["provenance"]["date"] == "2026-01-01"
+    [update] = data["provenance"]["updates"]
+    assert update["results"] == results and update["results_created"] == "2026-11-21T10:00:00+00:00"
+    assert update["updated"] == [{"case": "tiny-fp32-bs32-gpu1", "from": 1000.0, "to": 1234.568, "old_source": "paper",
+                                  "parameters": {"warmup_steps": 20, "steps": 100, "repeats": 5, "runs": 3}}]
+    assert [a["case"] for a in update["added"]] == ["tiny-amp-bs32-gpu1"]
+
+    # A second update appends to the record; --no-add leaves new cases out.
+    write(tmp_path / "results.json", results_doc(result(throughput=1300.0), result("tf32")))
+    assert cli.main(["baseline", "update", path, "--from", results, "--no-add"]) == 0
+    assert "not added (--no-add): tiny-tf32-bs32-gpu1: 1100.0 img/s" in capsys.readouterr().out
+    data = jsonio.load(path, "baseline")
+    assert len(data["provenance"]["updates"]) == 2 and len(data["cases"]) == 4
+
+
+@pytest.mark.parametrize("results", [
+    "not json {",
+    results_doc(result() | {"verdict": "excellent"}),
+    baseline_doc(entry()),
+])
+def test_an_invalid_results_file_leaves_the_baseline_untouched(tmp_path, capsys, results):
+    path = write(tmp_path / "b.json", baseline_doc(entry()))
+    before = (tmp_path / "b.json").read_bytes()
+    assert cli.main(["baseline", "update", path, "--from", write(tmp_path / "r.json", results)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dlperf: {tmp_path / 'r.json'}: ") and err.count("\n") == 1
+    assert (tmp_path / "b.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "r.json"]
+
+
+def test_update_writes_atomically_and_refuses_other_hardware(tmp_path, capsys, monkeypatch):
+    path = write(tmp_path / "b.json", baseline_doc(entry()))
+    before = (tmp_path / "b.json").read_bytes()
+    results = write(tmp_path / "r.json", results_doc(result()))
+
+    def crash(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", crash)
+    assert cli.main(["baseline", "update", path, "--from", results]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert (tmp_path / "b.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "r.json"]  # no temporary file left
+
+    gpu = write(tmp_path / "r.json", results_doc(result(), device="cuda"))
+    assert cli.main(["baseline", "update", path, "--from", gpu]) == 2
+    assert "$.hardware: the baseline is for cpu and the results were measured on cuda; not updated" \
+        in capsys.readouterr().err
+    assert (tmp_path / "b.json").read_bytes() == before
+    assert cli.main(["baseline", "update", path, "--from", gpu, "--dry-run", "--force"]) == 0
+    assert capsys.readouterr().out.endswith(f"{path}: not written (--dry-run)\n")
+    assert (tmp_path / "b.json").read_bytes() == before
+
+
+# --------------------------------------------------------------------------- report
+
+
+def test_report_to_stdout_and_a_missing_results_file(tmp_path, capsys):
+    results = write(tmp_path / "r.json", results_doc(result()))
+    assert cli.main(["report", results]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# Training throughput report\n") and "| 1 | 1100.0 / - |" in out
+    assert cli.main(["report", str(tmp_path / "nope.json"), "-o", str(tmp_path / "r.md")]) == 2
+    assert capsys.readouterr().err == f"dlperf: {tmp_path / 'nope.json'}: results file not found\n"
+    assert not (tmp_path / "r.md").exists()
+
+
+# --------------------------------------------------------------------------- python -m pytest_dlperf
+
+
+def run_module(*args, cwd):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "pytest_dlperf", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_python_m_pytest_dlperf_exit_statuses_and_messages(tmp_path):
+    done = run_module("--help", cwd=tmp_path)
+    assert done.returncode == 0 and "baseline" in done.stdout and "Exit status" in done.stdout
+    write(tmp_path / "bad.json", baseline_doc(entry(precision="fp8")))
+    done = run_module("baseline", "validate", "bad.json", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("dlperf: bad.json: $.cases[0].precision: 'fp8' is not one of")
+    done = run_module("baseline", "diff", "bad.json", cwd=tmp_path)
+    assert done.returncode == 2 and "the following arguments are required: NEW" in done.stderr
