@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import environment, jsonio, launch, models, report
+from . import environment, jsonio, launch, models, plots, report
 from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
                     parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
@@ -89,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
            ini_type=None)
     option("json", "write every case's windows, statistics, verdict and environment to PATH.",
            metavar="PATH", ini_type=None)
+    option("plot", "write PNG plots to DIR: throughput vs GPUs per model and precision, measured vs "
+                   "baseline per unit (needs the plot extra: matplotlib).", metavar="DIR")
     option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).",
            metavar="DIR")
     option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives "
@@ -183,6 +185,9 @@ class Options:
         self.require_baseline = bool(_option(config, "require-baseline"))
         self.save_baseline = _option(config, "save-baseline")
         self.json_path = _option(config, "json")
+        self.plot_dir = _option(config, "plot")
+        if self.plot_dir and (missing := plots.missing_matplotlib()):
+            raise OptionError(missing)
         self.log_dir = _option(config, "log-dir")
         self.peak_tflops = _float_option(config, "peak-tflops", low=0)
         self.no_telemetry = bool(_option(config, "no-telemetry"))
@@ -299,6 +304,8 @@ class DlperfSession:
         self._reference_errors: dict[Case, str] = {}
         self._current_params: RunParams | None = None
         self.environment: dict[str, Any] = {}
+        self.plot_files: list[Path] = []
+        self.plot_notes: list[str] = []
         self.launcher = get_launcher(options.launcher, options.launcher_args, **(
             {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank,
              "join_timeout": options.rdzv_timeout}
@@ -644,10 +651,20 @@ class DlperfSession:
         if not self.options.active:
             return
         self.environment = self._environment()
+        document = self.results_document()
         if self.options.json_path:
-            jsonio.dump(self.options.json_path, self.results_document(), "results")
+            jsonio.dump(self.options.json_path, document, "results")
+        if self.options.plot_dir:
+            self._write_plots(document)
         if self.options.save_baseline:
             self._save_baseline(exitstatus)
+
+    def _write_plots(self, document: dict[str, Any]) -> None:
+        """``--dlperf-plot``: the PNGs of the results document; the summary lists them and what was left out."""
+        try:
+            self.plot_files = plots.write_plots(document, Path(self.options.plot_dir), self.plot_notes)
+        except OSError as exc:
+            self.plot_notes.append(f"plots not written: {exc}")
 
     def _environment(self) -> dict[str, Any]:
         env = dict(environment.collect())
@@ -698,6 +715,12 @@ class DlperfSession:
         terminalreporter.write_sep("=", "dlperf summary")
         for line in report.summary_lines(self.records, self.baseline.path if self.baseline else None):
             terminalreporter.write_line(line)
+        if self.options.plot_dir:
+            names = ", ".join(p.name for p in self.plot_files) or "none"
+            terminalreporter.write_line(f"dlperf: {len(self.plot_files)} plot(s) in "
+                                        f"{Path(self.options.plot_dir).resolve()}: {names}")
+            for note in self.plot_notes:
+                terminalreporter.write_line(f"  {note}")
         if self._workdir is not None:
             terminalreporter.write_line(f"dlperf: worker logs in {self._workdir}")
 
