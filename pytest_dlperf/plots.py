@@ -53,15 +53,19 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", str(text).lower()).strip("-.") or "x"
 
 
+def _plotted(record: Mapping[str, Any]) -> bool:
+    """Whether a case has a measured throughput: not an error, a skipped case or another node's ranks."""
+    return record.get("verdict") not in NOT_PLOTTED and record.get("throughput") is not None
+
+
 def plotted_records(results: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The cases with a measured throughput: not errors, skipped cases or other nodes' ranks."""
-    return [r for r in results.get("cases", [])
-            if r.get("verdict") not in NOT_PLOTTED and r.get("throughput") is not None]
+    """The cases the plots show, in the order they ran."""
+    return [r for r in results.get("cases", []) if _plotted(r)]
 
 
 def left_out_note(results: Mapping[str, Any]) -> str | None:
     """One line naming the cases no plot shows (error, skipped, remote), or None."""
-    left = [r for r in results.get("cases", []) if r not in plotted_records(results)]
+    left = [r for r in results.get("cases", []) if not _plotted(r)]
     if not left:
         return None
     return "left out of the plots (no throughput): " + ", ".join(f"{r['id']} ({r.get('verdict')})" for r in left)
@@ -261,6 +265,8 @@ class ComparisonPlot:
 
     @property
     def title(self) -> str:
+        if all(b.baseline is None for b in self.bars):
+            return f"Measured throughput ({self.unit}); no case has a baseline"
         return f"Measured vs baseline throughput ({self.unit})"
 
 

@@ -125,6 +125,9 @@ def test_comparison_plots_one_per_unit_without_error_or_skipped_cases():
     assert img["resnet50-amp-bs256-gpu2"].text == "1,900, no baseline"
     assert img["resnet50-amp-bs256-gpu4"].text == "3,600 (+2.9%)"
     assert found[1].bars[0].verdict == "improved"
+    assert found[0].title == "Measured vs baseline throughput (img/s)"
+    only = plots.comparison_plots(document(record("tiny", "fp32", 32, 1, 10.0)))[0]
+    assert only.title == "Measured throughput (img/s); no case has a baseline"
 
 
 def test_a_case_failed_by_its_scaling_gate_says_so():
