@@ -68,7 +68,8 @@ def left_out_note(results: Mapping[str, Any]) -> str | None:
     left = [r for r in results.get("cases", []) if not _plotted(r)]
     if not left:
         return None
-    return "left out of the plots (no throughput): " + ", ".join(f"{r['id']} ({r.get('verdict')})" for r in left)
+    return "left out of the plots (no throughput): " + ", ".join(
+        f"{r['id']} ({r.get('verdict') or 'unfinished'})" for r in left)
 
 
 def _spread(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
@@ -422,9 +423,9 @@ def comparison_figure(plot: ComparisonPlot):
     if log:
         # Room on the right for the labels: a share of the decades shown.
         low = min(v for b in bars for v in (b.low, b.measured, b.band and b.band[0]) if v) / 2
-        ax.set_xlim(low, right * (right / low) ** 0.3)
+        ax.set_xlim(low, right * (right / low) ** 0.4)
     else:
-        ax.set_xlim(0, right * 1.45)
+        ax.set_xlim(0, right * 1.5)
     _throughput_axis(ax.xaxis)
     ax.set_xlabel(f"throughput ({plot.unit}){', log scale' if log else ''}; error bars: slowest to fastest window")
     ax.set_title(plot.title, fontsize=11)
