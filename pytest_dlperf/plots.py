@@ -39,12 +39,12 @@ DPI = 100
 LOG_RANGE = 20  # measured-vs-baseline: a log axis when the largest figure is this many times the smallest
 
 
-def missing_matplotlib() -> str | None:
-    """Why plots cannot be drawn here (matplotlib missing), or None when they can."""
+def missing_matplotlib(what: str = "--dlperf-plot") -> str | None:
+    """Why ``what`` cannot draw plots here (matplotlib missing), or None when it can."""
     try:
         importlib.import_module("matplotlib")
     except ImportError as exc:
-        return f"--dlperf-plot needs matplotlib ({exc}); install it with: {INSTALL_HINT}"
+        return f"{what} needs matplotlib ({exc}); install it with: {INSTALL_HINT}"
     return None
 
 
