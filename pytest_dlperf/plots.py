@@ -198,7 +198,8 @@ def scaling_plots(results: Mapping[str, Any]) -> tuple[list[ScalingPlot], list[s
     gets no plot.
     """
     plots: list[ScalingPlot] = []
-    notes: list[str] = []
+    left_out: list[str] = []
+    no_plot: list[str] = []
     by_model = _group(plotted_records(results), lambda r: (r["case"]["model"], r["case"]["precision"]))
     for (model, precision), records in by_model.items():
         configs = _group(records, lambda r: Case.from_dict(r["case"]).with_gpus(1))
@@ -210,10 +211,14 @@ def scaling_plots(results: Mapping[str, Any]) -> tuple[list[ScalingPlot], list[s
                 single.append(_config_label(config))
         if lines:
             plots.append(ScalingPlot(model, precision, records[0].get("unit") or "throughput", tuple(lines)))
-            if single:
-                notes.append(f"throughput vs GPUs: {model} {precision} {', '.join(single)} left out: 1-GPU case only")
+            left_out.extend(f"{model} {precision} {label}" for label in single)
         else:
-            notes.append(f"throughput vs GPUs: no plot for {model} {precision}: 1-GPU cases only")
+            no_plot.append(f"{model} {precision}")
+    notes = []
+    if left_out:
+        notes.append(f"throughput vs GPUs: 1-GPU cases only, left out: {', '.join(left_out)}")
+    if no_plot:
+        notes.append(f"throughput vs GPUs: 1-GPU cases only, no plot: {', '.join(no_plot)}")
     return plots, notes
 
 
@@ -339,7 +344,8 @@ def _draw_line(ax, line: ScalingLine, counts: Sequence[int], color: str, prefix:
     ideal = line.ideal(counts)
     if ideal:
         handles += ax.plot(*zip(*ideal), linestyle="--", color=color, alpha=0.55, zorder=2,
-                           label=f"{prefix}ideal linear scaling from 1 GPU ({line.reference_source})")
+                           label=f"{prefix}{'ideal' if prefix else 'ideal linear scaling'} "
+                                 f"(1 GPU: {line.reference_source})")
     for p in line.points:
         if p.efficiency is not None:
             ax.annotate(f"{100 * p.efficiency:.0f}%", (p.gpus, p.throughput), textcoords="offset points",
@@ -369,7 +375,9 @@ def scaling_figure(plot: ScalingPlot):
     ax.set_title("measured: median, bars from the slowest to the fastest window; "
                  "percent: scaling efficiency = speedup / GPUs", fontsize=8.5, color="#444444")
     ax.grid(True, alpha=0.3)
-    ax.legend(handles=handles, fontsize=8, loc="upper left")
+    # Below the axes, where it hides no point: one row, or a column per configuration (filled column first).
+    columns = len(plot.lines) if len(plot.lines) > 1 else len(handles)
+    fig.legend(handles=handles, fontsize=8, loc="outside lower center", ncols=min(3, columns), frameon=False)
     return fig
 
 

@@ -79,8 +79,8 @@ def test_scaling_plots_group_model_and_precision_with_one_line_per_config():
     amp = found[0]
     assert [line.label for line in amp.lines] == ["bs256"]  # bs128 has a 1-GPU case only
     assert amp.gpu_counts == [1, 2, 4, 8]
-    assert notes == ["throughput vs GPUs: resnet50 amp bs128 left out: 1-GPU case only",
-                     "throughput vs GPUs: no plot for bert-base amp: 1-GPU cases only"]
+    assert notes == ["throughput vs GPUs: 1-GPU cases only, left out: resnet50 amp bs128",
+                     "throughput vs GPUs: 1-GPU cases only, no plot: bert-base amp"]
 
 
 def test_a_scaling_line_has_medians_spread_efficiency_ideal_and_baseline():
@@ -157,7 +157,7 @@ def test_the_scaling_figure_draws_ideal_measured_and_baseline_on_a_log2_axis():
     plot = plots.scaling_plots(synthetic())[0][0]
     ax = plots.scaling_figure(plot).axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
-    ideal = lines["ideal linear scaling from 1 GPU (this session)"]
+    ideal = lines["ideal linear scaling (1 GPU: this session)"]
     assert list(ideal.get_xdata()) == [1, 2, 4, 8] and list(ideal.get_ydata()) == [1000, 2000, 4000, 8000]
     (measured,) = ax.containers  # errorbar's: the line and its error bars
     assert measured.get_label() == "measured"
@@ -224,7 +224,7 @@ def test_plot_option_from_the_ini_file(dlperf):
     result = dlperf.run("--dlperf-model", "tiny")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["dlperf: 1 plot(s) in *from-ini: measured-vs-baseline-img-s.png",
-                                 "  throughput vs GPUs: no plot for tiny fp32: 1-GPU cases only"])
+                                 "  throughput vs GPUs: 1-GPU cases only, no plot: tiny fp32"])
     assert (dlperf.path / "from-ini" / "measured-vs-baseline-img-s.png").is_file()
 
 
