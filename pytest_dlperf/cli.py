@@ -1,6 +1,7 @@
 """The ``dlperf`` command: reports from results files, and baseline maintenance.
 
     dlperf report results.json -o report.md         # the Markdown report, logs copied beside it
+    dlperf plot results.json -o plots/              # PNGs: throughput vs GPUs, measured vs baseline
     dlperf baseline validate baselines/v100.json    # is it a usable baseline?
     dlperf baseline diff old.json new.json          # what changed between two baselines
     dlperf baseline update my.json --from results.json   # take the measured figures
@@ -239,6 +240,21 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
     return document, lines
 
 
+def cmd_plot(args: argparse.Namespace) -> int:
+    """Draw the PNG plots of a results file into ``-o DIR`` (the plot extra: matplotlib)."""
+    from . import plots
+
+    missing = plots.missing_matplotlib("dlperf plot")
+    if missing:
+        raise Trouble(missing)
+    document = jsonio.load(args.results, "results")
+    notes: list[str] = []
+    written = plots.write_plots(document, Path(args.output), notes)
+    _print(f"dlperf: {len(written)} plot(s) in {Path(args.output).resolve()}", *(f"  {p.name}" for p in written),
+           *(f"  {note}" for note in notes))
+    return OK
+
+
 def cmd_update(args: argparse.Namespace) -> int:
     """Take the measured figures of a results file into a baseline, atomically; say what changed."""
     loaded = baseline_mod.load(args.file)
@@ -284,6 +300,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-copy-logs", action="store_true", help="link the original log folders "
                                                                     "instead of copying them")
     report.set_defaults(func=cmd_report)
+
+    plot = commands.add_parser("plot", help="draw the PNG plots of a results file",
+                               description="Draw PNG plots of a --dlperf-json results file: throughput vs "
+                                           "GPUs against ideal linear scaling per model and precision, and "
+                                           "measured vs baseline per unit. Needs matplotlib (the plot extra).")
+    plot.add_argument("results", metavar="RESULTS", help="the session results (--dlperf-json)")
+    plot.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder to write the PNGs to")
+    plot.set_defaults(func=cmd_plot)
 
     baseline = commands.add_parser("baseline", help="validate, compare or update baseline files",
                                    description="Validate, compare or update baseline files.")

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import benchmark_json, environment, jsonio, launch, markdown_report, models, report
+from . import benchmark_json, environment, jsonio, launch, markdown_report, models, plots, report
 from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
                     parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
@@ -92,6 +92,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     option("report", "write a Markdown report to PATH (environment, method, throughput and speedup tables, "
                      "baseline comparison, telemetry), with each run's logs copied to <stem>-logs/ beside it.",
            metavar="PATH", ini_type=None)
+    option("plot", "write PNG plots to DIR: throughput vs GPUs per model and precision, measured vs "
+                   "baseline per unit (needs the plot extra: matplotlib).", metavar="DIR")
     option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).",
            metavar="DIR")
     option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives "
@@ -187,6 +189,9 @@ class Options:
         self.save_baseline = _option(config, "save-baseline")
         self.json_path = _option(config, "json")
         self.report_path = _option(config, "report")
+        self.plot_dir = _option(config, "plot")
+        if self.plot_dir and (missing := plots.missing_matplotlib()):
+            raise OptionError(missing)
         self.log_dir = _option(config, "log-dir")
         self.peak_tflops = _float_option(config, "peak-tflops", low=0)
         self.no_telemetry = bool(_option(config, "no-telemetry"))
@@ -305,6 +310,8 @@ class DlperfSession:
         self._reference_errors: dict[Case, str] = {}
         self._current_params: RunParams | None = None
         self.environment: dict[str, Any] = {}
+        self.plot_files: list[Path] = []
+        self.plot_notes: list[str] = []
         self.launcher = get_launcher(options.launcher, options.launcher_args, **(
             {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank,
              "join_timeout": options.rdzv_timeout}
@@ -664,8 +671,17 @@ class DlperfSession:
             jsonio.dump(self.options.json_path, document, "results")
         if self.options.report_path:
             self._write_report(document)
+        if self.options.plot_dir:
+            self._write_plots(document)
         if self.options.save_baseline:
             self._save_baseline(exitstatus)
+
+    def _write_plots(self, document: dict[str, Any]) -> None:
+        """``--dlperf-plot``: the PNGs of the results document; the summary lists them and what was left out."""
+        try:
+            self.plot_files = plots.write_plots(document, Path(self.options.plot_dir), self.plot_notes)
+        except OSError as exc:
+            self.plot_notes.append(f"plots not written: {exc}")
 
     def _environment(self) -> dict[str, Any]:
         env = environment.collect(self.config.rootpath)
@@ -733,6 +749,12 @@ class DlperfSession:
             terminalreporter.write_line(line)
         if self.hardware_mismatch():
             terminalreporter.write_line(f"dlperf: {self.hardware_mismatch()}", yellow=True)
+        if self.options.plot_dir:
+            names = ", ".join(p.name for p in self.plot_files) or "none"
+            terminalreporter.write_line(f"dlperf: {len(self.plot_files)} plot(s) in "
+                                        f"{Path(self.options.plot_dir).resolve()}: {names}")
+            for note in self.plot_notes:
+                terminalreporter.write_line(f"  {note}")
         if self._workdir is not None:
             terminalreporter.write_line(f"dlperf: worker logs in {self._workdir}")
 
