@@ -59,14 +59,17 @@ def test_validate_says_valid_invalid_or_unreadable_with_exit_0_1_2(tmp_path, cap
 
 
 def test_every_subcommand_has_help_and_usage_errors_exit_2(capsys):
-    for argv in (["--help"], ["report", "--help"], ["baseline", "--help"], ["baseline", "validate", "--help"],
+    for argv in (["--help"], ["report", "--help"], ["plot", "--help"], ["baseline", "--help"],
+                 ["baseline", "validate", "--help"],
                  ["baseline", "diff", "--help"], ["baseline", "update", "--help"]):
         assert cli.main(argv) == 0, argv
         assert capsys.readouterr().out.startswith("usage: dlperf"), argv
     assert cli.main(["baseline", "update", "b.json"]) == 2
     assert "the following arguments are required: --from" in capsys.readouterr().err
-    assert cli.main(["plot"]) == 2
-    assert "invalid choice: 'plot'" in capsys.readouterr().err
+    assert cli.main(["plot", "r.json"]) == 2
+    assert "the following arguments are required: -o/--output" in capsys.readouterr().err
+    assert cli.main(["graph"]) == 2
+    assert "invalid choice: 'graph'" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- diff
