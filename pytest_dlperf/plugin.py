@@ -422,8 +422,9 @@ class DlperfSession:
         if self.options.data_only and backend == data.SYNTHETIC:
             return ("--dlperf-data-only times a data loader; this case's data is synthetic "
                     "(set data=torchvision or data=dali)")
-        if data.missing_module(backend):
-            return data.missing_module(backend)
+        no_loader = data.missing_module(backend)
+        if no_loader:
+            return no_loader
         if self.device == "cuda" and not self._cuda_count:
             return "CUDA not available"
         unavailable = self.launcher.unavailable()
