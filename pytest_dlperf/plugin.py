@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import benchmark_json, environment, jsonio, launch, markdown_report, models, plots, report
+from . import benchmark_json, data, environment, jsonio, launch, markdown_report, models, plots, report
 from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
                     parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
@@ -100,6 +100,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "CPU cases and unlisted GPUs an MFU).", metavar="TFLOPS")
     option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.",
            action="store_true", default=None, ini_type="bool")
+    option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
+                       "data=dali cases read.", metavar="DIR")
+    option("data-workers", "data loader workers (torchvision) or DALI threads per rank (default: the CPUs per "
+                           "rank less one, at most 8).", metavar="N")
+    option("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image "
+                        "files read; the cases pass with a data-only verdict.", action="store_true", default=None,
+           ini_type="bool")
 
 
 def _option(config: pytest.Config, name: str):
@@ -141,6 +148,18 @@ def _float_option(config, name: str, *, low: float, high: float | None = None) -
         bound = f"between {low} and {high}" if high is not None else f"greater than {low}"
         raise OptionError(f"--dlperf-{name}: {value} is not allowed; expected a number {bound}")
     return value
+
+
+def _data_dir_option(config: pytest.Config) -> str | None:
+    """``--dlperf-data-dir`` as an absolute path: relative to the current folder on the command
+    line, to the ini file's folder in ``dlperf_data_dir`` (workers may run elsewhere)."""
+    raw = config.getoption("dlperf_data_dir")
+    base = Path.cwd()
+    if not raw:
+        raw = config.getini("dlperf_data_dir") or None
+        if config.inipath is not None:
+            base = config.inipath.parent
+    return str((base / os.path.expanduser(str(raw))).resolve()) if raw else None
 
 
 class Options:
@@ -195,6 +214,9 @@ class Options:
         self.log_dir = _option(config, "log-dir")
         self.peak_tflops = _float_option(config, "peak-tflops", low=0)
         self.no_telemetry = bool(_option(config, "no-telemetry"))
+        self.data_dir = _data_dir_option(config)
+        self.data_workers = _int_option(config, "data-workers", 0)
+        self.data_only = bool(_option(config, "data-only"))
 
     @property
     def active(self) -> bool:
@@ -348,7 +370,22 @@ class DlperfSession:
                 raise pytest.UsageError(
                     f"{self.baseline.path}: $.cases[{entry.index}].unit: {entry.unit!r} does not match "
                     f"model {case.model!r}, which reports {spec.unit!r}")
+        self._check_data(out)
         return out
+
+    def _check_data(self, cases: list[tuple[Case, baseline_mod.Entry | None]]) -> None:
+        """Usage errors for the ``data`` setting: an image-classification model, a data dir in the
+        ImageFolder layout (:func:`pytest_dlperf.data.check_case`)."""
+        for case, entry in cases:
+            settings = case.settings_dict
+            backend = data.backend_of(settings)
+            where = (f"{self.baseline.path}: $.cases[{entry.index}].settings.data" if entry is not None
+                     else f"--dlperf-set data={backend}")
+            spec = models.get_model_spec(case.model)
+            try:
+                data.check_case(case.id, backend, spec, spec.settings(settings), self.options.data_dir, where)
+            except data.DataError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, session: pytest.Session, config, items: list) -> None:
@@ -395,6 +432,13 @@ class DlperfSession:
         missing = spec.missing_requirements()
         if missing:
             return missing[0]
+        backend = data.backend_of(case.settings_dict)
+        if self.options.data_only and backend == data.SYNTHETIC:
+            return ("--dlperf-data-only times a data loader; this case's data is synthetic "
+                    "(set data=torchvision or data=dali)")
+        no_loader = data.missing_module(backend)
+        if no_loader:
+            return no_loader
         if self.device == "cuda" and not self._cuda_count:
             return "CUDA not available"
         unavailable = self.launcher.unavailable()
@@ -416,7 +460,9 @@ class DlperfSession:
             defaults.update(item.entry.overrides)
         chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k] for k in DEFAULTS}
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
-                         peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry, **chosen)
+                         peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
+                         data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
+                         **chosen)
 
     def expected(self, item: DlperfItem, unit: str) -> Expected | None:
         if item.entry is None:
@@ -537,6 +583,8 @@ class DlperfSession:
                                   self.launcher)
                 attempts.append(attempt)
                 record["attempts"].append(attempt.to_dict())
+                if self.options.data_only:
+                    break  # the loader alone: nothing to judge or re-measure
                 verdict, scale = self.judge_attempt(item, attempt)
                 regressed = verdict.status == FAIL and item.entry is not None
                 if not (regressed or (scale is not None and scale.failed)):
@@ -559,6 +607,9 @@ class DlperfSession:
                 # Interrupted (Ctrl-C, SIGTERM) mid-case: the JSON and the report still say what happened.
                 record.update(verdict="error", message=f"{case.id}: interrupted before the case finished")
 
+        if self.options.data_only:
+            self._data_only_verdict(item, record, attempts[-1])
+            return
         last = attempts[-1]
         telemetry = last.telemetry()
         gate = self.utilization_gate(item, telemetry)
@@ -580,6 +631,9 @@ class DlperfSession:
             else:
                 parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
         parts.extend(last.warnings)
+        loader = last.data()
+        if loader is not None:
+            parts.append(f"input: {data.describe(loader, spec.unit)}")
         ranks = last.ranks()
         straggler = last.straggler(ranks)
         if straggler:
@@ -599,7 +653,7 @@ class DlperfSession:
             message="; ".join(parts),
             throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
             device=last.device, ranks=ranks, scaling=scale.to_dict() if scale else None,
-            flops=last.flops(case.gpus), telemetry=telemetry,
+            flops=last.flops(case.gpus), telemetry=telemetry, data=loader,
             gpu_utilization_gate=None if gate is None else {k: v for k, v in gate.items() if k != "message"},
             hardware_mismatch=mismatch,
             baseline=None if expected is None else {
@@ -610,6 +664,25 @@ class DlperfSession:
         benchmark_json.add_case(self.config, record)
         if failed:
             raise CaseFailed(record["message"])
+
+    def _data_only_verdict(self, item: DlperfItem, record: dict[str, Any], attempt: Attempt) -> None:
+        """``--dlperf-data-only``: the loader's figures, a data-only verdict, never a baseline judgement.
+
+        ``throughput`` stays null, so the loader's figure can never be saved as a baseline,
+        taken as a 1-rank scaling reference or judged; it lives in ``record["data"]``.
+        """
+        loader = attempt.data()
+        expected = self.expected(item, attempt.unit)
+        message = data.data_only_message(item.case.id, loader, attempt.unit,
+                                         expected.throughput if expected is not None else None)
+        record.update(verdict="data-only", message="; ".join([message, *attempt.warnings]), data=loader,
+                      stats=attempt.summary.to_dict(), device=attempt.device, ranks=attempt.ranks(),
+                      telemetry=attempt.telemetry())
+        item.user_properties.extend([
+            ("dlperf_verdict", "data-only"),
+            ("dlperf_data_samples_per_second", round(loader["samples_per_second"], 3)),
+            ("dlperf_data_mb_per_second", round(loader["megabytes_per_second"], 3)),
+        ])
 
     @staticmethod
     def _record_properties(item: DlperfItem, record: dict[str, Any]) -> None:
@@ -653,6 +726,8 @@ class DlperfSession:
             return "passed", "?", ("PASSED (no baseline)", {"green": True})
         if verdict == "remote":
             return "passed", "r", ("PASSED (ranks only: rank 0 reports)", {"green": True})
+        if verdict == "data-only":
+            return "passed", "d", ("PASSED (data-only)", {"green": True})
         return None
 
     def pytest_sessionstart(self, session) -> None:

@@ -39,6 +39,9 @@ def cell(record: Mapping[str, Any]) -> str:
     verdict = record.get("verdict")
     if verdict in ("skipped", "remote"):
         return {"skipped": "skipped", "remote": "rank 0 elsewhere"}[verdict]
+    if verdict == "data-only" and record.get("data"):
+        loader = record["data"]
+        return f"{fmt_value(loader['samples_per_second'])} data-only ({loader['megabytes_per_second']:.1f} MB/s)"
     if record.get("throughput") is None:
         return "ERROR" if verdict == "error" else "-"
     text = fmt_value(record["throughput"])
@@ -237,6 +240,7 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
     section("regressions and errors", (FAIL, "error"))
     section("improved: update the baseline", (IMPROVED,))
     section("no baseline" + (f" in {baseline_path}" if baseline_path else ""), (NO_BASELINE,))
+    section("data-only: the data loader alone, not judged", ("data-only",))
     remeasured = [r for r in records if r.get("verdict") == PASS and len(r.get("attempts", [])) > 1]
     if remeasured:
         # Passed, but only on re-measurement: worth a look before it becomes a regression.

@@ -30,6 +30,9 @@ class RunParams:
     launcher: str = "local"
     peak_tflops: float | None = None  # --dlperf-peak-tflops: one device's peak, for MFU
     telemetry: bool = True  # --dlperf-no-telemetry turns the workers' sampler off
+    data_dir: str | None = None  # --dlperf-data-dir: the ImageFolder of data=torchvision / dali cases
+    data_workers: int | None = None  # --dlperf-data-workers: per rank; None: from the CPUs per rank
+    data_only: bool = False  # --dlperf-data-only: time the data loader alone
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -80,6 +83,12 @@ class Attempt:
         return {"flops_per_sample": counted["flops_per_sample"], "tflops": achieved,
                 "peak_tflops": counted["peak_tflops"], "mfu": flops.mfu(achieved, counted["peak_tflops"], devices)}
 
+    def data(self) -> dict[str, Any] | None:
+        """The loader's figures over all runs (``pytest_dlperf.data``); None for synthetic data."""
+        from . import data
+
+        return data.pool([run.get("data") for run in self.runs], self.summary.median)
+
     def telemetry(self) -> dict[str, Any] | list[dict[str, Any]] | None:
         """The first run's telemetry summary; for several ranks, one per rank (with its rank and hostname)."""
         first = self.runs[0]
@@ -128,6 +137,7 @@ def _run_record(index: int, outcome: launch.WorkerOutcome) -> dict[str, Any]:
         "settings": result.get("settings"),
         "telemetry": result.get("telemetry"),
         "flops": result.get("flops"),
+        "data": result.get("data"),
         "ranks": [_rank_summary(r) for r in result.get("ranks", [])],
     }
 
@@ -136,7 +146,7 @@ def _rank_summary(rank: dict[str, Any]) -> dict[str, Any]:
     figures = [w["throughput"] for w in rank["windows"]]
     return {"rank": rank["rank"], "host": rank["host"], "device": rank["device"].get("name"),
             "throughput": summarize(figures).median if figures else None, "windows": rank["windows"],
-            "telemetry": rank.get("telemetry")}
+            "telemetry": rank.get("telemetry"), "data": rank.get("data")}
 
 
 def _tail_block(path) -> str:
@@ -233,6 +243,9 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         "model_source": {"file": spec.source, "module": spec.module},
         "telemetry": params.telemetry,
         "peak_tflops": params.peak_tflops,
+        "data_dir": params.data_dir,
+        "data_workers": params.data_workers,
+        "data_only": params.data_only,
     }
     runs: list[dict[str, Any]] = []
     for index in range(params.runs):

@@ -6,9 +6,11 @@
 * ``bf16``: autocast to bfloat16, no scaler.
 
 CNNs train in channels_last under ``amp`` and ``bf16`` unless the case's
-``channels_last`` setting says otherwise; ``cudnn.benchmark`` is on.  Data is synthetic:
-one batch made on the device once and reused every step (NVIDIA's ``--data-backend
-synthetic``).  A step never synchronizes with the host by itself; timing code does.
+``channels_last`` setting says otherwise; ``cudnn.benchmark`` is on.  Data is synthetic
+by default: one batch made on the device once and reused every step (NVIDIA's
+``--data-backend synthetic``).  With a ``source`` (:mod:`pytest_dlperf.data`), every step
+fetches its batch from it, so the loader's time is part of the step.  A step never
+synchronizes with the host by itself; timing code does.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class TrainingStep:
     """Callable that runs one training step of ``case`` on ``device``."""
 
     def __init__(self, spec: ModelSpec, case: Case, settings: Mapping[str, Any],
-                 device: torch.device, *, wrap=None):
+                 device: torch.device, *, wrap=None, source=None):
         self.device = device
         self.precision = case.precision
         configure_backends(case.precision)
@@ -69,20 +71,30 @@ class TrainingStep:
             model = model.to(memory_format=torch.channels_last)
         model.train()
         self.model = wrap(model) if wrap else model
-        batch = spec.make_batch(case.batch_size, settings, device)
-        self.batch = _to_channels_last(batch) if self.channels_last else batch
+        self.source = source  # None: the synthetic batch below, every step
+        self.batch = None if source is not None else self._layout(spec.make_batch(case.batch_size, settings, device))
         self.loss_fn = spec.loss
         self.optimizer = make_optimizer(spec.optimizer, self.model.parameters())
         self.dtype = AUTOCAST.get(case.precision)
         self.scaler = torch.amp.GradScaler(device.type, init_scale=128.0) if case.precision == "amp" else None
         self.last_loss: torch.Tensor | None = None
 
+    def _layout(self, batch):
+        return _to_channels_last(batch) if self.channels_last else batch
+
+    def next_batch(self):
+        """The synthetic batch, or the source's next one (fetched and copied to the device now)."""
+        if self.source is None:
+            return self.batch
+        return self._layout(self.source.next())
+
     def __call__(self) -> None:
+        batch = self.next_batch()
         if self.dtype is not None:
             with torch.autocast(self.device.type, dtype=self.dtype):
-                loss = self.loss_fn(self.model, self.batch)
+                loss = self.loss_fn(self.model, batch)
         else:
-            loss = self.loss_fn(self.model, self.batch)
+            loss = self.loss_fn(self.model, batch)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)

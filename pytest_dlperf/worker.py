@@ -15,6 +15,9 @@ The spec (controller -> worker)::
      "result_dir": "/tmp/.../run0", "progress_path": "/tmp/.../run0/progress.json",
      "telemetry": true,                     # false: no sampler (--dlperf-no-telemetry)
      "peak_tflops": null,                   # a number: the device peak for MFU (--dlperf-peak-tflops)
+     "data_dir": null,                      # the ImageFolder of data=torchvision/dali (--dlperf-data-dir)
+     "data_workers": null,                  # loader workers / DALI threads per rank (null: from the CPUs)
+     "data_only": false,                    # time the data loader alone, no model (--dlperf-data-only)
      "launched_at": 1700000000.0}           # time.time() when the controller started it
 
 Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
@@ -25,6 +28,11 @@ Telemetry (:mod:`pytest_dlperf.telemetry`): a sampler thread runs from just befo
 first window to just after the last one, on every rank, for the rank's own GPU (host
 metrics only on the CPU).  FLOPs (:mod:`pytest_dlperf.flops`): counted once on rank 0
 after the windows, never inside the timed part.
+
+Data (:mod:`pytest_dlperf.data`): with ``data=torchvision`` or ``dali`` every step fetches
+its batch from the loader inside the windows, and the result gets a ``data`` object (the
+loader's samples/s and the MB/s of image files read).  ``data_only`` times the loader
+without building a model.
 """
 
 from __future__ import annotations
@@ -168,8 +176,23 @@ def count_flops(model_spec, settings: dict[str, Any], precision: str, device_inf
             "mfu": flops.mfu(achieved, peak, devices=world_size)}
 
 
+def _input_source(spec: dict[str, Any], settings: dict[str, Any], batch_size: int, device, ranks):
+    """The case's data source (:mod:`pytest_dlperf.data`), or None for synthetic data."""
+    from . import data
+
+    backend = data.backend_of(settings)
+    if backend == data.SYNTHETIC:
+        if spec.get("data_only"):
+            raise data.DataError("data_only: this case's data is synthetic; data-only mode times a data loader "
+                                 "(data=torchvision or data=dali)")
+        return None
+    return data.make_source(backend, spec.get("data_dir"), settings, batch_size, device, rank=ranks.rank,
+                            world_size=ranks.world_size, workers=spec.get("data_workers"))
+
+
 def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     """Build and train the case described by ``spec``; fill ``result`` as it goes."""
+    from . import data
     from .cases import Case
     from .distributed import ProcessGroup, global_windows, rank_identity, ranks_from_env
     from .models import ensure_registered
@@ -190,8 +213,16 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
     group = ProcessGroup(ranks, device) if (ranks.distributed or spec.get("distributed")) else None
     sampler = _sampler(spec, device_info, ranks.local_rank, result["warnings"])
+    data_only = bool(spec.get("data_only"))
+    source = None
     try:
-        step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None)
+        source = _input_source(spec, settings, case.batch_size, device, ranks)
+        meter = data.WindowMeter(source, then=sampler) if source is not None else sampler
+        if data_only:
+            step = data.DataOnlyStep(source, device)
+        else:
+            step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None,
+                                source=source)
         launched = float(spec.get("launched_at", time.time()))
         progress_path = spec.get("progress_path") if ranks.rank == 0 else None
 
@@ -201,8 +232,10 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         windows, marks = measure(step, warmup_steps=spec["warmup_steps"], steps=spec["steps"],
                                  repeats=spec["repeats"], samples_per_step=per_rank,
                                  on_progress=progress, barrier=group.barrier if group else None,
-                                 sampler=sampler)
+                                 sampler=meter)
         mine: dict[str, Any] = {"windows": windows}
+        if source is not None:
+            mine["data"] = meter.rank_figures(windows)
         if sampler is not None:
             result["telemetry"] = mine["telemetry"] = sampler.summary()
         if group is not None:
@@ -211,9 +244,15 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             result["windows"] = global_windows([g["windows"] for g in gathered], ranks.world_size)
         else:
             result["windows"] = windows
+        if source is not None:
+            per_rank = [g["data"] for g in result["ranks"]] if group is not None else [mine["data"]]
+            result["data"] = data.figures(source, "data-only" if data_only else "training", per_rank,
+                                          result["windows"])
     finally:
         if sampler is not None:
             sampler.stop()  # after an exception: the thread must not outlive the run
+        if source is not None:
+            source.close()
         if group is not None:
             group.close()
     result["timing"] = {
@@ -227,7 +266,7 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         result["warnings"].append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
     result["final_loss"] = loss
-    if ranks.rank == 0:
+    if ranks.rank == 0 and not data_only:
         try:
             result["flops"] = count_flops(model_spec, settings, case.precision, device_info, result["windows"],
                                           ranks.world_size, spec.get("peak_tflops"))
