@@ -14,7 +14,7 @@ from conftest import tiny_case
 from pytest_dlperf import cli, jsonio, markdown_report
 from pytest_dlperf.cases import Case
 
-SECTIONS = ["# Training throughput report", "## Environment", "## Method", "## Throughput", "### tiny (img/s)",
+SECTIONS = ["# Training throughput report", "## Environment", "### GPU topology", "## Method", "## Throughput", "### tiny (img/s)",
             "## Comparison with the baseline", "## Windows", "## FLOPs, MFU and utilization",
             "### Per-case details", "## Verdicts", "## Logs"]
 
