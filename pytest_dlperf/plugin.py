@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import environment, jsonio, launch, models, report
-from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
-                    parse_precisions, parse_settings)
+from . import batchsearch, environment, jsonio, launch, memory, models, report
+from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_batch_sizes, parse_ints,
+                    parse_list, parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
 from .launchers import LAUNCHERS, get_launcher
 from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, Scaling, Verdict, judge, scaling, scaling_message
@@ -54,7 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     option("model", "models for cases without a baseline entry (comma list).", metavar="NAMES", action="append")
     option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).",
            metavar="LIST", action="append")
-    option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's).",
+    option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's); "
+                         "max: the largest that trains without running out of memory.",
            metavar="LIST", action="append")
     option("gpus", "GPU counts (ranks) for matrix cases (comma list; default 1).", metavar="LIST", action="append")
     option("set", "a setting of matrix cases, KEY=VALUE (repeatable): seq_len=512, data=torchvision, "
@@ -93,6 +94,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
            metavar="DIR")
     option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives "
                           "CPU cases and unlisted GPUs an MFU).", metavar="TFLOPS")
+    option("max-memory", "cap the memory each worker's training may add, e.g. 2GiB or 1500MB: the CPU's "
+                         "address space beyond the framework's own, or a CUDA device's memory (batch size max "
+                         "on the CPU needs it).", metavar="SIZE")
+    option("max-batch-trials", f"most short trial runs of one batch size max search (default "
+                               f"{batchsearch.MAX_TRIALS}).", metavar="N")
     option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.",
            action="store_true", default=None, ini_type="bool")
 
@@ -145,7 +151,7 @@ class Options:
         self.baseline_path = _option(config, "baseline")
         self.models = parse_list("--dlperf-model", _option(config, "model"))
         self.precisions = parse_precisions("--dlperf-precision", _option(config, "precision"))
-        self.batch_sizes = parse_ints("--dlperf-batch-size", _option(config, "batch-size"))
+        self.batch_sizes = parse_batch_sizes("--dlperf-batch-size", _option(config, "batch-size"))
         self.gpus = parse_ints("--dlperf-gpus", _option(config, "gpus"))
         self.settings = parse_settings("--dlperf-set", _option(config, "set"))
         self.device = str(_option(config, "device") or "auto")
@@ -186,6 +192,12 @@ class Options:
         self.log_dir = _option(config, "log-dir")
         self.peak_tflops = _float_option(config, "peak-tflops", low=0)
         self.no_telemetry = bool(_option(config, "no-telemetry"))
+        self.max_batch_trials = _int_option(config, "max-batch-trials", 1) or batchsearch.MAX_TRIALS
+        raw_memory = _option(config, "max-memory")
+        try:
+            self.max_memory = None if raw_memory is None else memory.parse_size("--dlperf-max-memory", raw_memory)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
 
     @property
     def active(self) -> bool:
@@ -298,6 +310,7 @@ class DlperfSession:
         self._references: dict[Case, float | None] = {}
         self._reference_errors: dict[Case, str] = {}
         self._current_params: RunParams | None = None
+        self._searches: dict[tuple, batchsearch.SearchResult] = {}  # batch_size "max", per config
         self.environment: dict[str, Any] = {}
         self.launcher = get_launcher(options.launcher, options.launcher_args, **(
             {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank,
@@ -391,6 +404,17 @@ class DlperfSession:
             if self.device == "cuda":
                 return f"needs {case.gpus} GPUs, {reach} visible"
             return f"needs {case.gpus} ranks, the {self.launcher.name} launcher reaches {reach}"
+        if case.searches_batch:
+            return self.max_batch_skip_reason()
+        return None
+
+    def max_batch_skip_reason(self) -> str | None:
+        """Why a ``batch_size: "max"`` case cannot run here, or None."""
+        if self.device == "cpu" and self.options.max_memory is None:
+            return ("batch size max on the CPU needs --dlperf-max-memory: without a cap the search would grow "
+                    "into swap and the kernel's OOM killer")
+        if self.options.launcher == "torchrun" and self.options.nnodes > 1:
+            return "batch size max is searched by one controller: not in a torchrun job across nodes"
         return None
 
     def params_for(self, item: DlperfItem) -> RunParams:
@@ -402,7 +426,8 @@ class DlperfSession:
             defaults.update(item.entry.overrides)
         chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k] for k in DEFAULTS}
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
-                         peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry, **chosen)
+                         peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
+                         max_memory=opts.max_memory, **chosen)
 
     def expected(self, item: DlperfItem, unit: str) -> Expected | None:
         if item.entry is None:
@@ -440,7 +465,7 @@ class DlperfSession:
         it is not a test of its own. A reference that cannot be measured leaves the case
         without scaling figures, and says so.
         """
-        one = case.with_gpus(1)
+        one = self.at_chosen_batch(case.with_gpus(1))
         if one not in self._references:
             params = dataclasses.replace(self._current_params, runs=1, launcher="local")
             try:
@@ -498,12 +523,60 @@ class DlperfSession:
 
     def judge_attempt(self, item: DlperfItem, attempt: Attempt) -> tuple[Verdict, Scaling | None]:
         case = item.case
-        verdict = judge(case.id, attempt.summary, attempt.unit, self.expected(item, attempt.unit),
+        verdict = judge(self.case_label(case), attempt.summary, attempt.unit, self.expected(item, attempt.unit),
                         require_baseline=self.options.require_baseline)
         reference = self.scaling_reference(case) if case.gpus > 1 else None
         if reference is None:
             return verdict, None
         return verdict, scaling(attempt.summary.median, case.gpus, *reference, self.min_efficiency(item))
+
+    # -- batch_size "max"
+
+    def search_key(self, case: Case) -> tuple:
+        params = self._current_params
+        return batchsearch.config_key(case, params.device, params.max_memory)
+
+    def resolve_max_batch(self, case: Case, params: RunParams, record: dict[str, Any]) -> Case:
+        """``case`` at the largest batch that fits, searched once per config; notes the search in ``record``.
+
+        Raises :class:`CaseError` when the search failed: a trial that crashed, or batch 1
+        out of memory.
+        """
+        key = self.search_key(case)
+        cached = key in self._searches
+        if not cached:
+            self._searches[key] = self.search_batch(case, params)
+        result = self._searches[key]
+        record["max_batch"] = dict(result.to_dict(), memory_cap=params.max_memory, cached=cached)
+        if result.chosen is None:
+            raise CaseError(f"{case.id}: batch size max: {result.error}", "max-batch", [])
+        return case.with_batch(result.chosen)
+
+    def search_batch(self, case: Case, params: RunParams) -> batchsearch.SearchResult:
+        """Search the largest per-device batch of ``case``'s config: short fresh workers on one device."""
+        spec = models.get_model_spec(case.model)
+        trial_params = dataclasses.replace(params, runs=1, launcher="local", **batchsearch.TRIAL_STEPS)
+        folder = self.workdir / case.id / "max-batch"
+
+        def trial(batch: int) -> tuple[str, str | None]:
+            one = case.with_gpus(1).with_batch(batch)
+            try:
+                measure(one, spec, trial_params, folder / f"bs{batch}", get_launcher("local"))
+            except CaseError as exc:
+                return (batchsearch.OOM if exc.kind == "oom" else batchsearch.ERROR), exc.message
+            return batchsearch.OK, None
+
+        return batchsearch.search(trial, spec.batch_size, max_trials=self.options.max_batch_trials)
+
+    def at_chosen_batch(self, case: Case) -> Case:
+        """A ``"max"`` case at the batch its config's search chose (other cases as they are)."""
+        result = self._searches.get(self.search_key(case)) if case.searches_batch else None
+        return case.with_batch(result.chosen) if result is not None and result.chosen else case
+
+    def case_label(self, case: Case) -> str:
+        """The case's id for messages, with a ``"max"`` batch as the seeds write it: ``... (bs=max_144)``."""
+        chosen = self.at_chosen_batch(case)
+        return f"{case.id} (bs=max_{chosen.batch_size})" if chosen is not case else case.id
 
     def run_case(self, item: DlperfItem) -> None:
         case = item.case
@@ -518,8 +591,9 @@ class DlperfSession:
         }
         self.records.append(record)
         try:
+            measured = self.resolve_max_batch(case, params, record) if case.searches_batch else case
             for attempt_index in range(1 + self.options.confirm):
-                attempt = measure(case, spec, params, self.workdir / case.id / f"attempt{attempt_index}",
+                attempt = measure(measured, spec, params, self.workdir / case.id / f"attempt{attempt_index}",
                                   self.launcher)
                 attempts.append(attempt)
                 record["attempts"].append(attempt.to_dict())
@@ -600,6 +674,9 @@ class DlperfSession:
         if record["scaling"]:
             props.append(("dlperf_speedup", round(record["scaling"]["speedup"], 4)))
             props.append(("dlperf_efficiency", round(record["scaling"]["efficiency"], 4)))
+        if record.get("max_batch"):
+            props.append(("dlperf_batch_size", record["max_batch"]["chosen"]))
+            props.append(("dlperf_max_batch_trials", len(record["max_batch"]["trials"])))
         flops = record.get("flops")
         if flops:
             props.append(("dlperf_tflops", float(f"{flops['tflops']:.6g}")))

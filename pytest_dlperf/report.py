@@ -51,8 +51,12 @@ def scaling_cell(scaling: Mapping[str, Any]) -> str:
     return f"{scaling['speedup']:.2f}x ({100 * scaling['efficiency']:.0f}%){mark}"
 
 
-def _column(case: Case) -> str:
-    return " ".join([case.precision, f"bs{case.batch_size}", *case.settings_parts])
+def _column(case: Case, max_batch: Mapping[str, Any] | None = None) -> str:
+    """``amp bs256 img160``; a ``"max"`` batch with the one its search chose, ``amp bs=max_144``."""
+    batch = f"bs{case.batch_size}"
+    if max_batch and max_batch.get("chosen"):
+        batch = f"bs=max_{max_batch['chosen']}"
+    return " ".join([case.precision, batch, *case.settings_parts])
 
 
 # -- telemetry and FLOPs of a case record
@@ -147,7 +151,7 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
         scaled: set[str] = set()
         for rec in recs:
             case = Case.from_dict(rec["case"])
-            col = _column(case)
+            col = _column(case, rec.get("max_batch"))
             if col not in columns:
                 columns.append(col)
             grid[case.gpus][col] = cell(rec)

@@ -30,6 +30,7 @@ class RunParams:
     launcher: str = "local"
     peak_tflops: float | None = None  # --dlperf-peak-tflops: one device's peak, for MFU
     telemetry: bool = True  # --dlperf-no-telemetry turns the workers' sampler off
+    max_memory: int | None = None  # --dlperf-max-memory: bytes each worker's training may add
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -126,6 +127,7 @@ def _run_record(index: int, outcome: launch.WorkerOutcome) -> dict[str, Any]:
         "final_loss": result.get("final_loss"),
         "warnings": result.get("warnings", []),
         "settings": result.get("settings"),
+        "memory_cap": result.get("memory_cap"),
         "telemetry": result.get("telemetry"),
         "flops": result.get("flops"),
         "ranks": [_rank_summary(r) for r in result.get("ranks", [])],
@@ -233,6 +235,7 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         "model_source": {"file": spec.source, "module": spec.module},
         "telemetry": params.telemetry,
         "peak_tflops": params.peak_tflops,
+        "max_memory": params.max_memory,
     }
     runs: list[dict[str, Any]] = []
     for index in range(params.runs):

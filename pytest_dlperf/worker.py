@@ -15,6 +15,7 @@ The spec (controller -> worker)::
      "result_dir": "/tmp/.../run0", "progress_path": "/tmp/.../run0/progress.json",
      "telemetry": true,                     # false: no sampler (--dlperf-no-telemetry)
      "peak_tflops": null,                   # a number: the device peak for MFU (--dlperf-peak-tflops)
+     "max_memory": null,                    # bytes: cap the memory the training may add (--dlperf-max-memory)
      "launched_at": 1700000000.0}           # time.time() when the controller started it
 
 Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
@@ -191,6 +192,10 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     group = ProcessGroup(ranks, device) if (ranks.distributed or spec.get("distributed")) else None
     sampler = _sampler(spec, device_info, ranks.local_rank, result["warnings"])
     try:
+        if spec.get("max_memory"):
+            from .memory import apply_cap
+
+            result["memory_cap"] = apply_cap(int(spec["max_memory"]), device)
         step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None)
         launched = float(spec.get("launched_at", time.time()))
         progress_path = spec.get("progress_path") if ranks.rank == 0 else None
@@ -287,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
             oom = is_oom(exc)
         except ImportError:
             pass
+        if "memory_cap" in result:
+            from .memory import is_cap_failure
+
+            oom = oom or is_cap_failure(exc)
         result["status"] = "oom" if oom else "error"
         result["error"] = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
                            "traceback": traceback.format_exc()[-8000:]}

@@ -1,0 +1,112 @@
+"""``--dlperf-max-memory SIZE``: a memory cap for every worker, so that ``batch_size: "max"`` finds a limit.
+
+**On the CPU** the worker caps its address space (``RLIMIT_AS``) at its own virtual size
+plus SIZE, once torch is imported, its OpenMP thread pool started and its lazy imports
+done (:func:`warm_framework`), before the model is built.  SIZE is then the memory the
+training may *add* to the framework's own footprint: importing torch alone maps about
+3 GB of virtual address space, which the cap does not count.  What the training adds counts in address space, not in resident pages: the
+tensors, a thread's stack (8 MiB) and its malloc arena (up to 64 MiB reserved), and with
+``compile`` the compiler's own memory.  An allocation past the cap fails as torch's
+``DefaultCPUAllocator: can't allocate memory`` (or Python's ``MemoryError``): an
+out-of-memory, exit status 3.  A thread that cannot start under the cap counts as one too.
+The pool is started before the cap so that its threads, which the training needs at any
+batch, are part of the footprint and always start.  oneDNN's "could not create a
+primitive", which is how a convolution reports that it got no memory, counts as an
+out-of-memory under the cap as well.
+
+**On CUDA** the worker calls ``torch.cuda.set_per_process_memory_fraction(SIZE / total)``
+on its device: the caching allocator raises ``torch.OutOfMemoryError`` past SIZE.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
+         "t": 1000**4, "tb": 1000**4, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+SIZE_FORMAT = "a number of bytes with an optional unit, like 2GiB, 1500MB or 512MiB"
+
+
+def parse_size(option: str, text: str | int) -> int:
+    """Bytes from ``2GiB``, ``1500MB``, ``1.5G`` or a plain number; ValueError naming ``option`` otherwise.
+
+    KB, MB, GB, TB (and K, M, G, T) are powers of 1000; KiB, MiB, GiB, TiB powers of 1024.
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*", str(text))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in UNITS:
+        raise ValueError(f"{option}: {str(text)!r} is not a size; expected {SIZE_FORMAT}")
+    size = int(float(match.group(1)) * UNITS[unit])
+    if size < 1:
+        raise ValueError(f"{option}: {str(text)!r} is not allowed; expected a size above 0 ({SIZE_FORMAT})")
+    return size
+
+
+def format_size(size: int) -> str:
+    """``2GiB``, ``1500MiB``: the largest binary unit that divides ``size``, else bytes with a unit."""
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return f"{size / 2**20:.1f}MiB" if size >= 2**20 else f"{size}B"
+
+
+def virtual_size() -> int:
+    """This process's virtual address space in bytes (``/proc/self/statm``)."""
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        pages = int(handle.read().split()[0])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def warm_framework() -> None:
+    """Start what any training starts, whatever its batch: the OpenMP threads and the lazy imports.
+
+    One parallel CPU operation starts the thread pool; one optimizer step of a 4-parameter
+    model imports what torch imports on first use (creating an optimizer imports
+    ``torch._dynamo``: about 260 MB of address space).
+    """
+    import torch
+
+    torch.ones(1 << 20).mul_(2).sum()
+    weight = torch.nn.Parameter(torch.ones(4))
+    optimizer = torch.optim.SGD([weight], lr=0.1, momentum=0.9)
+    (weight * 2).sum().backward()
+    optimizer.step()
+
+
+def cap_cpu(size: int) -> dict[str, Any]:
+    """Cap this process's address space at its current size plus ``size``; the record of the cap."""
+    import resource
+
+    warm_framework()
+    base = virtual_size()
+    limit = base + size
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY and limit > hard:
+        limit = hard
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    return {"bytes": size, "how": "RLIMIT_AS", "base_bytes": base, "limit_bytes": limit}
+
+
+def cap_cuda(size: int, device) -> dict[str, Any]:
+    """Let the caching allocator on ``device`` use at most ``size`` bytes; the record of the cap."""
+    import torch
+
+    total = torch.cuda.get_device_properties(device).total_memory
+    fraction = min(1.0, size / total)
+    torch.cuda.set_per_process_memory_fraction(fraction, device)
+    return {"bytes": size, "how": "cuda memory fraction", "fraction": fraction, "total_bytes": total}
+
+
+def apply_cap(size: int, device) -> dict[str, Any]:
+    """Cap the worker's memory on ``device`` (a ``torch.device``) at ``size`` bytes, as the module says."""
+    return cap_cuda(size, device) if device.type == "cuda" else cap_cpu(size)
+
+
+CAP_FAILURES = ("can't start new thread", "could not create a primitive")
+
+
+def is_cap_failure(exc: BaseException) -> bool:
+    """A failure that, under a cap, means the cap was reached: a thread that could not start, or oneDNN's."""
+    return isinstance(exc, RuntimeError) and any(text in str(exc) for text in CAP_FAILURES)
