@@ -32,6 +32,7 @@ _ID_FORMATS = {
     "seq_len": lambda v: f"seq{v}",
     "data": lambda v: str(v),
     "channels_last": lambda v: "nhwc" if v else "nchw",
+    "compile": lambda v: "compile" if v else "eager",
 }
 
 

@@ -636,6 +636,9 @@ class DlperfSession:
                 parts.append(f"measured {len(attempts)} times: {figures} {spec.unit}")
             else:
                 parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
+        compiled = compile_seconds(last)
+        if compiled is not None:
+            parts.append(f"compile {compiled:.1f} s, outside the measured windows")
         parts.extend(last.warnings)
         ranks = last.ranks()
         straggler = last.straggler(ranks)
@@ -653,7 +656,7 @@ class DlperfSession:
             message="; ".join(parts),
             throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
             device=last.device, ranks=ranks, scaling=scale.to_dict() if scale else None,
-            flops=last.flops(case.gpus), telemetry=telemetry,
+            flops=last.flops(case.gpus), telemetry=telemetry, compile_seconds=compiled,
             gpu_utilization_gate=None if gate is None else {k: v for k, v in gate.items() if k != "message"},
             baseline=None if expected is None else {
                 "throughput": expected.throughput, "tolerance": expected.tolerance,
@@ -677,6 +680,8 @@ class DlperfSession:
         if record.get("max_batch"):
             props.append(("dlperf_batch_size", record["max_batch"]["chosen"]))
             props.append(("dlperf_max_batch_trials", len(record["max_batch"]["trials"])))
+        if record.get("compile_seconds") is not None:
+            props.append(("dlperf_compile_seconds", round(record["compile_seconds"], 3)))
         flops = record.get("flops")
         if flops:
             props.append(("dlperf_tflops", float(f"{flops['tflops']:.6g}")))
@@ -777,6 +782,14 @@ class DlperfSession:
             terminalreporter.write_line(line)
         if self._workdir is not None:
             terminalreporter.write_line(f"dlperf: worker logs in {self._workdir}")
+
+
+def compile_seconds(attempt: Attempt) -> float | None:
+    """The median compile time of the attempt's runs (``timing.compile_seconds``); None when not compiled."""
+    import statistics
+
+    seconds = [run["timing"]["compile_seconds"] for run in attempt.runs if "compile_seconds" in run["timing"]]
+    return statistics.median(seconds) if seconds else None
 
 
 def _sigterm_to_interrupt(signum, frame):

@@ -9,6 +9,10 @@ CNNs train in channels_last under ``amp`` and ``bf16`` unless the case's
 ``channels_last`` setting says otherwise; ``cudnn.benchmark`` is on.  Data is synthetic:
 one batch made on the device once and reused every step (NVIDIA's ``--data-backend
 synthetic``).  A step never synchronizes with the host by itself; timing code does.
+
+The ``compile`` setting ``torch.compile``s the model (after the DDP wrapper, if any): its
+forward and backward run compiled; the loss and the optimizer step stay eager.  The
+first call compiles; the worker runs it before the warm-up (``worker.compile_steps``).
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ class TrainingStep:
             model = model.to(memory_format=torch.channels_last)
         model.train()
         self.model = wrap(model) if wrap else model
+        if settings.get("compile"):
+            self.model = torch.compile(self.model)
         batch = spec.make_batch(case.batch_size, settings, device)
         self.batch = _to_channels_last(batch) if self.channels_last else batch
         self.loss_fn = spec.loss
