@@ -1,5 +1,6 @@
-"""The compile setting: compile time outside the windows, reported apart."""
+"""The compile setting (compile time outside the windows) and the channels_last override."""
 
+import textwrap
 import time
 import xml.etree.ElementTree as ET
 
@@ -54,3 +55,49 @@ def test_a_compiled_case_reports_its_compile_time_apart(dlperf):
     assert max(w["seconds"] for w in run["windows"]) < timing["compile_seconds"]
     props = {p.get("name"): p.get("value") for p in ET.parse(dlperf.path / "junit.xml").iter("property")}
     assert float(props["dlperf_compile_seconds"]) == pytest.approx(record["compile_seconds"], abs=1e-3)
+
+
+# Writes the layout of the first batch it sees and of its convolution's weight, once per
+# worker process: "nhwc" (channels_last) or "nchw".
+LAYOUT_PROBE = textwrap.dedent("""
+    import os
+    import torch
+    from torch import nn
+    from pytest_dlperf import register_model
+
+    SEEN = []
+
+    def layout(tensor):
+        return "nhwc" if tensor.is_contiguous(memory_format=torch.channels_last) else "nchw"
+
+    class Probe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x):
+            if not SEEN and x.device.type == "cpu":
+                SEEN.append(True)
+                with open(os.path.join(os.path.dirname(__file__), "layouts"), "a") as f:
+                    f.write(f"{layout(x)} {layout(self.conv.weight)}\\n")
+            return self.fc(self.conv(x).mean((2, 3)))
+
+    @register_model("probe", task="image-classification", batch_size=8,
+                    defaults={"image_size": 8, "num_classes": 2})
+    def probe(settings):
+        return Probe()
+""")
+
+
+def test_cnns_train_channels_last_under_bf16_unless_the_setting_says_otherwise(dlperf):
+    dlperf.pytester.makeconftest(LAYOUT_PROBE)
+    entry = {"model": "probe", "precision": "bf16", "batch_size": 8, "throughput": 1.0}
+    path = dlperf.baseline([entry, dict(entry, settings={"channels_last": False})])
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0", "--dlperf-json", "results.json",
+                        "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "--dlperf-repeats", "1")
+    result.assert_outcomes(passed=2)
+    records = dlperf.results()["cases"]
+    assert [r["id"] for r in records] == ["probe-bf16-bs8-gpu1", "probe-bf16-bs8-gpu1-nchw"]
+    assert [r["attempts"][0]["runs"][0]["settings"]["channels_last"] for r in records] == [True, False]
+    assert (dlperf.path / "layouts").read_text().split("\n") == ["nhwc nhwc", "nchw nchw", ""]
