@@ -578,6 +578,13 @@ class DlperfSession:
         chosen = self.at_chosen_batch(case)
         return f"{case.id} (bs=max_{chosen.batch_size})" if chosen is not case else case.id
 
+    def relabel(self, message: str, case: Case) -> str:
+        """A runner's message about the batch a ``"max"`` case measured, led by the case's own label."""
+        chosen = self.at_chosen_batch(case)
+        if chosen is not case and message.startswith(f"{chosen.id}:"):
+            return self.case_label(case) + message[len(chosen.id):]
+        return message
+
     def run_case(self, item: DlperfItem) -> None:
         case = item.case
         spec = models.get_model_spec(case.model)
@@ -609,10 +616,11 @@ class DlperfSession:
             item.user_properties.append(("dlperf_verdict", "remote"))
             return
         except CaseError as exc:
+            message = self.relabel(exc.message, case)
             record["attempts"].append({"throughput": None, "runs": exc.runs})
-            record.update(verdict="error", message=exc.message)
+            record.update(verdict="error", message=message)
             item.user_properties.append(("dlperf_verdict", "error"))
-            raise CaseFailed(exc.message) from None
+            raise CaseFailed(message) from None
         finally:
             record["duration"] = time.monotonic() - started
 

@@ -161,8 +161,9 @@ def test_max_on_the_cpu_without_a_cap_skips_with_the_reason(dlperf):
 
 # --------------------------------------------------------------------------- a search through the plugin
 
-# About 16 MiB of activations per sample, kept for the backward pass: under a 300 MiB cap,
-# batch 8 (the default) fits with room to spare and batch 16 does not.
+# About 16 MiB per sample at its peak (4 MiB activations, kept for the backward pass, and
+# their gradients): under a 240 MiB cap, batch 8 (the default) fits with room to spare and
+# batch 16 does not.
 HOG = textwrap.dedent("""
     import torch
     from torch import nn
@@ -187,31 +188,78 @@ HOG = textwrap.dedent("""
 
 def test_a_search_under_a_cpu_memory_cap_measures_the_batch_it_chose(dlperf):
     dlperf.pytester.makeconftest(HOG)
-    result = dlperf.run("--dlperf-model", "hog", "--dlperf-batch-size", "max", "--dlperf-max-memory", "300MiB",
-                        "--dlperf-max-batch-trials", "3", "--dlperf-json", "results.json", "--junitxml", "junit.xml",
-                        "--dlperf-confirm", "0", "--dlperf-log-dir", "logs", "-v",
+    result = dlperf.run("--dlperf-model", "hog", "--dlperf-batch-size", "max", "--dlperf-gpus", "1,2",
+                        "--dlperf-max-memory", "240MiB", "--dlperf-max-batch-trials", "3", "--dlperf-confirm", "0",
+                        "--dlperf-json", "results.json", "--junitxml", "junit.xml", "--dlperf-log-dir", "logs", "-v",
                         "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "--dlperf-repeats", "1")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*hog-fp32-bsmax-gpu1 PASSED (no baseline)*",
-                                 "gpus | fp32 bs=max_*",
+                                 "*hog-fp32-bsmax-gpu2 PASSED (no baseline)*",
+                                 "gpus | fp32 bs=max_* | fp32 bs=max_* speedup",
                                  "  hog-fp32-bsmax-gpu1 (bs=max_*): * img/s, no baseline*"])
     data = dlperf.results()
     jsonio.validate(data, "results")
-    record = data["cases"][0]
-    assert record["id"] == "hog-fp32-bsmax-gpu1" and record["case"]["batch_size"] == "max"
-    found = record["max_batch"]
+    one, two = data["cases"]
+    assert one["id"] == "hog-fp32-bsmax-gpu1" and one["case"]["batch_size"] == "max"
+    found = one["max_batch"]
     chosen = found["chosen"]
-    assert found["start"] == 8 and found["memory_cap"] == 300 * 2**20 and found["cached"] is False
+    assert found["start"] == 8 and found["memory_cap"] == 240 * 2**20 and found["cached"] is False
     outcomes = {t["batch_size"]: t["outcome"] for t in found["trials"]}
     assert outcomes[8] == "ok" and outcomes[16] == "oom" and len(found["trials"]) == 3
     assert 1 < chosen < found["smallest_oom"] and outcomes[chosen] == "ok"
-    assert f"(bs=max_{chosen})" in record["message"]
-    run = record["attempts"][0]["runs"][0]
+    assert f"(bs=max_{chosen})" in one["message"]
+    run = one["attempts"][0]["runs"][0]
     assert [w["samples"] for w in run["windows"]] == [chosen * 2]
-    assert run["memory_cap"]["bytes"] == 300 * 2**20 and run["memory_cap"]["how"] == "RLIMIT_AS"
-    assert record["parameters"]["max_memory"] == 300 * 2**20 and data["options"]["max_memory"] == 300 * 2**20
+    assert run["memory_cap"]["bytes"] == 240 * 2**20 and run["memory_cap"]["how"] == "RLIMIT_AS"
+    assert one["parameters"]["max_memory"] == 240 * 2**20 and data["options"]["max_memory"] == 240 * 2**20
+    # The 2-rank case reuses the search: the same per-device batch, on each of its ranks.
+    assert two["max_batch"] == dict(found, cached=True)
+    assert [w["samples"] for w in two["attempts"][0]["runs"][0]["windows"]] == [2 * chosen * 2]
+    assert two["scaling"]["reference_source"] == "this session"
     props = {p.get("name"): p.get("value") for p in ET.parse(dlperf.path / "junit.xml").iter("property")}
     assert props["dlperf_batch_size"] == str(chosen) and props["dlperf_max_batch_trials"] == "3"
     # The trial that ran out of memory did so as an out-of-memory (exit 3), not as a crash.
-    oom_run = next((dlperf.path / "logs").glob("session-*/hog-fp32-bsmax-gpu1/max-batch/bs16/run0/result-rank0.json"))
-    assert json.loads(oom_run.read_text())["status"] == "oom"
+    trial = next((dlperf.path / "logs").glob("session-*/hog-fp32-bsmax-gpu1/max-batch/bs16/run0"))
+    assert json.loads((trial / "result-rank0.json").read_text())["status"] == "oom"
+
+
+# --------------------------------------------------------------------------- the CPU cap itself
+
+CAPPED = textwrap.dedent("""
+    import json, threading
+    import torch
+    from pytest_dlperf import memory, worker
+
+    torch.set_num_threads(4)
+    cap = memory.cap_cpu(64 * 2**20)
+    torch.ones(1 << 22).mul_(2).sum()  # a parallel operation under the cap: its OpenMP threads exist
+    threads = int(open("/proc/self/status").read().split("Threads:")[1].split()[0])
+    outcomes = []
+    try:
+        torch.empty(256 * 2**20, dtype=torch.uint8).fill_(1)
+        outcomes.append("allocated")
+    except Exception as exc:
+        outcomes.append("oom" if worker.is_oom(exc) else repr(exc))
+    try:
+        bytearray(256 * 2**20)
+        outcomes.append("allocated")
+    except MemoryError:
+        outcomes.append("MemoryError")
+    print(json.dumps({"cap": cap, "threads": threads, "outcomes": outcomes}))
+""")
+
+
+def test_an_allocation_past_the_cpu_cap_is_an_out_of_memory_and_threads_still_start(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "capped.py"
+    script.write_text(CAPPED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["outcomes"] == ["oom", "MemoryError"]
+    assert report["threads"] >= 4  # the main thread and 3 OpenMP workers
+    cap = report["cap"]
+    assert cap["how"] == "RLIMIT_AS" and cap["limit_bytes"] == cap["base_bytes"] + 64 * 2**20
+    assert cap["base_bytes"] > 2**30  # torch's own address space is not counted
