@@ -4,15 +4,19 @@
 plus SIZE, once torch is imported, its OpenMP thread pool started and its lazy imports
 done (:func:`warm_framework`), before the model is built.  SIZE is then the memory the
 training may *add* to the framework's own footprint: importing torch alone maps about
-3 GB of virtual address space, which the cap does not count.  What the training adds counts in address space, not in resident pages: the
-tensors, a thread's stack (8 MiB) and its malloc arena (up to 64 MiB reserved), and with
-``compile`` the compiler's own memory.  An allocation past the cap fails as torch's
-``DefaultCPUAllocator: can't allocate memory`` (or Python's ``MemoryError``): an
-out-of-memory, exit status 3.  A thread that cannot start under the cap counts as one too.
-The pool is started before the cap so that its threads, which the training needs at any
-batch, are part of the footprint and always start.  oneDNN's "could not create a
-primitive", which is how a convolution reports that it got no memory, counts as an
-out-of-memory under the cap as well.
+3 GB of virtual address space, which the cap does not count.
+
+What the training adds counts as address space, not as resident pages: its tensors, the
+stack of a thread it starts (8 MiB), and with ``compile`` the compiler's own memory.  So
+that address space follows the memory in use, malloc is tuned under the cap
+(:func:`_tune_malloc`): threads share one arena, and blocks of 1 MiB or more are mapped
+and unmapped directly.  The OpenMP pool is started before the cap: its threads, which
+the training needs at any batch, are part of the footprint and always start.
+
+An allocation past the cap fails as torch's ``DefaultCPUAllocator: can't allocate
+memory`` (or Python's ``MemoryError``): an out-of-memory, exit status 3.  Under the cap,
+a thread that cannot start and oneDNN's "could not create a primitive" (how a
+convolution reports that it got no memory) count as out-of-memory too.
 
 **On CUDA** the worker calls ``torch.cuda.set_per_process_memory_fraction(SIZE / total)``
 on its device: the caching allocator raises ``torch.OutOfMemoryError`` past SIZE.
@@ -42,14 +46,6 @@ def parse_size(option: str, text: str | int) -> int:
     if size < 1:
         raise ValueError(f"{option}: {str(text)!r} is not allowed; expected a size above 0 ({SIZE_FORMAT})")
     return size
-
-
-def format_size(size: int) -> str:
-    """``2GiB``, ``1500MiB``: the largest binary unit that divides ``size``, else bytes with a unit."""
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if size % factor == 0:
-            return f"{size // factor}{unit}"
-    return f"{size / 2**20:.1f}MiB" if size >= 2**20 else f"{size}B"
 
 
 def virtual_size() -> int:

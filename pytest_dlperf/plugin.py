@@ -533,6 +533,7 @@ class DlperfSession:
     # -- batch_size "max"
 
     def search_key(self, case: Case) -> tuple:
+        """What this session's searches are cached by (:func:`batchsearch.config_key`)."""
         params = self._current_params
         return batchsearch.config_key(case, params.device, params.max_memory)
 
