@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import tiny_case
-from pytest_dlperf import batchsearch, jsonio, memory
+from pytest_dlperf import baseline, batchsearch, jsonio, memory
 from pytest_dlperf.batchsearch import ERROR, OK, OOM, midpoint, resolution, search
 from pytest_dlperf.cases import MAX_BATCH, Case, OptionError, matrix, parse_batch_sizes
 
@@ -123,6 +123,15 @@ def test_baseline_schema_takes_max_and_says_what_else_it_takes():
     with pytest.raises(jsonio.DocumentError, match=r"\$\.cases\[0\]\.batch_size: 'biggest' is not an integer "
                                                    r">= 1 or 'max'"):
         jsonio.validate(document, "baseline", "b.json")
+
+
+def test_a_saved_baseline_keeps_max_and_notes_the_chosen_batch():
+    record = {"case": Case.make("tiny", "fp32", MAX_BATCH, 2).to_dict(), "throughput": 10.0, "unit": "img/s",
+              "max_batch": {"chosen": 144}}
+    document = baseline.from_measurements([record], {"host": {"hostname": "here"}})
+    jsonio.validate(document, "baseline")
+    entry = document["cases"][0]
+    assert entry["batch_size"] == "max" and entry["notes"] == "batch_size max: the search chose 144 per device"
 
 
 @pytest.mark.parametrize(("text", "size"), [("2GiB", 2 * 2**30), ("1500MB", 1500 * 10**6), ("512 mib", 512 * 2**20),
