@@ -192,6 +192,8 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         entry["throughput"] = round(float(rec["throughput"]), 3)
         entry["unit"] = rec["unit"]
         entry["source"] = f"measured by pytest-dlperf on {host.get('hostname', 'unknown host')} {now.date()}"
+        if rec.get("max_batch"):
+            entry["notes"] = f"batch_size max: the search chose {rec['max_batch']['chosen']} per device"
         cases.append(entry)
     return {
         "schema_version": 1,

@@ -2,7 +2,9 @@
 
 A :class:`Case` is what becomes one pytest item.  Its id reads like
 ``resnet50-amp-bs256-gpu8``; settings given explicitly (not the model's defaults) are
-appended, e.g. ``bert-base-amp-bs64-gpu1-seq512``.
+appended, e.g. ``bert-base-amp-bs64-gpu1-seq512``.  A batch size of ``"max"`` (the largest
+per-device batch that fits, found when the case runs: :mod:`pytest_dlperf.batchsearch`)
+reads ``bsmax``, so the id stays the same whatever batch the search chooses.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+MAX_BATCH = "max"  # batch_size of a case whose per-device batch is searched for
 DATA_BACKENDS = ("synthetic", "torchvision", "dali")
 
 # Settings every model accepts, besides its own defaults (``image_size``, ``seq_len``, ...).
@@ -29,6 +32,7 @@ _ID_FORMATS = {
     "seq_len": lambda v: f"seq{v}",
     "data": lambda v: str(v),
     "channels_last": lambda v: "nhwc" if v else "nchw",
+    "compile": lambda v: "compile" if v else "eager",
 }
 
 
@@ -36,14 +40,24 @@ _ID_FORMATS = {
 class Case:
     model: str
     precision: str
-    batch_size: int
+    batch_size: int | str  # per device; MAX_BATCH ("max"): searched for when the case runs
     gpus: int = 1
     settings: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def make(cls, model: str, precision: str, batch_size: int, gpus: int = 1,
+    def make(cls, model: str, precision: str, batch_size: int | str, gpus: int = 1,
              settings: Mapping[str, Any] | None = None) -> Case:
-        return cls(model, precision, int(batch_size), int(gpus), tuple(sorted((settings or {}).items())))
+        batch = MAX_BATCH if batch_size == MAX_BATCH else int(batch_size)
+        return cls(model, precision, batch, int(gpus), tuple(sorted((settings or {}).items())))
+
+    @property
+    def searches_batch(self) -> bool:
+        """Whether the per-device batch is ``"max"``: the largest that fits, found by a search."""
+        return self.batch_size == MAX_BATCH
+
+    def with_batch(self, batch_size: int) -> Case:
+        """The same case at a concrete per-device batch (what a ``"max"`` case measures)."""
+        return dataclasses.replace(self, batch_size=int(batch_size))
 
     @property
     def id(self) -> str:
@@ -119,6 +133,23 @@ def parse_ints(option: str, raw, *, minimum: int = 1) -> list[int]:
     return values
 
 
+def parse_batch_sizes(option: str, raw) -> list[int | str]:
+    """Per-device batch sizes: integers >= 1, or ``max`` (the largest that fits)."""
+    values: list[int | str] = []
+    for item in parse_list(option, raw):
+        if item.lower() == MAX_BATCH:
+            values.append(MAX_BATCH)
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise OptionError(f"{option}: {item!r} is not an integer or {MAX_BATCH!r}") from None
+        if value < 1:
+            raise OptionError(f"{option}: {value} is not allowed; expected an integer >= 1 or {MAX_BATCH!r}")
+        values.append(value)
+    return values
+
+
 def parse_precisions(option: str, raw) -> list[str]:
     values = parse_list(option, raw)
     for value in values:
@@ -164,7 +195,7 @@ def check_settings(settings: Mapping[str, Any], model_defaults: Mapping[str, Any
             raise ValueError(f"{where}.{key}: {value!r} is not true or false")
 
 
-def matrix(models: list[str], precisions: list[str], batch_sizes: list[int],
+def matrix(models: list[str], precisions: list[str], batch_sizes: list[int | str],
            gpus: list[int], default_batch_size, settings: Mapping[str, Any] | None = None) -> list[Case]:
     """The cross product of the matrix options; missing axes take their defaults.
 

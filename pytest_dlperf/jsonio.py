@@ -80,7 +80,19 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "const" and error.path and error.path[-1] == "schema_version":
         return (f"schema_version {error.instance!r} is not supported; this pytest-dlperf reads "
                 f"version {error.validator_value}")
+    if error.validator in ("anyOf", "oneOf") and all(map(_alternative, error.validator_value)):
+        expected = " or ".join(_alternative(sub) for sub in error.validator_value)
+        return f"{error.instance!r} is not {expected}"
     return error.message
+
+
+def _alternative(subschema: dict[str, Any]) -> str | None:
+    """One branch of an ``anyOf`` in words (``an integer >= 1``, ``'max'``); None when it is not that simple."""
+    if set(subschema) == {"const"}:
+        return repr(subschema["const"])
+    if subschema.get("type") == "integer" and set(subschema) <= {"type", "minimum"}:
+        return "an integer" + (f" >= {subschema['minimum']}" if "minimum" in subschema else "")
+    return None
 
 
 def load(path: str | os.PathLike, name: str, what: str | None = None) -> Any:

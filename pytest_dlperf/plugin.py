@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import benchmark_json, data, environment, jsonio, launch, markdown_report, models, plots, report
-from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_ints, parse_list,
-                    parse_precisions, parse_settings)
+from . import (batchsearch, benchmark_json, data, environment, jsonio, launch, markdown_report, memory, models,
+               plots, report)
+from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_batch_sizes, parse_ints,
+                    parse_list, parse_precisions, parse_settings)
 from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
 from .launchers import LAUNCHERS, get_launcher
 from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, Scaling, Verdict, judge, scaling, scaling_message
@@ -54,7 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     option("model", "models for cases without a baseline entry (comma list).", metavar="NAMES", action="append")
     option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).",
            metavar="LIST", action="append")
-    option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's).",
+    option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's); "
+                         "max: the largest that trains without running out of memory.",
            metavar="LIST", action="append")
     option("gpus", "GPU counts (ranks) for matrix cases (comma list; default 1).", metavar="LIST", action="append")
     option("set", "a setting of matrix cases, KEY=VALUE (repeatable): seq_len=512, data=torchvision, "
@@ -98,6 +100,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
            metavar="DIR")
     option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives "
                           "CPU cases and unlisted GPUs an MFU).", metavar="TFLOPS")
+    option("max-memory", "cap the memory each worker's training may add, e.g. 2GiB or 1500MB: the CPU's "
+                         "address space beyond the framework's own, or a CUDA device's memory (batch size max "
+                         "on the CPU needs it).", metavar="SIZE")
+    option("max-batch-trials", f"most short trial runs of one batch size max search (default "
+                               f"{batchsearch.MAX_TRIALS}).", metavar="N")
     option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.",
            action="store_true", default=None, ini_type="bool")
     option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
@@ -169,7 +176,7 @@ class Options:
         self.baseline_path = _option(config, "baseline")
         self.models = parse_list("--dlperf-model", _option(config, "model"))
         self.precisions = parse_precisions("--dlperf-precision", _option(config, "precision"))
-        self.batch_sizes = parse_ints("--dlperf-batch-size", _option(config, "batch-size"))
+        self.batch_sizes = parse_batch_sizes("--dlperf-batch-size", _option(config, "batch-size"))
         self.gpus = parse_ints("--dlperf-gpus", _option(config, "gpus"))
         self.settings = parse_settings("--dlperf-set", _option(config, "set"))
         self.device = str(_option(config, "device") or "auto")
@@ -217,6 +224,12 @@ class Options:
         self.data_dir = _data_dir_option(config)
         self.data_workers = _int_option(config, "data-workers", 0)
         self.data_only = bool(_option(config, "data-only"))
+        self.max_batch_trials = _int_option(config, "max-batch-trials", 1) or batchsearch.MAX_TRIALS
+        raw_memory = _option(config, "max-memory")
+        try:
+            self.max_memory = None if raw_memory is None else memory.parse_size("--dlperf-max-memory", raw_memory)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
 
     @property
     def active(self) -> bool:
@@ -331,6 +344,7 @@ class DlperfSession:
         self._references: dict[Case, float | None] = {}
         self._reference_errors: dict[Case, str] = {}
         self._current_params: RunParams | None = None
+        self._searches: dict[tuple, batchsearch.SearchResult] = {}  # batch_size "max", per config
         self.environment: dict[str, Any] = {}
         self.plot_files: list[Path] = []
         self.plot_notes: list[str] = []
@@ -449,6 +463,17 @@ class DlperfSession:
             if self.device == "cuda":
                 return f"needs {case.gpus} GPUs, {reach} visible"
             return f"needs {case.gpus} ranks, the {self.launcher.name} launcher reaches {reach}"
+        if case.searches_batch:
+            return self.max_batch_skip_reason()
+        return None
+
+    def max_batch_skip_reason(self) -> str | None:
+        """Why a ``batch_size: "max"`` case cannot run here, or None."""
+        if self.device == "cpu" and self.options.max_memory is None:
+            return ("batch size max on the CPU needs --dlperf-max-memory: without a cap the search would grow "
+                    "into swap and the kernel's OOM killer")
+        if self.options.launcher == "torchrun" and self.options.nnodes > 1:
+            return "batch size max is searched by one controller: not in a torchrun job across nodes"
         return None
 
     def params_for(self, item: DlperfItem) -> RunParams:
@@ -462,7 +487,7 @@ class DlperfSession:
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
                          peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
-                         **chosen)
+                         max_memory=opts.max_memory, **chosen)
 
     def expected(self, item: DlperfItem, unit: str) -> Expected | None:
         if item.entry is None:
@@ -500,7 +525,7 @@ class DlperfSession:
         it is not a test of its own. A reference that cannot be measured leaves the case
         without scaling figures, and says so.
         """
-        one = case.with_gpus(1)
+        one = self.at_chosen_batch(case.with_gpus(1))
         if one not in self._references:
             params = dataclasses.replace(self._current_params, runs=1, launcher="local")
             try:
@@ -558,12 +583,68 @@ class DlperfSession:
 
     def judge_attempt(self, item: DlperfItem, attempt: Attempt) -> tuple[Verdict, Scaling | None]:
         case = item.case
-        verdict = judge(case.id, attempt.summary, attempt.unit, self.expected(item, attempt.unit),
+        verdict = judge(self.case_label(case), attempt.summary, attempt.unit, self.expected(item, attempt.unit),
                         require_baseline=self.options.require_baseline)
         reference = self.scaling_reference(case) if case.gpus > 1 else None
         if reference is None:
             return verdict, None
         return verdict, scaling(attempt.summary.median, case.gpus, *reference, self.min_efficiency(item))
+
+    # -- batch_size "max"
+
+    def search_key(self, case: Case) -> tuple:
+        """What this session's searches are cached by (:func:`batchsearch.config_key`)."""
+        params = self._current_params
+        return batchsearch.config_key(case, params.device, params.max_memory)
+
+    def resolve_max_batch(self, case: Case, params: RunParams, record: dict[str, Any]) -> Case:
+        """``case`` at the largest batch that fits, searched once per config; notes the search in ``record``.
+
+        Raises :class:`CaseError` when the search failed: a trial that crashed, or batch 1
+        out of memory.
+        """
+        key = self.search_key(case)
+        cached = key in self._searches
+        if not cached:
+            self._searches[key] = self.search_batch(case, params)
+        result = self._searches[key]
+        record["max_batch"] = dict(result.to_dict(), memory_cap=params.max_memory, cached=cached)
+        if result.chosen is None:
+            raise CaseError(f"{case.id}: batch size max: {result.error}", "max-batch", [])
+        return case.with_batch(result.chosen)
+
+    def search_batch(self, case: Case, params: RunParams) -> batchsearch.SearchResult:
+        """Search the largest per-device batch of ``case``'s config: short fresh workers on one device."""
+        spec = models.get_model_spec(case.model)
+        trial_params = dataclasses.replace(params, runs=1, launcher="local", **batchsearch.TRIAL_STEPS)
+        folder = self.workdir / case.id / "max-batch"
+
+        def trial(batch: int) -> tuple[str, str | None]:
+            one = case.with_gpus(1).with_batch(batch)
+            try:
+                measure(one, spec, trial_params, folder / f"bs{batch}", get_launcher("local"))
+            except CaseError as exc:
+                return (batchsearch.OOM if exc.kind == "oom" else batchsearch.ERROR), exc.message
+            return batchsearch.OK, None
+
+        return batchsearch.search(trial, spec.batch_size, max_trials=self.options.max_batch_trials)
+
+    def at_chosen_batch(self, case: Case) -> Case:
+        """A ``"max"`` case at the batch its config's search chose (other cases as they are)."""
+        result = self._searches.get(self.search_key(case)) if case.searches_batch else None
+        return case.with_batch(result.chosen) if result is not None and result.chosen else case
+
+    def case_label(self, case: Case) -> str:
+        """The case's id for messages, with a ``"max"`` batch as the seeds write it: ``... (bs=max_144)``."""
+        chosen = self.at_chosen_batch(case)
+        return f"{case.id} (bs=max_{chosen.batch_size})" if chosen is not case else case.id
+
+    def relabel(self, message: str, case: Case) -> str:
+        """A runner's message about the batch a ``"max"`` case measured, led by the case's own label."""
+        chosen = self.at_chosen_batch(case)
+        if chosen is not case and message.startswith(f"{chosen.id}:"):
+            return self.case_label(case) + message[len(chosen.id):]
+        return message
 
     def run_case(self, item: DlperfItem) -> None:
         case = item.case
@@ -578,8 +659,9 @@ class DlperfSession:
         }
         self.records.append(record)
         try:
+            measured = self.resolve_max_batch(case, params, record) if case.searches_batch else case
             for attempt_index in range(1 + self.options.confirm):
-                attempt = measure(case, spec, params, self.workdir / case.id / f"attempt{attempt_index}",
+                attempt = measure(measured, spec, params, self.workdir / case.id / f"attempt{attempt_index}",
                                   self.launcher)
                 attempts.append(attempt)
                 record["attempts"].append(attempt.to_dict())
@@ -597,10 +679,11 @@ class DlperfSession:
             item.user_properties.append(("dlperf_verdict", "remote"))
             return
         except CaseError as exc:
+            message = self.relabel(exc.message, case)
             record["attempts"].append({"throughput": None, "runs": exc.runs})
-            record.update(verdict="error", message=exc.message)
+            record.update(verdict="error", message=message)
             item.user_properties.append(("dlperf_verdict", "error"))
-            raise CaseFailed(exc.message) from None
+            raise CaseFailed(message) from None
         finally:
             record["duration"] = time.monotonic() - started
             if "verdict" not in record:
@@ -630,6 +713,9 @@ class DlperfSession:
                 parts.append(f"measured {len(attempts)} times: {figures} {spec.unit}")
             else:
                 parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
+        compiled = compile_seconds(last)
+        if compiled is not None:
+            parts.append(f"compile {compiled:.1f} s, outside the measured windows")
         parts.extend(last.warnings)
         loader = last.data()
         if loader is not None:
@@ -653,7 +739,7 @@ class DlperfSession:
             message="; ".join(parts),
             throughput=last.summary.median, stats=last.summary.to_dict(), difference=verdict.difference,
             device=last.device, ranks=ranks, scaling=scale.to_dict() if scale else None,
-            flops=last.flops(case.gpus), telemetry=telemetry, data=loader,
+            flops=last.flops(case.gpus), telemetry=telemetry, data=loader, compile_seconds=compiled,
             gpu_utilization_gate=None if gate is None else {k: v for k, v in gate.items() if k != "message"},
             hardware_mismatch=mismatch,
             baseline=None if expected is None else {
@@ -695,6 +781,11 @@ class DlperfSession:
         if record["scaling"]:
             props.append(("dlperf_speedup", round(record["scaling"]["speedup"], 4)))
             props.append(("dlperf_efficiency", round(record["scaling"]["efficiency"], 4)))
+        if record.get("max_batch"):
+            props.append(("dlperf_batch_size", record["max_batch"]["chosen"]))
+            props.append(("dlperf_max_batch_trials", len(record["max_batch"]["trials"])))
+        if record.get("compile_seconds") is not None:
+            props.append(("dlperf_compile_seconds", round(record["compile_seconds"], 3)))
         flops = record.get("flops")
         if flops:
             props.append(("dlperf_tflops", float(f"{flops['tflops']:.6g}")))
@@ -832,6 +923,14 @@ class DlperfSession:
                 terminalreporter.write_line(f"  {note}")
         if self._workdir is not None:
             terminalreporter.write_line(f"dlperf: worker logs in {self._workdir}")
+
+
+def compile_seconds(attempt: Attempt) -> float | None:
+    """The median compile time of the attempt's runs (``timing.compile_seconds``); None when not compiled."""
+    import statistics
+
+    seconds = [run["timing"]["compile_seconds"] for run in attempt.runs if "compile_seconds" in run["timing"]]
+    return statistics.median(seconds) if seconds else None
 
 
 def _sigterm_to_interrupt(signum, frame):

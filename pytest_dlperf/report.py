@@ -58,8 +58,12 @@ def scaling_cell(scaling: Mapping[str, Any]) -> str:
     return f"{scaling['speedup']:.2f}x ({100 * scaling['efficiency']:.0f}%){mark}"
 
 
-def _column(case: Case) -> str:
-    return " ".join([case.precision, f"bs{case.batch_size}", *case.settings_parts])
+def _column(case: Case, max_batch: Mapping[str, Any] | None = None) -> str:
+    """``amp bs256 img160``; a ``"max"`` batch with the one its search chose, ``amp bs=max_144``."""
+    batch = f"bs{case.batch_size}"
+    if max_batch and max_batch.get("chosen"):
+        batch = f"bs=max_{max_batch['chosen']}"
+    return " ".join([case.precision, batch, *case.settings_parts])
 
 
 # -- telemetry and FLOPs of a case record
@@ -190,7 +194,7 @@ def model_grids(records: Sequence[Mapping[str, Any]]) -> list[ModelGrid]:
     for rec in records:
         case = Case.from_dict(rec["case"])
         grid = grids.setdefault(case.model, ModelGrid(case.model, "", [], defaultdict(dict)))
-        col = _column(case)
+        col = _column(case, rec.get("max_batch"))
         if col not in grid.columns:
             grid.columns.append(col)
         grid.records[case.gpus][col] = rec

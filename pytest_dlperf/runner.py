@@ -33,6 +33,7 @@ class RunParams:
     data_dir: str | None = None  # --dlperf-data-dir: the ImageFolder of data=torchvision / dali cases
     data_workers: int | None = None  # --dlperf-data-workers: per rank; None: from the CPUs per rank
     data_only: bool = False  # --dlperf-data-only: time the data loader alone
+    max_memory: int | None = None  # --dlperf-max-memory: bytes each worker's training may add
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -135,6 +136,7 @@ def _run_record(index: int, outcome: launch.WorkerOutcome) -> dict[str, Any]:
         "final_loss": result.get("final_loss"),
         "warnings": result.get("warnings", []),
         "settings": result.get("settings"),
+        "memory_cap": result.get("memory_cap"),
         "telemetry": result.get("telemetry"),
         "flops": result.get("flops"),
         "data": result.get("data"),
@@ -246,6 +248,7 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         "data_dir": params.data_dir,
         "data_workers": params.data_workers,
         "data_only": params.data_only,
+        "max_memory": params.max_memory,
     }
     runs: list[dict[str, Any]] = []
     for index in range(params.runs):

@@ -18,11 +18,17 @@ The spec (controller -> worker)::
      "data_dir": null,                      # the ImageFolder of data=torchvision/dali (--dlperf-data-dir)
      "data_workers": null,                  # loader workers / DALI threads per rank (null: from the CPUs)
      "data_only": false,                    # time the data loader alone, no model (--dlperf-data-only)
+     "max_memory": null,                    # bytes: cap the memory the training may add (--dlperf-max-memory)
      "launched_at": 1700000000.0}           # time.time() when the controller started it
 
 Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
 window timed between device synchronizations.  A window's throughput is its samples over
 its elapsed seconds (total over total, never a mean of per-step rates).
+
+With the ``compile`` setting, the model is ``torch.compile``d and two steps run before the
+warm-up (:func:`compile_steps`): the first compiles, the second is a normal step; neither
+counts as warm-up or in a window, and ``timing.compile_seconds`` is the first one's time
+minus the second's.
 
 Telemetry (:mod:`pytest_dlperf.telemetry`): a sampler thread runs from just before the
 first window to just after the last one, on every rank, for the rank's own GPU (host
@@ -137,6 +143,26 @@ def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_st
     return windows, marks
 
 
+def compile_steps(step, on_progress=None) -> dict[str, float]:
+    """Run the steps that compile a ``torch.compile``d model, outside warm-up and windows.
+
+    The first step compiles (forward and backward); the second runs the compiled code as
+    every later step does.  ``compile_seconds`` is the first step's time minus the second's:
+    the compilation, without the training work the first step also did.
+    """
+    started = time.time()
+    seconds = []
+    for _ in range(2):
+        start = time.perf_counter()
+        step()
+        step.sync()
+        seconds.append(time.perf_counter() - start)
+    if on_progress is not None:
+        on_progress(seconds[1])
+    return {"started": started, "compile_seconds": max(0.0, seconds[0] - seconds[1]),
+            "compile_steps_seconds": sum(seconds)}
+
+
 def _sampler(spec: dict[str, Any], device_info: dict[str, Any], local_rank: int, warnings: list[str]):
     """The telemetry sampler of this rank, or None when the spec turns telemetry off.
 
@@ -200,12 +226,13 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
     ranks = ranks_from_env()
     case = Case.from_dict(spec["case"])
-    source = spec.get("model_source") or {}
-    model_spec = ensure_registered(case.model, source.get("file"), source.get("module"))
+    registered_in = spec.get("model_source") or {}
+    model_spec = ensure_registered(case.model, registered_in.get("file"), registered_in.get("module"))
     settings = model_spec.settings(case.settings_dict)
     device, device_info = _device(spec["device"], ranks.local_rank)
     result["device"] = device_info
     settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
+    settings["compile"] = bool(settings.get("compile", False))
     result["settings"] = settings
     result["unit"] = model_spec.unit
     per_rank = model_spec.samples_per_batch(case.batch_size, settings)
@@ -216,6 +243,10 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     data_only = bool(spec.get("data_only"))
     source = None
     try:
+        if spec.get("max_memory"):
+            from .memory import apply_cap
+
+            result["memory_cap"] = apply_cap(int(spec["max_memory"]), device)
         source = _input_source(spec, settings, case.batch_size, device, ranks)
         meter = data.WindowMeter(source, then=sampler) if source is not None else sampler
         if data_only:
@@ -228,6 +259,11 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
         def progress(step_seconds: float, remaining: int) -> None:
             _write_progress(progress_path, step_seconds=step_seconds, remaining_steps=remaining)
+
+        compiled = None
+        if settings["compile"]:
+            total = spec["warmup_steps"] + spec["steps"] * spec["repeats"]
+            compiled = compile_steps(step, lambda seconds: progress(seconds, total))
 
         windows, marks = measure(step, warmup_steps=spec["warmup_steps"], steps=spec["steps"],
                                  repeats=spec["repeats"], samples_per_step=per_rank,
@@ -261,6 +297,10 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         "measured_seconds": sum(w["seconds"] for w in result["windows"]),
         "total_seconds": marks["measured_done"] - launched,
     }
+    if compiled is not None:
+        result["timing"].update(setup_seconds=compiled["started"] - launched,
+                                compile_seconds=compiled["compile_seconds"],
+                                compile_steps_seconds=compiled["compile_steps_seconds"])
     loss = float(step.last_loss) if step.last_loss is not None else None
     if loss is not None and not math.isfinite(loss):
         result["warnings"].append(f"the training loss is {loss} at the end: the step may be skipping work")
@@ -326,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
             oom = is_oom(exc)
         except ImportError:
             pass
+        if "memory_cap" in result:
+            from .memory import is_cap_failure
+
+            oom = oom or is_cap_failure(exc)
         result["status"] = "oom" if oom else "error"
         result["error"] = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
                            "traceback": traceback.format_exc()[-8000:]}

@@ -12,6 +12,8 @@ def test_explicit_settings_are_part_of_the_id_and_sorted():
     case = Case.make("bert-base", "amp", 64, 1, {"seq_len": 512, "data": "synthetic"})
     assert case.id == "bert-base-amp-bs64-gpu1-synthetic-seq512"
     assert Case.make("x", "fp32", 1, 1, {"channels_last": False, "foo": 3}).id == "x-fp32-bs1-gpu1-nchw-foo=3"
+    assert Case.make("x", "fp32", 1, 1, {"compile": True}).id == "x-fp32-bs1-gpu1-compile"
+    assert Case.make("x", "fp32", 1, 1, {"compile": False}).id == "x-fp32-bs1-gpu1-eager"
 
 
 def test_markers():

@@ -114,7 +114,7 @@ def usage_error(result, *lines):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--dlperf-batch-size", "0"), "ERROR: --dlperf-batch-size: 0 is not allowed; expected an integer >= 1"),
+    (("--dlperf-batch-size", "0"), "ERROR: --dlperf-batch-size: 0 is not allowed; expected an integer >= 1 or 'max'"),
     (("--dlperf-precision", "fp8"), "ERROR: --dlperf-precision: unknown precision 'fp8'; expected one of *"),
     (("--dlperf-gpus", "-1"), "ERROR: --dlperf-gpus: -1 is not allowed*"),
     (("--dlperf-device", "tpu"), "ERROR: --dlperf-device: 'tpu' is not one of auto, cuda, cpu"),
