@@ -128,6 +128,16 @@ def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapp
     return f"baseline measured on the CPU ({model or 'unknown model'}); this run is on {name or 'a GPU'}"
 
 
+def plain_case(case: Case) -> Case:
+    """``case`` without settings equal to its model's defaults (unchanged for an unknown model)."""
+    from . import models
+
+    try:
+        return case.without_defaults(models.get_model_spec(case.model).defaults)
+    except models.UnknownModelError:
+        return case  # the plugin says so at collection, naming the entry
+
+
 def load(path: str | os.PathLike) -> Baseline:
     """Read, validate and index a baseline; raises :class:`jsonio.DocumentError`."""
     data = jsonio.load(path, "baseline")
@@ -136,7 +146,7 @@ def load(path: str | os.PathLike) -> Baseline:
     entries: list[Entry] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(data["cases"]):
-        case = Case.from_dict(raw)
+        case = plain_case(Case.from_dict(raw))
         if case.id in seen:
             raise jsonio.DocumentError(
                 path, f"$.cases[{index}]",

@@ -73,6 +73,15 @@ class Case:
             parts.append(fmt(value) if fmt else f"{key}={value}")
         return parts
 
+    def without_defaults(self, defaults: Mapping[str, Any]) -> Case:
+        """The same case without the settings that equal the model's defaults.
+
+        ``bert-base`` with ``seq_len: 128`` is ``bert-base`` (its default is 128): one id, one
+        case, whether a baseline spells the default out or not.
+        """
+        kept = {k: v for k, v in self.settings if not (k in defaults and defaults[k] == v)}
+        return dataclasses.replace(self, settings=tuple(sorted(kept.items())))
+
     def with_gpus(self, gpus: int) -> Case:
         """The same config on ``gpus`` GPUs (the 1-GPU reference of a scaling case)."""
         return dataclasses.replace(self, gpus=gpus)

@@ -365,6 +365,7 @@ class DlperfSession:
                            lambda name: models.get_model_spec(name).batch_size, opts.settings)
         except models.UnknownModelError as exc:
             raise pytest.UsageError(f"--dlperf-model: {exc}") from None
+        extra = [baseline_mod.plain_case(case) for case in extra]
         known = {case for case, _ in out}
         out.extend((case, None) for case in extra if case not in known)
         for case, entry in out:

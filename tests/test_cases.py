@@ -82,3 +82,11 @@ def test_settings_are_checked_against_the_model():
     with pytest.raises(ValueError, match=r"here.depth: unknown setting 'depth'; this model takes channels_last, "
                                          r"compile, data, image_size"):
         check_settings({"depth": 3}, {"image_size": 224}, "here")
+
+
+def test_settings_equal_to_the_models_defaults_are_not_part_of_the_case():
+    case = Case.make("bert-base", "amp", 64, 8, {"seq_len": 128, "compile": True})
+    plain = case.without_defaults({"seq_len": 128, "hidden_size": 768})
+    assert plain == Case.make("bert-base", "amp", 64, 8, {"compile": True})
+    assert plain.id == "bert-base-amp-bs64-gpu8-compile"
+    assert case.without_defaults({"seq_len": 512}) == case

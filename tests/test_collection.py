@@ -159,6 +159,16 @@ def test_matrix_settings_from_the_command_line(dlperf):
     assert collected(result) == ["dlperf::tiny-fp32-bs32-gpu1-nchw-synthetic-img48"]
 
 
+def test_a_setting_at_the_models_default_is_the_same_case(dlperf):
+    path = dlperf.baseline([tiny_case(1.0, settings={"image_size": 32}), tiny_case(1.0, precision="bf16")])
+    result = dlperf.run("--collect-only", "-q", "--dlperf-baseline", path, "--dlperf-model", "tiny",
+                        "--dlperf-set", "image_size=32", "--dlperf-precision", "fp32,bf16")
+    assert collected(result) == ["dlperf::tiny-bf16-bs32-gpu1", "dlperf::tiny-fp32-bs32-gpu1"]
+    path = dlperf.baseline([tiny_case(1.0, settings={"image_size": 32}), tiny_case(2.0)])
+    usage_error(dlperf.run("--dlperf-baseline", path),
+                f"ERROR: {path}: $.cases[1]: duplicate case tiny-fp32-bs32-gpu1 (also $.cases[0])")
+
+
 def test_unknown_setting_in_a_baseline(dlperf):
     path = dlperf.baseline([tiny_case(1.0, settings={"seq_len": 128})])
     usage_error(dlperf.run("--dlperf-baseline", path),
