@@ -2,6 +2,7 @@
 
     dlperf report results.json -o report.md         # the Markdown report, logs copied beside it
     dlperf plot results.json -o plots/              # PNGs: throughput vs GPUs, measured vs baseline
+    dlperf dataset DIR                              # a small JPEG ImageFolder for smoke runs
     dlperf baseline validate baselines/v100.json    # is it a usable baseline?
     dlperf baseline diff old.json new.json          # what changed between two baselines
     dlperf baseline update my.json --from results.json   # take the measured figures
@@ -255,6 +256,18 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_dataset(args: argparse.Namespace) -> int:
+    """Write a small JPEG ImageFolder, for smoke runs of the torchvision and DALI backends."""
+    from . import data
+
+    root = Path(args.dir)
+    if root.exists() and any(root.iterdir()):
+        raise Trouble(f"{root}: not empty; give a new or empty folder")
+    count = data.write_image_folder(root, args.classes, args.per_class, (args.min_size, args.max_size))
+    _print(f"dlperf: wrote {count} JPEG images in {args.classes} class folders to {root}")
+    return OK
+
+
 def cmd_update(args: argparse.Namespace) -> int:
     """Take the measured figures of a results file into a baseline, atomically; say what changed."""
     loaded = baseline_mod.load(args.file)
@@ -308,6 +321,17 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("results", metavar="RESULTS", help="the session results (--dlperf-json)")
     plot.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder to write the PNGs to")
     plot.set_defaults(func=cmd_plot)
+
+    dataset = commands.add_parser("dataset", help="write a small JPEG ImageFolder for smoke runs",
+                                  description="Write random JPEG images in the ImageFolder layout "
+                                              "(DIR/class0/0.jpg, ...), for --dlperf-data-dir smoke runs "
+                                              "of the torchvision and DALI backends without ImageNet.")
+    dataset.add_argument("dir", metavar="DIR", help="a new or empty folder")
+    dataset.add_argument("--classes", type=int, default=4, help="class folders (default 4)")
+    dataset.add_argument("--per-class", type=int, default=100, help="images per class (default 100)")
+    dataset.add_argument("--min-size", type=int, default=64, help="smallest side in pixels (default 64)")
+    dataset.add_argument("--max-size", type=int, default=160, help="largest side in pixels (default 160)")
+    dataset.set_defaults(func=cmd_dataset)
 
     baseline = commands.add_parser("baseline", help="validate, compare or update baseline files",
                                    description="Validate, compare or update baseline files.")

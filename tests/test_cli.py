@@ -59,7 +59,7 @@ def test_validate_says_valid_invalid_or_unreadable_with_exit_0_1_2(tmp_path, cap
 
 
 def test_every_subcommand_has_help_and_usage_errors_exit_2(capsys):
-    for argv in (["--help"], ["report", "--help"], ["plot", "--help"], ["baseline", "--help"],
+    for argv in (["--help"], ["report", "--help"], ["plot", "--help"], ["dataset", "--help"], ["baseline", "--help"],
                  ["baseline", "validate", "--help"],
                  ["baseline", "diff", "--help"], ["baseline", "update", "--help"]):
         assert cli.main(argv) == 0, argv
@@ -207,3 +207,15 @@ def test_python_m_pytest_dlperf_exit_statuses_and_messages(tmp_path):
     assert done.stderr.startswith("dlperf: bad.json: $.cases[0].precision: 'fp8' is not one of")
     done = run_module("baseline", "diff", "bad.json", cwd=tmp_path)
     assert done.returncode == 2 and "the following arguments are required: NEW" in done.stderr
+
+
+def test_dataset_writes_an_image_folder_the_backends_accept(tmp_path, capsys):
+    from pytest_dlperf import data
+
+    target = tmp_path / "images"
+    assert cli.main(["dataset", str(target), "--classes", "3", "--per-class", "5"]) == 0
+    assert "wrote 15 JPEG images in 3 class folders" in capsys.readouterr().out
+    assert data.scan_image_folder(str(target)) == ("class0", "class1", "class2")
+    assert len(list(target.glob("class1/*.jpg"))) == 5
+    assert cli.main(["dataset", str(target)]) == 2
+    assert "not empty" in capsys.readouterr().err

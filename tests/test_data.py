@@ -10,7 +10,6 @@ the ``tiny`` model through each backend on the CPU, on 1 and 2 (gloo) ranks.
 from __future__ import annotations
 
 import os
-import random
 import textwrap
 from pathlib import Path
 
@@ -28,17 +27,8 @@ BATCH = 16
 @pytest.fixture(scope="session")
 def image_folder(tmp_path_factory) -> Path:
     """DIR/class{0..3}/{0..39}.jpg: noisy RGB images of 40-96 pixels a side, so file sizes differ."""
-    from PIL import Image
-
     root = tmp_path_factory.mktemp("images")
-    rng = random.Random(7)
-    for c in range(CLASSES):
-        folder = root / f"class{c}"
-        folder.mkdir()
-        for i in range(PER_CLASS):
-            w, h = rng.randrange(40, 97), rng.randrange(40, 97)
-            pixels = bytes(rng.randrange(256) for _ in range(w * h * 3))
-            Image.frombytes("RGB", (w, h), pixels).save(folder / f"{i}.jpg", quality=rng.choice((60, 90)))
+    assert data.write_image_folder(root, CLASSES, PER_CLASS) == CLASSES * PER_CLASS
     return root
 
 
