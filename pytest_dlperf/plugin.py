@@ -488,7 +488,7 @@ class DlperfSession:
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
                          peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
-                         max_memory=opts.max_memory, **chosen)
+                         **chosen)
 
     def expected(self, item: DlperfItem, unit: str) -> Expected | None:
         if item.entry is None:
@@ -595,8 +595,7 @@ class DlperfSession:
 
     def search_key(self, case: Case) -> tuple:
         """What this session's searches are cached by (:func:`batchsearch.config_key`)."""
-        params = self._current_params
-        return batchsearch.config_key(case, params.device, params.max_memory)
+        return batchsearch.config_key(case, self._current_params.device, self.options.max_memory)
 
     def resolve_max_batch(self, case: Case, params: RunParams, record: dict[str, Any]) -> Case:
         """``case`` at the largest batch that fits, searched once per config; notes the search in ``record``.
@@ -609,15 +608,20 @@ class DlperfSession:
         if not cached:
             self._searches[key] = self.search_batch(case, params)
         result = self._searches[key]
-        record["max_batch"] = dict(result.to_dict(), memory_cap=params.max_memory, cached=cached)
+        record["max_batch"] = dict(result.to_dict(), memory_cap=self.options.max_memory, cached=cached)
         if result.chosen is None:
             raise CaseError(f"{case.id}: batch size max: {result.error}", "max-batch", [])
         return case.with_batch(result.chosen)
 
     def search_batch(self, case: Case, params: RunParams) -> batchsearch.SearchResult:
-        """Search the largest per-device batch of ``case``'s config: short fresh workers on one device."""
+        """Search the largest per-device batch of ``case``'s config: short fresh workers on one device.
+
+        Only the trials run under ``--dlperf-max-memory``: the case is then measured at the
+        chosen batch without the cap (the cap's allocator settings would slow every step).
+        """
         spec = models.get_model_spec(case.model)
-        trial_params = dataclasses.replace(params, runs=1, launcher="local", **batchsearch.TRIAL_STEPS)
+        trial_params = dataclasses.replace(params, runs=1, launcher="local", max_memory=self.options.max_memory,
+                                           **batchsearch.TRIAL_STEPS)
         folder = self.workdir / case.id / "max-batch"
 
         def trial(batch: int) -> tuple[str, str | None]:
