@@ -49,7 +49,7 @@ HOST_ROWS = (
 )
 VERSION_LABELS = {
     "python": "Python", "pytest": "pytest", "pytest-dlperf": "pytest-dlperf", "torch": "PyTorch",
-    "torchvision": "torchvision", "transformers": "transformers", "dali": "DALI", "nvidia-ml-py": "nvidia-ml-py",
+    "torchvision": "torchvision", "transformers": "transformers", "dali": "DALI", "dali_package": "DALI wheel", "nvidia-ml-py": "nvidia-ml-py",
     "cuda": "CUDA (PyTorch build)", "cudnn": "cuDNN", "nccl": "NCCL", "driver": "NVIDIA driver",
 }
 
