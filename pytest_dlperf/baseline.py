@@ -204,6 +204,11 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         entry["source"] = f"measured by pytest-dlperf on {host.get('hostname', 'unknown host')} {now.date()}"
         if rec.get("max_batch"):
             entry["notes"] = f"batch_size max: the search chose {rec['max_batch']['chosen']} per device"
+        # Step counts the session-wide defaults do not give: so the figure is re-measured the same way.
+        measured_with = rec.get("parameters") or {}
+        for key in STEP_FIELDS:
+            if key in measured_with and (steps or {}).get(key) != measured_with[key]:
+                entry[key] = measured_with[key]
         cases.append(entry)
     return {
         "schema_version": 1,

@@ -116,3 +116,18 @@ def test_every_schema_is_a_valid_draft_2020_12_schema():
 
     for name in jsonio.SCHEMAS:
         jsonschema.Draft202012Validator.check_schema(jsonio.schema(name))
+
+
+def test_a_saved_baseline_keeps_the_step_counts_its_defaults_do_not_give():
+    def record(precision, warmup, steps):
+        return {"case": {"model": "tiny", "precision": precision, "batch_size": 32, "gpus": 1, "settings": {}},
+                "throughput": 100.0, "unit": "img/s",
+                "parameters": {"warmup_steps": warmup, "steps": steps, "repeats": 3}}
+
+    document = baseline.from_measurements([record("fp32", 10, 50), record("bf16", 3, 8)], {},
+                                          steps={"repeats": 3})
+    jsonio.validate(document, "baseline")
+    assert document["defaults"] == {"tolerance": baseline.DEFAULT_TOLERANCE, "repeats": 3}
+    fp32, bf16 = document["cases"]
+    assert (fp32["warmup_steps"], fp32["steps"], bf16["warmup_steps"], bf16["steps"]) == (10, 50, 3, 8)
+    assert "repeats" not in fp32 and "repeats" not in bf16
