@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import baseline, jsonio, models
+from pytest_dlperf import baseline, data, jsonio, models
 
 BASELINES = sorted((Path(__file__).parent.parent / "baselines").glob("*.json"))
 
@@ -28,8 +28,11 @@ def test_a_shipped_baseline_is_valid_and_names_its_sources(path):
 
 
 @pytest.mark.parametrize("path", BASELINES, ids=[p.name for p in BASELINES])
-def test_a_shipped_baseline_collects(dlperf, path):
-    result = dlperf.run("--collect-only", "-q", "--strict-markers", "--dlperf-baseline", str(path), fast=False)
+def test_a_shipped_baseline_collects(dlperf, path, tmp_path):
+    # Cases with a real data backend need a data folder (the main job makes one with `dlperf dataset`).
+    data.write_image_folder(tmp_path / "images", classes=2, per_class=1)
+    result = dlperf.run("--collect-only", "-q", "--strict-markers", "--dlperf-baseline", str(path),
+                        "--dlperf-data-dir", str(tmp_path / "images"), fast=False)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str() + result.stderr.str()
     ids = [line for line in result.outlines if line.startswith("dlperf::")]
     assert len(ids) == len(baseline.load(path).entries)
