@@ -74,6 +74,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                         "or DLPERF_NODE_RANK, else 0).", metavar="N")
     option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the "
                              "baseline sets none, as a fraction (default: not gated).", metavar="FRACTION")
+    option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: "
+                                  "80%), when the baseline sets none (default: not gated; never gated where "
+                                  "GPU telemetry is unavailable).", metavar="FRACTION")
     option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", metavar="N")
     option("steps", "steps per measured window (default 100; a baseline may set it).", metavar="N")
     option("repeats", "measured windows per run (default 5; a baseline may set it).", metavar="N")
@@ -143,7 +146,8 @@ def _int_option(config, name: str, minimum: int) -> int | None:
     return value
 
 
-def _float_option(config, name: str, *, low: float, high: float | None = None) -> float | None:
+def _float_option(config, name: str, *, low: float, high: float | None = None,
+                  high_inclusive: bool = False) -> float | None:
     raw = _option(config, name)
     if raw is None:
         return None
@@ -151,7 +155,8 @@ def _float_option(config, name: str, *, low: float, high: float | None = None) -
         value = float(str(raw))
     except ValueError:
         raise OptionError(f"--dlperf-{name}: {raw!r} is not a number") from None
-    if not (value > low and (high is None or value < high)):
+    below_high = high is None or value < high or (high_inclusive and value == high)
+    if not (value > low and below_high):
         bound = f"between {low} and {high}" if high is not None else f"greater than {low}"
         raise OptionError(f"--dlperf-{name}: {value} is not allowed; expected a number {bound}")
     return value
@@ -191,6 +196,7 @@ class Options:
         self.timeout = _float_option(config, "timeout", low=0)
         self.tolerance = _float_option(config, "tolerance", low=0, high=1)
         self.min_efficiency = _float_option(config, "min-efficiency", low=0, high=1.5)
+        self.min_gpu_utilization = _float_option(config, "min-gpu-utilization", low=0, high=1, high_inclusive=True)
         self.launcher = str(_option(config, "launcher") or "local")
         if self.launcher not in LAUNCHERS:
             raise OptionError(f"--dlperf-launcher: {self.launcher!r} is not one of {', '.join(LAUNCHERS)}")
@@ -549,9 +555,9 @@ class DlperfSession:
     def min_gpu_utilization(self, item: DlperfItem) -> float | None:
         if item.entry is not None and item.entry.min_gpu_utilization is not None:
             return item.entry.min_gpu_utilization
-        if self.baseline is not None:
-            return self.baseline.defaults.get("min_gpu_utilization")
-        return None
+        if self.baseline is not None and "min_gpu_utilization" in self.baseline.defaults:
+            return self.baseline.defaults["min_gpu_utilization"]
+        return self.options.min_gpu_utilization
 
     def utilization_gate(self, item: DlperfItem, telemetry) -> dict[str, Any] | None:
         """The min_gpu_utilization gate: every sampled GPU's mean utilization against the minimum.

@@ -162,6 +162,18 @@ def test_gpu_telemetry_without_nvml_is_said_once_per_session(dlperf):
     assert two["flops"]["tflops"] == pytest.approx(two["flops"]["flops_per_sample"] * two["throughput"] / 1e12)
 
 
+def test_min_gpu_utilization_from_the_command_line(dlperf):
+    dlperf.pytester.makeconftest(AS_IF_ON_GPU + FAKE_NVML)
+    result = dlperf.run("--dlperf-model", "gputiny", "--dlperf-min-gpu-utilization", "0.5")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["gputiny-fp32-bs32-gpu1: GPU utilization 30.0% (mean over the measured windows) "
+                                 "is below the minimum 50%*"])
+    result = dlperf.run("--dlperf-model", "gputiny", "--dlperf-min-gpu-utilization", "1.5", fast=False)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --dlperf-min-gpu-utilization: 1.5 is not allowed; expected a number "
+                                 "between 0 and 1"])
+
+
 def test_min_gpu_utilization_gates_only_where_gpu_telemetry_exists(dlperf):
     dlperf.pytester.makeconftest(AS_IF_ON_GPU + FAKE_NVML)
     path = dlperf.baseline([
