@@ -707,44 +707,17 @@ class DlperfSession:
         last = attempts[-1]
         telemetry = last.telemetry()
         gate = self.utilization_gate(item, telemetry)
-        gate_failed = gate is not None and gate["status"] == "fail"
-        scale_failed = scale is not None and scale.failed
-        failed = verdict.failed or scale_failed or gate_failed
-        parts = [verdict.message]
-        if scale is not None:
-            parts.append(scaling_message(case.id, scale, spec.unit))
-        elif case.gpus > 1:
-            reason = self._reference_errors.get(case.with_gpus(1), "?")
-            parts.append(f"no scaling figures: the 1-rank reference failed: {reason}")
-        if gate is not None and gate["status"] != "pass":
-            parts.append(gate["message"])
-        if len(attempts) > 1:
-            figures = ", ".join(f"{a.summary.median:.1f}" for a in attempts)
-            if verdict.failed or scale_failed:
-                parts.append(f"measured {len(attempts)} times: {figures} {spec.unit}")
-            else:
-                parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {spec.unit})")
+        failed = verdict.failed or (scale is not None and scale.failed) or (gate or {}).get("status") == "fail"
         compiled = compile_seconds(last)
-        if compiled is not None:
-            parts.append(f"compile {compiled:.1f} s, outside the measured windows")
-        parts.extend(last.warnings)
         loader = last.data()
-        if loader is not None:
-            parts.append(f"input: {data.describe(loader, spec.unit)}")
         ranks = last.ranks()
-        straggler = last.straggler(ranks)
-        if straggler:
-            parts.append(straggler)
-        if scale_failed and not verdict.failed:
-            # The scaling gate is what failed: lead with it.
-            parts[0], parts[1] = parts[1], parts[0]
-        elif gate_failed and not verdict.failed:
-            parts.remove(gate["message"])
-            parts.insert(0, gate["message"])
         expected = self.expected(item, spec.unit)
         mismatch = self.baseline.device_mismatch(last.device) if expected is not None else None
-        if mismatch:
-            parts.append(mismatch)
+        notes = [f"compile {compiled:.1f} s, outside the measured windows"] if compiled is not None else []
+        notes += last.warnings
+        notes += [f"input: {data.describe(loader, spec.unit)}"] if loader is not None else []
+        notes += [note for note in (last.straggler(ranks), mismatch) if note]
+        parts = self._message_parts(case, spec.unit, verdict, scale, gate, attempts, notes)
         record.update(
             verdict=FAIL if failed else verdict.status, throughput_verdict=verdict.status,
             message="; ".join(parts),
@@ -761,6 +734,32 @@ class DlperfSession:
         benchmark_json.add_case(self.config, record)
         if failed:
             raise CaseFailed(record["message"])
+
+    def _message_parts(self, case: Case, unit: str, verdict: Verdict, scale: Scaling | None,
+                       gate: dict[str, Any] | None, attempts: list[Attempt], notes: list[str]) -> list[str]:
+        """The parts of a case's message, what failed first: throughput, scaling, utilization, then notes."""
+        scale_failed = scale is not None and scale.failed
+        parts = [verdict.message]
+        if scale is not None:
+            parts.append(scaling_message(case.id, scale, unit))
+        elif case.gpus > 1:
+            reason = self._reference_errors.get(case.with_gpus(1), "?")
+            parts.append(f"no scaling figures: the 1-rank reference failed: {reason}")
+        if gate is not None and gate["status"] != "pass":
+            parts.append(gate["message"])
+        if len(attempts) > 1:
+            figures = ", ".join(f"{a.summary.median:.1f}" for a in attempts)
+            if verdict.failed or scale_failed:
+                parts.append(f"measured {len(attempts)} times: {figures} {unit}")
+            else:
+                parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {unit})")
+        parts.extend(notes)
+        if scale_failed and not verdict.failed:
+            parts[0], parts[1] = parts[1], parts[0]  # the scaling gate is what failed: lead with it
+        elif gate is not None and gate["status"] == "fail" and not verdict.failed:
+            parts.remove(gate["message"])
+            parts.insert(0, gate["message"])
+        return parts
 
     def _data_only_verdict(self, item: DlperfItem, record: dict[str, Any], attempt: Attempt) -> None:
         """``--dlperf-data-only``: the loader's figures, a data-only verdict, never a baseline judgement.
