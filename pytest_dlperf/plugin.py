@@ -545,19 +545,19 @@ class DlperfSession:
         figure = self._references[one]
         return (figure, "measured for scaling") if figure is not None else None
 
+    def gate_minimum(self, item: DlperfItem, key: str, from_option: float | None) -> float | None:
+        """A gate's minimum (``key``: a baseline field): the entry's, else the baseline defaults', else the option's."""
+        if item.entry is not None and getattr(item.entry, key) is not None:
+            return getattr(item.entry, key)
+        if self.baseline is not None and key in self.baseline.defaults:
+            return self.baseline.defaults[key]
+        return from_option
+
     def min_efficiency(self, item: DlperfItem) -> float | None:
-        if item.entry is not None and item.entry.min_scaling_efficiency is not None:
-            return item.entry.min_scaling_efficiency
-        if self.baseline is not None and "min_scaling_efficiency" in self.baseline.defaults:
-            return self.baseline.defaults["min_scaling_efficiency"]
-        return self.options.min_efficiency
+        return self.gate_minimum(item, "min_scaling_efficiency", self.options.min_efficiency)
 
     def min_gpu_utilization(self, item: DlperfItem) -> float | None:
-        if item.entry is not None and item.entry.min_gpu_utilization is not None:
-            return item.entry.min_gpu_utilization
-        if self.baseline is not None and "min_gpu_utilization" in self.baseline.defaults:
-            return self.baseline.defaults["min_gpu_utilization"]
-        return self.options.min_gpu_utilization
+        return self.gate_minimum(item, "min_gpu_utilization", self.options.min_gpu_utilization)
 
     def utilization_gate(self, item: DlperfItem, telemetry) -> dict[str, Any] | None:
         """The min_gpu_utilization gate: every sampled GPU's mean utilization against the minimum.
