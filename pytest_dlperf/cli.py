@@ -174,16 +174,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- baseline update
 
 
-def _hardware_mismatch(hardware: Mapping[str, Any], device: Mapping[str, Any]) -> str | None:
-    """Why results from ``device`` should not update a baseline of ``hardware``; None when they fit."""
-    kind = device.get("type")
-    if hardware.get("device") and kind and hardware["device"] != kind:
-        return f"the baseline is for {hardware['device']} and the results were measured on {kind}"
-    if kind == "cuda" and hardware.get("gpu") and device.get("name") and hardware["gpu"] != device["name"]:
-        return f"the baseline is for {hardware['gpu']} and the results were measured on {device['name']}"
-    return None
-
-
 def measured_records(results: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
     """The results' cases with a measured figure, and those without (errors, skips, other nodes)."""
     measured, not_measured = [], []
@@ -273,7 +263,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     loaded = baseline_mod.load(args.file)
     results = jsonio.load(args.results, "results")
     device = (results.get("environment") or {}).get("device") or {}
-    mismatch = _hardware_mismatch(loaded.hardware, device)
+    mismatch = loaded.device_mismatch(device)  # the same comparison as the verdicts' note
     if mismatch and not args.force:
         raise Trouble(f"{args.file}: $.hardware: {mismatch}; not updated (--force updates anyway)")
     document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add)

@@ -168,12 +168,21 @@ def test_update_writes_atomically_and_refuses_other_hardware(tmp_path, capsys, m
 
     gpu = write(tmp_path / "r.json", results_doc(result(), device="cuda"))
     assert cli.main(["baseline", "update", path, "--from", gpu]) == 2
-    assert "$.hardware: the baseline is for cpu and the results were measured on cuda; not updated" \
+    assert "$.hardware: baseline measured on the CPU (unknown model); this run is on Some device; not updated" \
         in capsys.readouterr().err
     assert (tmp_path / "b.json").read_bytes() == before
     assert cli.main(["baseline", "update", path, "--from", gpu, "--dry-run", "--force"]) == 0
     assert capsys.readouterr().out.endswith(f"{path}: not written (--dry-run)\n")
     assert (tmp_path / "b.json").read_bytes() == before
+    # GPU names compare as the verdicts' note compares them: "Tesla" and "NVIDIA" aside.
+    v100 = write(tmp_path / "v.json", baseline_doc(entry(), hardware={"device": "cuda", "gpu": "Tesla V100-SXM2-16GB"}))
+    doc = results_doc(result(), device="cuda")
+    doc["environment"]["device"]["name"] = "NVIDIA V100-SXM2-16GB"
+    assert cli.main(["baseline", "update", v100, "--from", write(tmp_path / "r.json", doc), "--dry-run"]) == 0
+    doc["environment"]["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    assert cli.main(["baseline", "update", v100, "--from", write(tmp_path / "r.json", doc)]) == 2
+    assert "baseline measured on Tesla V100-SXM2-16GB; this machine has NVIDIA H100 80GB HBM3; not updated" \
+        in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- report
