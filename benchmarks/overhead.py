@@ -4,7 +4,7 @@ The project claims that a case measured by the harness runs within 2% of the thr
 plain PyTorch training loop reaches on the same configuration.  This script checks that
 claim side by side, in one invocation:
 
-* **harness**: exactly what the plugin does for one case, ``pytest_dlperf.runner.measure``
+* **harness**: exactly what the plugin does for one case, ``pytest_dlperf.runs.measure``
   with ``runs=1``: a fresh ``python -m pytest_dlperf.worker`` process, its warm-up, then
   ``--repeats`` windows of ``--steps`` steps timed between device synchronizations.
 * **bare**: a self-contained ~50-line PyTorch loop (``BARE_LOOP`` below, no pytest_dlperf
@@ -14,7 +14,7 @@ claim side by side, in one invocation:
   same warm-up and the same windows.  Torch's thread count is left at its default in both.
 
 **Telemetry** (``--telemetry on|off|both``, default ``both``): the harness samples GPU
-and host metrics in a background thread during the windows (``pytest_dlperf.telemetry``).
+and host metrics in a background thread during the windows (``pytest_dlperf.worker.telemetry``).
 With ``both`` the harness runs twice per pair, as ``harness`` (sampling on, the plugin's
 default) and as ``harness-notel`` (``--dlperf-no-telemetry``), so the cost of sampling
 is measured side by side with the rest; ``on`` or ``off`` runs only one of them.
@@ -69,7 +69,7 @@ from typing import Any
 
 from pytest_dlperf.cases import PRECISIONS, Case
 from pytest_dlperf.models import get_model_spec
-from pytest_dlperf.runner import CaseError, RunParams, measure
+from pytest_dlperf.runs import CaseError, RunParams, measure
 
 SIDES = ("bare", "harness", "harness-notel")
 HARNESS_SIDES = {"harness": True, "harness-notel": False}  # side: telemetry on

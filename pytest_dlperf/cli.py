@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__, jsonio, markdown_report
+from . import __version__, jsonio
+from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
 from .cases import Case
 from .verdict import fmt_value
@@ -233,7 +234,7 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """Draw the PNG plots of a results file into ``-o DIR`` (the plot extra: matplotlib)."""
-    from . import plots
+    from .reporting import plots
 
     missing = plots.missing_matplotlib("dlperf plot")
     if missing:

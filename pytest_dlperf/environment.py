@@ -38,7 +38,7 @@ DALI_DIST = re.compile(r"nvidia-dali-cuda\d+")
 # --------------------------------------------------------------------------- versions
 
 
-def _dist_version(name: str) -> str | None:
+def dist_version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -93,7 +93,7 @@ def torch_versions() -> dict[str, str | None]:
 def software_versions() -> dict[str, str | None]:
     """Python, the packages that shape a measurement, and torch's CUDA libraries."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
-    versions.update({name: _dist_version(name) for name in DISTRIBUTIONS})
+    versions.update({name: dist_version(name) for name in DISTRIBUTIONS})
     dali = dali_distribution()
     versions["dali"] = dali[1] if dali else None
     versions["dali_package"] = dali[0] if dali else None
@@ -179,7 +179,7 @@ def nvml_gpus() -> dict[str, Any]:
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        from .telemetry import _unavailable_reason
+        from .worker.telemetry import _unavailable_reason
 
         return summarize_gpus([], source=None, reason=_unavailable_reason(nvml, exc).removeprefix("unavailable: "))
     try:

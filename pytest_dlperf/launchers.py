@@ -1,7 +1,7 @@
 """Launchers: how a case's ranks are started (``--dlperf-launcher``).
 
 Every launcher starts ``python -m pytest_dlperf.worker SPEC`` once per rank; the worker
-reads its rank from the launcher's variables (:mod:`pytest_dlperf.distributed`).
+reads its rank from the launcher's variables (:mod:`pytest_dlperf.worker.distributed`).
 
 ``local`` (default)
     One rank: a single worker process.  N ranks: ``torch.distributed.run`` (torchrun) in

@@ -4,7 +4,7 @@ Cases come from ``--dlperf-baseline`` entries and from the matrix options
 (``--dlperf-model`` x ``--dlperf-precision`` x ``--dlperf-batch-size`` x ``--dlperf-gpus``).
 Each becomes a :class:`DlperfItem` under one ``dlperf`` collector, with the markers
 ``dlperf``, ``gpu<N>``, its precision and its model.  Running an item launches fresh
-worker processes (:mod:`pytest_dlperf.runner`), judges the median against the baseline
+worker processes (:mod:`pytest_dlperf.runs`), judges the median against the baseline
 (:mod:`pytest_dlperf.verdict`) and records the figures for the summary, the JSON results
 and JUnit XML.
 """
@@ -24,11 +24,12 @@ from typing import Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import (batchsearch, benchmark_json, data, environment, jsonio, launch, markdown_report, memory, models,
-               plots, report)
-from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_batch_sizes, parse_ints,
-                    parse_list, parse_precisions, parse_settings)
-from .runner import Attempt, CaseError, RemoteRankZero, RunParams, measure
+from . import batchsearch, data, environment, jsonio, process as launch, models
+from .reporting import benchmark_json, markdown as markdown_report, plots, summary as report
+from .worker import memory
+from .cases import (PRECISIONS, Case, OptionError, check_settings, matrix, parse_batch_sizes, parse_ints, parse_list,
+                    parse_precisions, parse_settings)
+from .runs import Attempt, CaseError, RemoteRankZero, RunParams, measure
 from .launchers import LAUNCHERS, get_launcher
 from .verdict import FAIL, IMPROVED, NO_BASELINE, Expected, Scaling, Verdict, judge, scaling, scaling_message
 
@@ -49,7 +50,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest = "dlperf_" + name.replace("-", "_")
         group.addoption(f"--dlperf-{name}", dest=dest, help=help, **kwargs)
         if ini_type is not None:
-            parser.addini(dest, help=help, type=ini_type, default=None)
+            parser.addini(dest, help=help.replace("%%", "%"), type=ini_type, default=None)
 
     option("baseline", "baseline JSON: its cases are collected and judged against it.", metavar="PATH")
     option("model", "models for cases without a baseline entry (comma list).", metavar="NAMES", action="append")
@@ -75,7 +76,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the "
                              "baseline sets none, as a fraction (default: not gated).", metavar="FRACTION")
     option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: "
-                                  "80%), when the baseline sets none (default: not gated; never gated where "
+                                  "80%%), when the baseline sets none (default: not gated; never gated where "
                                   "GPU telemetry is unavailable).", metavar="FRACTION")
     option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", metavar="N")
     option("steps", "steps per measured window (default 100; a baseline may set it).", metavar="N")

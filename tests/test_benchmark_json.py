@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from conftest import FAST, tiny_case
-from pytest_dlperf import benchmark_json, environment
+from pytest_dlperf.reporting import benchmark_json
+from pytest_dlperf import environment
 
 # The dlperf fixture's fast arguments, with pytest-benchmark left on.
 WITH_BENCHMARK = FAST[:FAST.index("no:benchmark") - 1] + FAST[FAST.index("no:benchmark") + 1:]

@@ -1,7 +1,7 @@
 import pytest
 
-from pytest_dlperf.cases import (Case, OptionError, check_settings, matrix, parse_ints, parse_list,
-                                 parse_precisions, parse_settings)
+from pytest_dlperf.cases import (Case, OptionError, check_settings, matrix, parse_ints, parse_list, parse_precisions,
+                                 parse_settings)
 
 
 def test_id_reads_like_the_seed_logs():

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import tiny_case
 from pytest_dlperf import jsonio
-from pytest_dlperf.distributed import Ranks, global_windows, ranks_from_env
+from pytest_dlperf.worker.distributed import Ranks, global_windows, ranks_from_env
 from pytest_dlperf.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
 from test_faults import wait_gone
 
@@ -219,7 +219,7 @@ def test_skip_when_the_launcher_cannot_reach_enough_gpus(dlperf, monkeypatch):
 
 
 def test_the_rank_that_died_is_blamed_not_the_one_that_lost_its_peer():
-    from pytest_dlperf.runner import first_failed_rank
+    from pytest_dlperf.runs import first_failed_rank
 
     lost_peer = {"status": "error", "error": {"message": "[gloo] Read error: Connection reset by peer"}}
     ok = {"status": "ok"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import launch
+from pytest_dlperf import process as launch
 
 FAULTY = textwrap.dedent("""
     import os, subprocess, sys, time

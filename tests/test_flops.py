@@ -6,14 +6,7 @@ import dataclasses
 
 import pytest
 
-from pytest_dlperf.flops import (
-    PEAKS,
-    achieved_tflops,
-    count_training_flops,
-    device_peak,
-    mfu,
-    peak_tflops,
-)
+from pytest_dlperf.worker.flops import PEAKS, achieved_tflops, count_training_flops, device_peak, mfu, peak_tflops
 from pytest_dlperf.models import get_model_spec
 
 

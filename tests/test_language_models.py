@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from pytest_dlperf import language_models as lm
+from pytest_dlperf.models import language as lm
 from pytest_dlperf import models
 from pytest_dlperf.cases import Case
-from pytest_dlperf.flops import count_training_flops
+from pytest_dlperf.worker.flops import count_training_flops
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -32,7 +32,7 @@ def test_registered_with_unit_optimizer_batch_and_the_transformers_extra():
     assert tiny.factory is not bert.factory and tiny.loss is bert.loss and tiny.make_batch is bert.make_batch
     for spec in (bert, tiny, gpt2):
         assert spec.requires == {"transformers": "transformers"}
-        assert spec.module == "pytest_dlperf.language_models"
+        assert spec.module == "pytest_dlperf.models.language"
     assert bert.settings()["seq_len"] == 128 and gpt2.settings()["seq_len"] == 1024
     assert {k: tiny.settings()[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
                                             "intermediate_size")} == {
@@ -47,7 +47,7 @@ def test_a_sequence_is_one_unit_for_bert_and_every_token_is_one_for_gpt2():
 
 
 def test_without_transformers_the_cases_skip_with_the_reason(monkeypatch):
-    monkeypatch.setattr(models, "module_available", lambda module: module != "transformers")
+    monkeypatch.setattr(models.registry, "module_available", lambda module: module != "transformers")
     for name in ("bert-base", "bert-tiny", "gpt2"):
         assert models.get_model_spec(name).missing_requirements() == [
             "needs the transformers extra (module 'transformers' is not installed)"]
@@ -157,7 +157,7 @@ def _eval_loss(spec, step) -> float:
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "amp"])
 @pytest.mark.parametrize(("name", "overrides"), [("bert-tiny", TINY_BERT), ("gpt2", TINY_GPT2)])
 def test_a_training_step_in_every_precision(name, overrides, precision):
-    from pytest_dlperf.training import TrainingStep
+    from pytest_dlperf.worker.training import TrainingStep
 
     torch.manual_seed(0)
     spec = models.get_model_spec(name)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import tiny_case
-from pytest_dlperf import cli, jsonio, markdown_report
+from pytest_dlperf import cli, jsonio
+from pytest_dlperf.reporting import markdown as markdown_report
 from pytest_dlperf.cases import Case
 
 SECTIONS = ["# Training throughput report", "## Environment", "### GPU topology", "## Method", "## Throughput", "### tiny (img/s)",

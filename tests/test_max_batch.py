@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import tiny_case
-from pytest_dlperf import baseline, batchsearch, jsonio, memory
+from pytest_dlperf import baseline, batchsearch, jsonio
+from pytest_dlperf.worker import memory
 from pytest_dlperf.batchsearch import ERROR, OK, OOM, midpoint, resolution, search
 from pytest_dlperf.cases import MAX_BATCH, Case, OptionError, matrix, parse_batch_sizes
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from conftest import tiny_case
-from pytest_dlperf import plots
+from pytest_dlperf.reporting import plots
 from pytest_dlperf.cases import Case
 
 PIL = pytest.importorskip("PIL.Image")

@@ -1,7 +1,7 @@
 """The terminal summary, from records as the plugin keeps them (no workers)."""
 
 from pytest_dlperf.cases import Case
-from pytest_dlperf.report import render_table, summary_lines
+from pytest_dlperf.reporting.summary import render_table, summary_lines
 
 
 def record(model="resnet50", precision="amp", batch=256, gpus=1, verdict="pass", throughput=100.0,

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from pytest_dlperf import telemetry
-from pytest_dlperf.telemetry import Telemetry, decode_clock_reasons, nvml_index
+from pytest_dlperf.worker import telemetry
+from pytest_dlperf.worker.telemetry import Telemetry, decode_clock_reasons, nvml_index
 
 HOST_METRICS = {"cpu_percent", "process_cpu_percent", "rss_bytes"}
 
@@ -60,7 +60,7 @@ def test_without_nvml_the_gpu_part_is_unavailable_and_logged_once(monkeypatch, c
     if _nvml_works():
         pytest.skip("NVML works on this machine")
     monkeypatch.setattr(telemetry, "_warned_unavailable", False)
-    caplog.set_level(logging.WARNING, logger="pytest_dlperf.telemetry")
+    caplog.set_level(logging.WARNING, logger="pytest_dlperf.worker.telemetry")
     summaries = []
     for _ in range(2):
         with Telemetry(gpu_indices=[0], interval=0.02) as sampler:
@@ -73,7 +73,7 @@ def test_without_nvml_the_gpu_part_is_unavailable_and_logged_once(monkeypatch, c
         assert summary["samples"] >= 1
         assert HOST_METRICS <= set(summary["host"])
         json.dumps(summary, allow_nan=False)
-    messages = [r.getMessage() for r in caplog.records if r.name == "pytest_dlperf.telemetry"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "pytest_dlperf.worker.telemetry"]
     assert messages == ["GPU telemetry unavailable: NVML library not found; collecting host metrics only"]
 
 

@@ -18,7 +18,7 @@ import pytest
 from conftest import tiny_case
 from test_telemetry import _nvml_works
 from pytest_dlperf import jsonio
-from pytest_dlperf.flops import count_training_flops
+from pytest_dlperf.worker.flops import count_training_flops
 from pytest_dlperf.models import get_model_spec
 
 NVML_LINE = "telemetry: GPU unavailable: NVML library not found (host metrics only)"

@@ -7,7 +7,7 @@ and CPU utilization, peak RSS, from the workers' telemetry), then regressions,
 improvements, cases without a baseline and skipped cases, each with its one-line reason.
 
 The layout (:func:`model_grids`), the cells and the utilization rows are shared with the
-Markdown report (:mod:`pytest_dlperf.markdown_report`), which renders the same figures.
+Markdown report (:mod:`pytest_dlperf.reporting.markdown`), which renders the same figures.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .cases import Case
-from .verdict import FAIL, IMPROVED, NO_BASELINE, PASS, fmt_value
+from ..cases import Case
+from ..verdict import FAIL, IMPROVED, NO_BASELINE, PASS, fmt_value
 
 MARKS = {FAIL: " FAIL", "error": " ERROR", IMPROVED: " +"}
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from . import environment
+from .. import environment
 
 PLUGIN_NAME = "dlperf-benchmark-json"
 

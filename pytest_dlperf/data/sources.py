@@ -17,130 +17,28 @@ the measured windows: that is how an input-bound case shows.  Every source count
 bytes of the image *files* it delivered, so the worker reports the MB/s read alongside
 the samples/s; ``--dlperf-data-only`` times the loader without a model at all.
 
-The controller side (:func:`check_case`, :func:`scan_image_folder`) uses the standard
-library only; the sources import torch, torchvision and DALI when they are built.
+This module is the worker side; :mod:`.checks` is the controller's. The sources import
+torch, torchvision and DALI when they are built.
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-SYNTHETIC, TORCHVISION, DALI = "synthetic", "torchvision", "dali"
-IMAGE_TASK = "image-classification"
-LAYOUT = "an ImageFolder layout: one subfolder per class with the images in it (DIR/CLASS/IMAGE.jpg)"
-# torchvision's ImageFolder extensions; DALI's file reader takes these too.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+from .checks import DALI, MB, TORCHVISION, DataError, scan_image_folder
+
+
 MEAN = (0.485, 0.456, 0.406)
+
+
 STD = (0.229, 0.224, 0.225)
+
+
 MAX_DEFAULT_WORKERS = 8
-MB = 1e6  # MB/s are decimal megabytes, as disk and network figures are
-
-
-class DataError(ValueError):
-    """A data setting, option or folder that cannot be used; the message names it."""
-
-
-def backend_of(settings: Mapping[str, Any]) -> str:
-    return str(settings.get("data", SYNTHETIC))
-
-
-def write_image_folder(root: str | os.PathLike, classes: int = 4, per_class: int = 40,
-                       sizes: tuple[int, int] = (40, 96), seed: int = 7) -> int:
-    """Write a small JPEG data set in the ImageFolder layout; returns the number of images.
-
-    ``root/class{c}/{i}.jpg``: noisy RGB images whose sides are drawn from ``sizes``, saved
-    at quality 60 or 90, so the files differ in size as real ones do.  For smoke runs of
-    the torchvision and DALI backends without ImageNet (``dlperf dataset DIR``) and for the
-    tests.  Needs Pillow (torchvision's dependency).
-    """
-    import random
-
-    from PIL import Image
-
-    rng = random.Random(seed)
-    for c in range(classes):
-        folder = os.path.join(root, f"class{c}")
-        os.makedirs(folder, exist_ok=True)
-        for i in range(per_class):
-            w, h = rng.randint(*sizes), rng.randint(*sizes)
-            pixels = bytes(rng.randrange(256) for _ in range(w * h * 3))
-            Image.frombytes("RGB", (w, h), pixels).save(os.path.join(folder, f"{i}.jpg"),
-                                                        quality=rng.choice((60, 90)))
-    scan_image_folder.cache_clear()
-    return classes * per_class
-
-
-# --------------------------------------------------------------------------- controller checks
-
-
-@functools.lru_cache(maxsize=16)
-def scan_image_folder(path: str) -> tuple[str, ...]:
-    """The class names of the ImageFolder at ``path``; :class:`DataError` when it is not one.
-
-    Cheap enough for ImageNet at collection: it lists the class folders and stops at the
-    first image of each (an empty class makes torchvision's ImageFolder fail later).
-    """
-    if not os.path.exists(path):
-        raise DataError(f"--dlperf-data-dir: {path} does not exist; expected {LAYOUT}")
-    if not os.path.isdir(path):
-        raise DataError(f"--dlperf-data-dir: {path} is not a folder; expected {LAYOUT}")
-    classes = sorted(entry.name for entry in os.scandir(path) if entry.is_dir())
-    if not classes:
-        raise DataError(f"--dlperf-data-dir: {path} has no class subfolders; expected {LAYOUT}")
-    for name in classes:
-        if not _has_image(os.path.join(path, name)):
-            raise DataError(f"--dlperf-data-dir: {path}: class folder {name!r} has no image "
-                            f"({', '.join(IMAGE_EXTENSIONS)}); expected {LAYOUT}")
-    return tuple(classes)
-
-
-def _has_image(folder: str) -> bool:
-    for root, _dirs, files in os.walk(folder, followlinks=True):
-        if any(f.lower().endswith(IMAGE_EXTENSIONS) for f in files):
-            return True
-    return False
-
-
-def check_case(case_id: str, backend: str, model_spec, settings: Mapping[str, Any],
-               data_dir: str | None, where: str) -> None:
-    """Raise :class:`DataError` when ``case_id`` cannot read real data with ``backend``.
-
-    Data backends apply to image-classification models; torchvision and dali need a
-    data dir in the ImageFolder layout with no more classes than the model's
-    ``num_classes``.  ``where`` names the setting (a baseline entry or ``--dlperf-set``).
-    """
-    if backend == SYNTHETIC:
-        return
-    if model_spec.task != IMAGE_TASK:
-        task = f"task {model_spec.task!r}" if model_spec.task else "no task"
-        raise DataError(f"{where}: case {case_id}: data={backend} applies to {IMAGE_TASK} models; "
-                        f"model {model_spec.name!r} has {task}")
-    if not data_dir:
-        raise DataError(f"{where}: case {case_id}: data={backend} reads images from --dlperf-data-dir "
-                        f"(ini: dlperf_data_dir), which is not set; expected a folder in {LAYOUT}")
-    classes = scan_image_folder(data_dir)
-    wanted = settings.get("num_classes")
-    if isinstance(wanted, int) and len(classes) > wanted:
-        raise DataError(f"{where}: case {case_id}: {data_dir} has {len(classes)} classes but the model's "
-                        f"num_classes is {wanted}; set num_classes={len(classes)} (--dlperf-set or the "
-                        f"entry's settings)")
-
-
-def missing_module(backend: str) -> str | None:
-    """A skip reason when ``backend``'s library is not installed here."""
-    from .models import module_available
-
-    if backend == DALI and not module_available("nvidia.dali"):
-        return "needs the dali extra (module 'nvidia.dali' is not installed)"
-    return None
-
-
-# --------------------------------------------------------------------------- worker counts
 
 
 def local_world_size(env: Mapping[str, str] | None = None, world_size: int = 1) -> int:
@@ -160,9 +58,6 @@ def default_workers(local_ranks: int, cpus: int | None = None) -> int:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     share = cpus // max(1, local_ranks)
     return max(1, min(MAX_DEFAULT_WORKERS, share - 1))
-
-
-# --------------------------------------------------------------------------- sources
 
 
 class ImageFiles:
@@ -341,13 +236,10 @@ def make_source(backend: str, data_dir: str | None, settings: Mapping[str, Any],
                workers=workers)
 
 
-# --------------------------------------------------------------------------- measuring
-
-
 class DataOnlyStep:
     """A "step" that only fetches the next batch: the loader timed without a model.
 
-    It has the interface :func:`pytest_dlperf.worker.measure` times (call, ``sync``,
+    It has the interface :func:`pytest_dlperf.worker.main.measure` times (call, ``sync``,
     ``last_loss``), so data-only windows are timed exactly as training windows are.
     """
 
@@ -418,39 +310,3 @@ def figures(source, mode: str, per_rank: Sequence[Mapping[str, Any]],
         "bytes_per_sample": total / samples if samples else 0.0,
         "bytes": total, "samples": samples, "seconds": seconds,
     }
-
-
-def pool(runs_data: Sequence[Mapping[str, Any] | None], median: float) -> dict[str, Any] | None:
-    """The ``data`` figures of several runs: bytes and seconds added up, samples/s at ``median``."""
-    found = [d for d in runs_data if d]
-    if not found:
-        return None
-    total = sum(d["bytes"] for d in found)
-    samples = sum(d["samples"] for d in found)
-    seconds = sum(d["seconds"] for d in found)
-    return {**found[0], "samples_per_second": median, "megabytes_per_second": total / seconds / MB,
-            "bytes_per_sample": total / samples if samples else 0.0, "bytes": total, "samples": samples,
-            "seconds": seconds}
-
-
-def describe(data: Mapping[str, Any], unit: str = "img/s") -> str:
-    """One phrase: ``torchvision loader (2 workers per rank): 812.0 img/s, 9.1 MB/s of image files ...``."""
-    what = "thread" if data["backend"] == DALI else "worker"
-    plural = "" if data["workers"] == 1 else "s"
-    decoded = f", {data['decoder']} decoding" if data["backend"] == DALI else ""
-    return (f"{data['backend']} loader ({data['workers']} {what}{plural} per rank{decoded}): "
-            f"{data['samples_per_second']:.1f} {unit}, {data['megabytes_per_second']:.1f} MB/s of image files "
-            f"({data['bytes_per_sample'] / 1e3:.1f} kB per image)")
-
-
-def data_only_message(case_id: str, data: Mapping[str, Any], unit: str, baseline: float | None) -> str:
-    """The message of a ``--dlperf-data-only`` case; with the baseline's training figure, whether it is input-bound."""
-    text = (f"{case_id}: data-only: {describe(data, unit)}; the loader alone, not judged against a "
-            f"training-throughput baseline")
-    if baseline is not None:
-        if data["samples_per_second"] < baseline:
-            text += (f"; slower than the baseline's training throughput {baseline:.1f} {unit}: "
-                     f"this case is input-bound")
-        else:
-            text += f"; keeps up with the baseline's training throughput {baseline:.1f} {unit}"
-    return text

@@ -34,8 +34,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .cases import PRECISIONS
-from .models import ModelSpec
+from ..cases import PRECISIONS
+from ..models import ModelSpec
 
 COUNT_BATCH = 2
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from .cases import Case
-from .models import ModelSpec
+from ..cases import Case
+from ..models import ModelSpec
 
 AUTOCAST = {"amp": torch.float16, "bf16": torch.bfloat16}
 

@@ -8,7 +8,7 @@ utilization, and links to each run's logs.  This module renders that from the se
 results document (``--dlperf-json``, schema ``results.schema.json``), so that the plugin's
 ``--dlperf-report`` and ``dlperf report results.json`` share one renderer.
 
-The figures and cells come from :mod:`pytest_dlperf.report`, the terminal summary, so the
+The figures and cells come from :mod:`pytest_dlperf.reporting.summary`, the terminal summary, so the
 two never disagree.  Each run's log folder is copied next to the report (``report.md`` ->
 ``report-logs/``) and linked relatively, so the report and its logs can be moved or
 published together.
@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import jsonio, report
-from .verdict import fmt_pct, fmt_value
+from .. import jsonio
+from . import summary as report
+from ..verdict import fmt_pct, fmt_value
 
 Record = Mapping[str, Any]
 

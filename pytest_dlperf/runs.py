@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from . import launch
+from . import process as launch
 from .cases import Case
 from .launchers import Launcher, LocalLauncher
 from .models import ModelSpec
@@ -75,7 +75,7 @@ class Attempt:
 
     def flops(self, devices: int) -> dict[str, Any] | None:
         """FLOPs of the attempt: the workers' count, TFLOP/s and MFU at the pooled median."""
-        from . import flops
+        from .worker import flops
 
         counted = next((run["flops"] for run in self.runs if run.get("flops")), None)
         if counted is None:

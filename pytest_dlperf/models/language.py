@@ -16,7 +16,7 @@ Every config knob a case may change is a setting, under the same name for both f
     intermediate_size          3072       512        (4 x hidden)  (not a setting)
     max_position_embeddings    512        512        1024          n_positions
 
-Data is synthetic, made on the device once (:mod:`pytest_dlperf.training`):
+Data is synthetic, made on the device once (:mod:`pytest_dlperf.worker.training`):
 
 * BERT: random token ids over the vocabulary, two segments (``token_type_ids`` 0 for the
   first half of the sequence, 1 for the second), an attention mask of ones (no padding), MLM
@@ -29,7 +29,7 @@ Data is synthetic, made on the device once (:mod:`pytest_dlperf.training`):
   nothing).  Throughput: tokens/s, every token of the batch
   (``ModelSpec.items_per_sample`` is ``seq_len``), so FLOPs are counted per token too.
 
-Both train with AdamW (:func:`pytest_dlperf.training.make_optimizer`), not LAMB.  DLPerf's
+Both train with AdamW (:func:`pytest_dlperf.worker.training.make_optimizer`), not LAMB.  DLPerf's
 NGC PyTorch BERT runs, the figures in ``baselines/v100.json``, replaced NVIDIA's FusedLAMB
 with apex's FusedAdam "to keep the algorithm consistent" across frameworks, so AdamW is
 what those figures measured.  A LAMB in PyTorch would need apex's FusedLAMB or DeepSpeed's
@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .models import register_model
+from .registry import register_model
 
 MLM_PROBABILITY = 0.15
 IGNORE_INDEX = -100  # cross entropy skips these labels (torch's default ignore_index)
@@ -148,7 +148,7 @@ def _model_mask(mask):
     """The attention mask to give the model: ``None`` on the ``meta`` device.
 
     transformers reads the mask's values to see whether it can drop it (it has no zeros
-    here), and a ``meta`` tensor has no values: the FLOP count (:mod:`pytest_dlperf.flops`)
+    here), and a ``meta`` tensor has no values: the FLOP count (:mod:`pytest_dlperf.worker.flops`)
     runs on ``meta``.  Without the mask the model does the same arithmetic.
     """
     return None if mask.device.type == "meta" else mask

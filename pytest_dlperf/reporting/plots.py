@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .cases import Case
-from .verdict import FAIL, IMPROVED, NO_BASELINE, PASS
+from ..cases import Case
+from ..verdict import FAIL, IMPROVED, NO_BASELINE, PASS
 
 INSTALL_HINT = "pip install 'pytest-dlperf[plot]'"
 NOT_PLOTTED = ("error", "skipped", "remote")

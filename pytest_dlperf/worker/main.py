@@ -30,9 +30,9 @@ warm-up (:func:`compile_steps`): the first compiles, the second is a normal step
 counts as warm-up or in a window, and ``timing.compile_seconds`` is the first one's time
 minus the second's.
 
-Telemetry (:mod:`pytest_dlperf.telemetry`): a sampler thread runs from just before the
+Telemetry (:mod:`pytest_dlperf.worker.telemetry`): a sampler thread runs from just before the
 first window to just after the last one, on every rank, for the rank's own GPU (host
-metrics only on the CPU).  FLOPs (:mod:`pytest_dlperf.flops`): counted once on rank 0
+metrics only on the CPU).  FLOPs (:mod:`pytest_dlperf.worker.flops`): counted once on rank 0
 after the windows, never inside the timed part.
 
 Data (:mod:`pytest_dlperf.data`): with ``data=torchvision`` or ``dali`` every step fetches
@@ -66,7 +66,7 @@ def is_oom(exc: BaseException) -> bool:
 def _write_progress(path: str | None, **fields: Any) -> None:
     if not path:
         return
-    from .jsonio import write_atomic
+    from ..jsonio import write_atomic
 
     write_atomic(path, json.dumps({"time": time.time(), **fields}))
 
@@ -74,7 +74,7 @@ def _write_progress(path: str | None, **fields: Any) -> None:
 def _device(kind: str, local_rank: int):
     import torch
 
-    from .environment import cpu_model
+    from ..environment import cpu_model
 
     if kind == "cuda":
         if not torch.cuda.is_available():
@@ -91,7 +91,7 @@ def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_st
 
     With ``barrier`` (several ranks), every window starts on all ranks together.
 
-    ``sampler`` (a :class:`~pytest_dlperf.telemetry.Telemetry`) is started after the
+    ``sampler`` (a :class:`~pytest_dlperf.worker.telemetry.Telemetry`) is started after the
     warm-up, once the device is synchronized and before the first window's barrier (so a
     slow NVML start on one rank does not skew the ranks' first window), and stopped right
     after the last window's synchronization.  Neither call is inside a timed window.
@@ -204,7 +204,7 @@ def count_flops(model_spec, settings: dict[str, Any], precision: str, device_inf
 
 def _input_source(spec: dict[str, Any], settings: dict[str, Any], batch_size: int, device, ranks):
     """The case's data source (:mod:`pytest_dlperf.data`), or None for synthetic data."""
-    from . import data
+    from .. import data
 
     backend = data.backend_of(settings)
     if backend == data.SYNTHETIC:
@@ -218,10 +218,10 @@ def _input_source(spec: dict[str, Any], settings: dict[str, Any], batch_size: in
 
 def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
     """Build and train the case described by ``spec``; fill ``result`` as it goes."""
-    from . import data
-    from .cases import Case
+    from .. import data
+    from ..cases import Case
     from .distributed import ProcessGroup, global_windows, rank_identity, ranks_from_env
-    from .models import ensure_registered
+    from ..models import ensure_registered
     from .training import TrainingStep, uses_channels_last
 
     ranks = ranks_from_env()
@@ -316,9 +316,9 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
 
 
 def _versions() -> dict[str, str | None]:
-    from .environment import _dist_version
+    from ..environment import dist_version
 
-    out = {name: _dist_version(name) for name in ("torch", "torchvision")}
+    out = {name: dist_version(name) for name in ("torch", "torchvision")}
     try:
         import torch
 
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     from .distributed import ranks_from_env
-    from .launch import watch_parent
+    from .watchdog import watch_parent
 
     watch_parent()
     ranks = ranks_from_env()
@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
                            "traceback": traceback.format_exc()[-8000:]}
         code = EXIT_OOM if oom else EXIT_ERROR
     result["versions"] = _versions()
-    from . import jsonio
+    from .. import jsonio
 
     jsonio.dump(Path(spec["result_dir"]) / f"result-rank{rank}.json", result, "result")
     return code

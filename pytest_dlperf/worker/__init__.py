@@ -1,0 +1,9 @@
+"""The worker side: what runs on each rank, in a fresh process.
+
+``python -m pytest_dlperf.worker SPEC.json`` (:mod:`.main`) builds the model, trains it for
+the warm-up and the measured windows and writes one JSON result (:mod:`pytest_dlperf.protocol`
+describes both documents).  Its pieces: :mod:`.training` (one training step per
+precision), :mod:`.distributed` (ranks and the process group), :mod:`.memory` (the memory
+cap of the largest-batch search), :mod:`.telemetry` (NVML and host sampler),
+:mod:`.flops` (FLOPs per sample and MFU).  Nothing here imports the controller.
+"""
