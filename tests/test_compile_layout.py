@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_dlperf import jsonio
-from pytest_dlperf.worker.main import main as worker
+from pytest_dlperf.worker import main as worker
 
 
 class FakeStep:
