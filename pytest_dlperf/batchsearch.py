@@ -36,6 +36,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .launchers import get_launcher
+from .runs import CaseError, measure
+
 OK, OOM, ERROR = "ok", "oom", "error"
 MAX_TRIALS = 12
 MAX_BATCH = 65536
@@ -178,3 +181,68 @@ def search(trial: Callable[[int], tuple[str, str | None]], start: int, *, max_ba
 def config_key(case, device: str, max_memory: int | None) -> tuple:
     """What a search result is cached by: the case without its GPU count, the device and the cap."""
     return case.model, case.precision, case.settings, device, max_memory
+
+
+class Searches:
+    """A session's ``batch_size: "max"`` searches, run once per config and reused by its cases.
+
+    Each trial is one run of :func:`pytest_dlperf.runs.measure` with a local launcher.
+    """
+
+    def __init__(self, *, max_memory: int | None, max_trials: int):
+        self.max_memory = max_memory
+        self.max_trials = max_trials
+        self._results: dict[tuple, SearchResult] = {}
+
+    def key(self, case, device: str) -> tuple:
+        return config_key(case, device, self.max_memory)
+
+    def resolve(self, case, spec, params, folder) -> tuple[Any, dict[str, Any]]:
+        """``case`` at the largest batch that fits, and the search's record (``max_batch`` in the results).
+
+        Raises the measure function's error (a :class:`~pytest_dlperf.runs.CaseError`) with
+        kind ``"max-batch"`` when the search failed: a trial that crashed, or batch 1 out of memory.
+        """
+        key = self.key(case, params.device)
+        cached = key in self._results
+        if not cached:
+            self._results[key] = self._search(case, spec, params, folder)
+        result = self._results[key]
+        record = dict(result.to_dict(), memory_cap=self.max_memory, cached=cached)
+        if result.chosen is None:
+            raise CaseError(f"{case.id}: batch size max: {result.error}", "max-batch", [])
+        return case.with_batch(result.chosen), record
+
+    def _search(self, case, spec, params, folder) -> SearchResult:
+        """Short fresh workers on one device.  Only the trials run under ``--dlperf-max-memory``:
+        the case is then measured at the chosen batch without the cap (its allocator settings
+        would slow every step)."""
+        trial_params = dataclasses.replace(params, runs=1, launcher="local", max_memory=self.max_memory,
+                                           **TRIAL_STEPS)
+
+        def trial(batch: int) -> tuple[str, str | None]:
+            one = case.with_gpus(1).with_batch(batch)
+            try:
+                measure(one, spec, trial_params, folder / f"bs{batch}", get_launcher("local"))
+            except CaseError as exc:
+                return (OOM if exc.kind == "oom" else ERROR), exc.message
+            return OK, None
+
+        return search(trial, spec.batch_size, max_trials=self.max_trials)
+
+    def at_chosen_batch(self, case, device: str):
+        """A ``"max"`` case at the batch its config's search chose (other cases as they are)."""
+        result = self._results.get(self.key(case, device)) if case.searches_batch else None
+        return case.with_batch(result.chosen) if result is not None and result.chosen else case
+
+    def label(self, case, device: str) -> str:
+        """The case's id for messages, with a ``"max"`` batch as the seeds write it: ``... (bs=max_144)``."""
+        chosen = self.at_chosen_batch(case, device)
+        return f"{case.id} (bs=max_{chosen.batch_size})" if chosen is not case else case.id
+
+    def relabel(self, message: str, case, device: str) -> str:
+        """A runner's message about the batch a ``"max"`` case measured, led by the case's own label."""
+        chosen = self.at_chosen_batch(case, device)
+        if chosen is not case and message.startswith(f"{chosen.id}:"):
+            return self.label(case, device) + message[len(chosen.id):]
+        return message

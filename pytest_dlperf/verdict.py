@@ -1,28 +1,28 @@
-"""Verdicts: a measured throughput against its baseline entry."""
+"""Verdicts: the gates of a case and the message that reports them.
+
+* the throughput gate (:func:`judge`): the median against ``baseline x (1 - tolerance)``;
+* the scaling gate (:func:`scaling`): an N-rank case's efficiency against a minimum;
+* the utilization gate (:func:`utilization_gate`): the lowest GPU's mean utilization;
+* :func:`compose_message`: the case's one message, what failed first.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from .results import Expected, GateResult, GateStatus, Scaling, Status, gpu_utilizations
 from .stats import Summary
 
-PASS = "pass"
-IMPROVED = "improved"
-NO_BASELINE = "no-baseline"
-FAIL = "fail"
-
-
-@dataclasses.dataclass(frozen=True)
-class Expected:
-    throughput: float
-    unit: str
-    tolerance: float
-    source: str | None = None
+PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
+__all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Verdict", "judge", "scaling",
+           "scaling_message", "utilization_gate", "compose_message", "fmt_value", "fmt_pct"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    status: str
+    status: Status
     message: str
     difference: float | None = None  # measured / baseline - 1
 
@@ -73,25 +73,6 @@ def judge(case_id: str, measured: Summary, unit: str, expected: Expected | None,
                          f"baseline {fmt_value(base)} {unit} ({sign}{fmt_pct(abs(diff))}{source}{noise})", diff)
 
 
-@dataclasses.dataclass(frozen=True)
-class Scaling:
-    """Speedup and efficiency of an N-rank case against the same case on one rank."""
-
-    ranks: int
-    reference: float  # 1-rank throughput
-    reference_source: str  # "this session", "baseline" or "measured for scaling"
-    speedup: float
-    efficiency: float
-    minimum: float | None
-
-    @property
-    def failed(self) -> bool:
-        return self.minimum is not None and self.efficiency < self.minimum
-
-    def to_dict(self) -> dict[str, float | int | str | None]:
-        return dataclasses.asdict(self)
-
-
 def scaling(throughput: float, ranks: int, reference: float, reference_source: str,
             minimum: float | None) -> Scaling:
     speedup = throughput / reference
@@ -104,3 +85,59 @@ def scaling_message(case_id: str, s: Scaling, unit: str) -> str:
     if s.failed:
         return f"{case_id}: {base} is below the minimum {fmt_pct(s.minimum)}"
     return base
+
+
+def utilization_gate(case_id: str, ranks: int, minimum: float | None, summaries: Sequence[Mapping[str, Any]],
+                     telemetry_off: bool) -> GateResult | None:
+    """The ``min_gpu_utilization`` gate: every sampled GPU's mean utilization against ``minimum``.
+
+    ``summaries``: the case's telemetry summaries (:func:`pytest_dlperf.results.telemetry_summaries`).
+    Not gated (never failed) where GPU telemetry is unavailable or turned off.
+    """
+    if minimum is None:
+        return None
+    wanted = f"{100 * minimum:g}%"
+    if telemetry_off:
+        return GateResult(GateStatus.NOT_GATED, minimum, f"{case_id}: min_gpu_utilization {wanted} not gated: "
+                                                         "telemetry is off (--dlperf-no-telemetry)")
+    utils = gpu_utilizations(summaries)
+    if not utils:
+        reason = next((s["gpu"].get("reason") for s in summaries if s.get("gpu", {}).get("reason")),
+                      "no telemetry")
+        return GateResult(GateStatus.NOT_GATED, minimum, f"{case_id}: min_gpu_utilization {wanted} not gated: "
+                                                         f"GPU telemetry unavailable ({reason})")
+    rank, mean, _ = min(utils, key=lambda u: u[1])
+    where = f" on rank {rank}" if rank is not None and ranks > 1 else ""
+    if mean < 100 * minimum:
+        return GateResult(GateStatus.FAIL, minimum, f"{case_id}: GPU utilization {mean:.1f}%{where} (mean over the "
+                                                    f"measured windows) is below the minimum {wanted}", mean / 100, rank)
+    return GateResult(GateStatus.PASS, minimum, f"{case_id}: GPU utilization {mean:.1f}%{where}, minimum {wanted}",
+                      mean / 100, rank)
+
+
+def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str | None, gate: GateResult | None,
+                    medians: Sequence[float], unit: str, notes: Sequence[str]) -> str:
+    """A case's message, its parts in the order of what failed first: throughput, scaling, utilization, notes.
+
+    ``scaling_note``: the scaling part (:func:`scaling_message`, or why there are no scaling
+    figures); ``medians``: each measurement's median, when the case was re-measured.
+    """
+    scale_failed = scale is not None and scale.failed
+    parts = [verdict.message]
+    if scaling_note:
+        parts.append(scaling_note)
+    if gate is not None and gate.status is not GateStatus.PASS:
+        parts.append(gate.message)
+    if len(medians) > 1:
+        figures = ", ".join(f"{m:.1f}" for m in medians)
+        if verdict.failed or scale_failed:
+            parts.append(f"measured {len(medians)} times: {figures} {unit}")
+        else:
+            parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {unit})")
+    parts.extend(notes)
+    if scale_failed and not verdict.failed:
+        parts[0], parts[1] = parts[1], parts[0]  # the scaling gate is what failed: lead with it
+    elif gate is not None and gate.failed and not verdict.failed:
+        parts.remove(gate.message)
+        parts.insert(0, gate.message)
+    return "; ".join(parts)

@@ -241,7 +241,8 @@ def test_a_search_under_a_cpu_memory_cap_measures_the_batch_it_chose(dlperf):
 CAPPED = textwrap.dedent("""
     import json, threading
     import torch
-    from pytest_dlperf import memory, worker
+    from pytest_dlperf.worker import memory
+    from pytest_dlperf.worker import main as worker
 
     torch.set_num_threads(4)
     cap = memory.cap_cpu(64 * 2**20)

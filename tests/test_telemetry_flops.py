@@ -34,7 +34,7 @@ AS_IF_ON_GPU = textwrap.dedent("""
                    factory=lambda settings: TINY.factory(settings))
 
     if os.environ.get("DLPERF_RUN_ID"):  # in a worker: sample GPU 0 as a CUDA case would
-        from pytest_dlperf import telemetry
+        from pytest_dlperf.worker import telemetry
 
         class AsIfOnGpu0(telemetry.Telemetry):
             def __init__(self, gpu_indices=None, interval=0.1):

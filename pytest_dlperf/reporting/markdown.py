@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsonio
+from ..results import gpu_metric, host_metric, telemetry_summaries
 from . import summary as report
 from ..verdict import fmt_pct, fmt_value
 
@@ -418,17 +419,17 @@ def _telemetry_details(records: Sequence[Record]) -> list[str]:
     """FLOPs per sample and peak, and the rest of the telemetry: GPU memory, power, clocks, disk, network."""
     rows = []
     for rec in records:
-        summaries = report.telemetry_summaries(rec)
+        summaries = telemetry_summaries(rec)
         flops = rec.get("flops") or {}
         if rec.get("throughput") is None or not (summaries or flops):
             continue
-        memory, power = report.gpu_metric(summaries, "memory_used_bytes", "max"), \
-            report.gpu_metric(summaries, "power_w", "mean")
-        clock, temperature = report.gpu_metric(summaries, "sm_clock_mhz", "mean"), \
-            report.gpu_metric(summaries, "temperature_c", "max")
+        memory, power = gpu_metric(summaries, "memory_used_bytes", "max"), \
+            gpu_metric(summaries, "power_w", "mean")
+        clock, temperature = gpu_metric(summaries, "sm_clock_mhz", "mean"), \
+            gpu_metric(summaries, "temperature_c", "max")
         throttling = sorted({reason for s in summaries for d in (_get(s, "gpu", "devices") or {}).values()
                              for reason in d.get("throttle_reasons") or []})
-        host = lambda name, how="mean": report.host_metric(summaries, name, how)  # noqa: E731
+        host = lambda name, how="mean": host_metric(summaries, name, how)  # noqa: E731
         rows.append((
             rec["id"],
             f"{flops['flops_per_sample'] / 1e9:.3g}" if flops.get("flops_per_sample") is not None else "-",

@@ -1,0 +1,141 @@
+"""Collection: the cases of a session, checked, as pytest items under one ``dlperf`` collector.
+
+Cases come from the baseline's entries and from the matrix options (``--dlperf-model`` x
+``--dlperf-precision`` x ``--dlperf-batch-size`` x ``--dlperf-gpus``); :func:`build_cases`
+checks each against its model (settings, unit, data backend) before any case runs.  Each
+becomes a :class:`DlperfItem` with the markers ``dlperf``, ``gpu<N>``, its precision and its
+model, so its node id reads ``dlperf::<case id>``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import baseline as baseline_mod
+from . import data, models
+from .cases import Case, check_settings, matrix
+from .results import CaseFailed
+
+if TYPE_CHECKING:
+    from .options import Options
+
+#: The session's :class:`~pytest_dlperf.session.DlperfSession`, set by the plugin at configure.
+STASH = pytest.StashKey[Any]()
+
+CaseEntry = tuple[Case, "baseline_mod.Entry | None"]
+
+
+def build_cases(options: Options, baseline: baseline_mod.Baseline | None) -> list[CaseEntry]:
+    """The baseline's cases, then the matrix cases it has no entry for; raises ``pytest.UsageError``."""
+    out: list[CaseEntry] = []
+    if baseline is not None:
+        out.extend((entry.case, entry) for entry in baseline.entries)
+    try:
+        extra = matrix(options.models, options.precisions, options.batch_sizes, options.gpus,
+                       lambda name: models.get_model_spec(name).batch_size, options.settings)
+    except models.UnknownModelError as exc:
+        raise pytest.UsageError(f"--dlperf-model: {exc}") from None
+    known = {case for case, _ in out}
+    out.extend((case, None) for case in map(baseline_mod.plain_case, extra) if case not in known)
+    for case, entry in out:
+        _check_case(case, entry, baseline)
+    check_data(out, baseline, options.data_dir)
+    return out
+
+
+def _where(baseline: baseline_mod.Baseline | None, entry: baseline_mod.Entry | None, field: str,
+           option: str) -> str:
+    """Where a case came from, for its usage errors: ``FILE: $.cases[3].FIELD`` or the option."""
+    if entry is not None and baseline is not None:
+        return f"{baseline.path}: $.cases[{entry.index}].{field}"
+    return option
+
+
+def _check_case(case: Case, entry: baseline_mod.Entry | None, baseline: baseline_mod.Baseline | None) -> None:
+    try:
+        spec = models.get_model_spec(case.model)
+    except models.UnknownModelError as exc:
+        raise pytest.UsageError(f"{_where(baseline, entry, 'model', '--dlperf-model')}: {exc}") from None
+    try:
+        check_settings(case.settings_dict, spec.defaults, _where(baseline, entry, "settings", "--dlperf-set"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if entry is not None and entry.unit and entry.unit != spec.unit:
+        raise pytest.UsageError(f"{_where(baseline, entry, 'unit', '')}: {entry.unit!r} does not match "
+                                f"model {case.model!r}, which reports {spec.unit!r}")
+
+
+def check_data(cases: list[CaseEntry], baseline: baseline_mod.Baseline | None, data_dir: str | None) -> None:
+    """Usage errors for the ``data`` setting: an image-classification model, a data dir in the
+    ImageFolder layout (:func:`pytest_dlperf.data.check_case`)."""
+    for case, entry in cases:
+        settings = case.settings_dict
+        backend = data.backend_of(settings)
+        where = _where(baseline, entry, "settings.data", f"--dlperf-set data={backend}")
+        spec = models.get_model_spec(case.model)
+        try:
+            data.check_case(case.id, backend, spec, spec.settings(settings), data_dir, where)
+        except data.DataError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+
+def collect_into(session: pytest.Session, config: pytest.Config, items: list, cases: list[CaseEntry]) -> None:
+    """Add the cases to ``items`` through pytest's collect protocol, fewer ranks first."""
+    known = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+    for name in sorted({name for case, _ in cases for name in case.markers} - known):
+        config.addinivalue_line("markers", f"{name}: a pytest-dlperf marker")
+    # Collect through the regular protocol, so the terminal counts the cases as
+    # collected and other plugins see a collect report for them.
+    collector = DlperfCollector.from_parent(session, name="dlperf", nodeid="dlperf", cases=cases)
+    rep = collector.ihook.pytest_make_collect_report(collector=collector)
+    collector.ihook.pytest_collectreport(report=rep)
+    if rep.failed:
+        raise pytest.UsageError(f"dlperf: cannot collect the cases: {rep.longreprtext}")
+    # Fewer ranks first: an N-rank case's speedup is measured against this session's 1-rank case.
+    items.extend(sorted(rep.result, key=lambda item: item.case.gpus))
+
+
+class DlperfCollector(pytest.Collector):
+    """The parent of all cases, so that their node ids read ``dlperf::<case id>``."""
+
+    def __init__(self, *, cases: list[CaseEntry], **kwargs):
+        super().__init__(**kwargs)
+        self.cases = cases
+
+    def collect(self):
+        return [DlperfItem.from_parent(self, name=case.id, case=case, entry=entry) for case, entry in self.cases]
+
+
+class DlperfItem(pytest.Item):
+    """One case as a test: its setup skips it where it cannot run, its run measures and judges it."""
+
+    def __init__(self, *, case: Case, entry: baseline_mod.Entry | None, **kwargs):
+        super().__init__(**kwargs)
+        self.case = case
+        self.entry = entry
+        for name in case.markers:
+            self.add_marker(getattr(pytest.mark, name))
+
+    def setup(self) -> None:
+        session = self.config.stash[STASH]
+        reason = session.skip_reason(self.case)
+        if reason:
+            session.record_skip(self.case, self.nodeid, reason)
+            # Reported at the case, not at this line of the plugin.  pytest has no public way to
+            # skip from Item.setup at the item's location: a skip marker would have to be added
+            # at collection, which would probe the device (import torch) for `pytest --co` too.
+            raise pytest.skip.Exception(reason, _use_item_location=True)
+
+    def runtest(self) -> None:
+        self.config.stash[STASH].run_case(self.case, self.entry, self.nodeid, self.user_properties)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, CaseFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        # A case has no source line: skip reports (-rs) name it by its node id.
+        return self.config.rootpath / self.nodeid, 0, f"dlperf {self.case.id}"

@@ -1,0 +1,235 @@
+"""Options: every ``--dlperf-*`` option, its ini twin, parsing and validation, in one place.
+
+:func:`add_options` declares them (``pytest_addoption``); :class:`Options` reads and checks
+them once per session, before any case is collected.  A value that does not parse is an
+:class:`~pytest_dlperf.cases.OptionError` naming the option, which the plugin turns into a
+usage error.  The ini twin of ``--dlperf-foo-bar`` is ``dlperf_foo_bar`` in pytest's ini
+file; the output paths (``--dlperf-json`` and the like) have none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import batchsearch
+from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
+from .launchers import LAUNCHERS
+from .reporting import plots
+from .worker import memory
+
+DEVICES = ("auto", "cuda", "cpu")
+#: Step counts of a case when neither the command line nor the baseline gives them.
+DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Every ``--dlperf-*`` option, each with its ini twin ``dlperf_*`` (none for the output paths)."""
+    group = parser.getgroup("dlperf", "deep-learning training throughput (pytest-dlperf)")
+
+    def option(name: str, help: str, *, ini_type: str | None = "string", **kwargs) -> None:
+        dest = "dlperf_" + name.replace("-", "_")
+        group.addoption(f"--dlperf-{name}", dest=dest, help=help, **kwargs)
+        if ini_type is not None:
+            parser.addini(dest, help=help.replace("%%", "%"), type=ini_type, default=None)
+
+    option("baseline", "baseline JSON: its cases are collected and judged against it.", metavar="PATH")
+    option("model", "models for cases without a baseline entry (comma list).", metavar="NAMES", action="append")
+    option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).",
+           metavar="LIST", action="append")
+    option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's); "
+                         "max: the largest that trains without running out of memory.",
+           metavar="LIST", action="append")
+    option("gpus", "GPU counts (ranks) for matrix cases (comma list; default 1).", metavar="LIST", action="append")
+    option("set", "a setting of matrix cases, KEY=VALUE (repeatable): seq_len=512, data=torchvision, "
+                  "channels_last=false, compile=true, image_size=160.", metavar="KEY=VALUE", action="append")
+    option("device", "where cases run: auto (CUDA when available), cuda or cpu.", metavar="DEVICE")
+    option("launcher", f"how a case's ranks start: {', '.join(LAUNCHERS)} (default local: torchrun on this "
+                       "node for N > 1).", metavar="NAME")
+    option("launcher-args", "extra arguments for srun / mpirun / torchrun (one string, split like a shell).",
+           metavar="ARGS")
+    option("nnodes", "nodes of a torchrun job across nodes (--dlperf-launcher torchrun; default 1).", metavar="N")
+    option("rdzv-endpoint", "HOST:PORT of the c10d rendezvous of a torchrun job across nodes.", metavar="HOST:PORT")
+    option("rdzv-timeout", "seconds a torchrun job across nodes waits for all nodes to join (default 120).",
+           metavar="SECONDS")
+    option("node-rank", "this node's rank in a torchrun job (default: from SLURM_NODEID, OMPI_COMM_WORLD_RANK "
+                        "or DLPERF_NODE_RANK, else 0).", metavar="N")
+    option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the "
+                             "baseline sets none, as a fraction (default: not gated).", metavar="FRACTION")
+    option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: "
+                                  "80%%), when the baseline sets none (default: not gated; never gated where "
+                                  "GPU telemetry is unavailable).", metavar="FRACTION")
+    option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", metavar="N")
+    option("steps", "steps per measured window (default 100; a baseline may set it).", metavar="N")
+    option("repeats", "measured windows per run (default 5; a baseline may set it).", metavar="N")
+    option("runs", "fresh worker processes per case; the median of all their windows (default 1).",
+           metavar="K")
+    option("confirm", "re-measure a case below its baseline this many times before it fails (default 1).",
+           metavar="N")
+    option("timeout", "seconds a worker may run before its process group is killed "
+                      "(default: adapts to the measured step time).", metavar="SECONDS")
+    option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).",
+           metavar="FRACTION")
+    option("require-baseline", "fail cases that have no baseline entry.", action="store_true",
+           default=None, ini_type="bool")
+    option("save-baseline", "write the measured medians as a baseline to PATH (atomically).", metavar="PATH",
+           ini_type=None)
+    option("json", "write every case's windows, statistics, verdict and environment to PATH.",
+           metavar="PATH", ini_type=None)
+    option("report", "write a Markdown report to PATH (environment, method, throughput and speedup tables, "
+                     "baseline comparison, telemetry), with each run's logs copied to <stem>-logs/ beside it.",
+           metavar="PATH", ini_type=None)
+    option("plot", "write PNG plots to DIR: throughput vs GPUs per model and precision, measured vs "
+                   "baseline per unit (needs the plot extra: matplotlib).", metavar="DIR")
+    option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).",
+           metavar="DIR")
+    option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives "
+                          "CPU cases and unlisted GPUs an MFU).", metavar="TFLOPS")
+    option("max-memory", "cap the memory each worker's training may add, e.g. 2GiB or 1500MB: the CPU's "
+                         "address space beyond the framework's own, or a CUDA device's memory (batch size max "
+                         "on the CPU needs it).", metavar="SIZE")
+    option("max-batch-trials", f"most short trial runs of one batch size max search (default "
+                               f"{batchsearch.MAX_TRIALS}).", metavar="N")
+    option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.",
+           action="store_true", default=None, ini_type="bool")
+    option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
+                       "data=dali cases read.", metavar="DIR")
+    option("data-workers", "data loader workers (torchvision) or DALI threads per rank (default: the CPUs per "
+                           "rank less one, at most 8).", metavar="N")
+    option("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image "
+                        "files read; the cases pass with a data-only verdict.", action="store_true", default=None,
+           ini_type="bool")
+
+
+def _option(config: pytest.Config, name: str):
+    """Command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``)."""
+    dest = "dlperf_" + name.replace("-", "_")
+    value = config.getoption(dest)
+    if value is None or value == []:
+        try:
+            value = config.getini(dest)
+        except ValueError:
+            value = None
+    if value == [] or value == "":
+        return None
+    return value
+
+
+def _int_option(config, name: str, minimum: int) -> int | None:
+    raw = _option(config, name)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise OptionError(f"--dlperf-{name}: {raw!r} is not an integer") from None
+    if value < minimum:
+        raise OptionError(f"--dlperf-{name}: {value} is not allowed; expected an integer >= {minimum}")
+    return value
+
+
+def _float_option(config, name: str, *, low: float, high: float | None = None,
+                  high_inclusive: bool = False) -> float | None:
+    raw = _option(config, name)
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw))
+    except ValueError:
+        raise OptionError(f"--dlperf-{name}: {raw!r} is not a number") from None
+    below_high = high is None or value < high or (high_inclusive and value == high)
+    if not (value > low and below_high):
+        bound = f"between {low} and {high}" if high is not None else f"greater than {low}"
+        raise OptionError(f"--dlperf-{name}: {value} is not allowed; expected a number {bound}")
+    return value
+
+
+def _data_dir_option(config: pytest.Config) -> str | None:
+    """``--dlperf-data-dir`` as an absolute path: relative to the current folder on the command
+    line, to the ini file's folder in ``dlperf_data_dir`` (workers may run elsewhere)."""
+    raw = config.getoption("dlperf_data_dir")
+    base = Path.cwd()
+    if not raw:
+        raw = config.getini("dlperf_data_dir") or None
+        if config.inipath is not None:
+            base = config.inipath.parent
+    return str((base / os.path.expanduser(str(raw))).resolve()) if raw else None
+
+
+class Options:
+    """The validated dlperf options of one session: the command line first, then the ini file.
+
+    Raises :class:`~pytest_dlperf.cases.OptionError` naming the option and what it expects.
+    """
+
+    def __init__(self, config: pytest.Config):
+        self.baseline_path = _option(config, "baseline")
+        self.models = parse_list("--dlperf-model", _option(config, "model"))
+        self.precisions = parse_precisions("--dlperf-precision", _option(config, "precision"))
+        self.batch_sizes = parse_batch_sizes("--dlperf-batch-size", _option(config, "batch-size"))
+        self.gpus = parse_ints("--dlperf-gpus", _option(config, "gpus"))
+        self.settings = parse_settings("--dlperf-set", _option(config, "set"))
+        self.device = str(_option(config, "device") or "auto")
+        if self.device not in DEVICES:
+            raise OptionError(f"--dlperf-device: {self.device!r} is not one of {', '.join(DEVICES)}")
+        self.warmup_steps = _int_option(config, "warmup-steps", 0)
+        self.steps = _int_option(config, "steps", 1)
+        self.repeats = _int_option(config, "repeats", 1)
+        self.runs = _int_option(config, "runs", 1) or 1
+        confirm = _int_option(config, "confirm", 0)
+        self.confirm = 1 if confirm is None else confirm
+        self.timeout = _float_option(config, "timeout", low=0)
+        self.tolerance = _float_option(config, "tolerance", low=0, high=1)
+        self.min_efficiency = _float_option(config, "min-efficiency", low=0, high=1.5)
+        self.min_gpu_utilization = _float_option(config, "min-gpu-utilization", low=0, high=1, high_inclusive=True)
+        self.launcher = str(_option(config, "launcher") or "local")
+        if self.launcher not in LAUNCHERS:
+            raise OptionError(f"--dlperf-launcher: {self.launcher!r} is not one of {', '.join(LAUNCHERS)}")
+        try:
+            self.launcher_args = shlex.split(str(_option(config, "launcher-args") or ""))
+        except ValueError as exc:
+            raise OptionError(f"--dlperf-launcher-args: {exc}") from None
+        self.nnodes = _int_option(config, "nnodes", 1) or 1
+        self.node_rank = _int_option(config, "node-rank", 0)
+        self.rdzv_endpoint = _option(config, "rdzv-endpoint")
+        self.rdzv_timeout = _float_option(config, "rdzv-timeout", low=0) or 120.0
+        if self.rdzv_endpoint and not re.fullmatch(r"[^:\s]+:\d+", str(self.rdzv_endpoint)):
+            raise OptionError(f"--dlperf-rdzv-endpoint: {self.rdzv_endpoint!r} is not HOST:PORT")
+        if self.nnodes > 1 and self.launcher == "torchrun":
+            # Only the node of rank 0 judges: a re-measurement there alone would leave the
+            # other nodes waiting at a rendezvous that never comes.
+            self.confirm = 0
+        if self.nnodes > 1 and self.launcher != "torchrun":
+            raise OptionError("--dlperf-nnodes: jobs across nodes need --dlperf-launcher torchrun "
+                              "(slurm and mpi take their nodes from the allocation or the hostfile)")
+        self.require_baseline = bool(_option(config, "require-baseline"))
+        self.save_baseline = _option(config, "save-baseline")
+        self.json_path = _option(config, "json")
+        self.report_path = _option(config, "report")
+        self.plot_dir = _option(config, "plot")
+        if self.plot_dir and (missing := plots.missing_matplotlib()):
+            raise OptionError(missing)
+        self.log_dir = _option(config, "log-dir")
+        self.peak_tflops = _float_option(config, "peak-tflops", low=0)
+        self.no_telemetry = bool(_option(config, "no-telemetry"))
+        self.data_dir = _data_dir_option(config)
+        self.data_workers = _int_option(config, "data-workers", 0)
+        self.data_only = bool(_option(config, "data-only"))
+        self.max_batch_trials = _int_option(config, "max-batch-trials", 1) or batchsearch.MAX_TRIALS
+        raw_memory = _option(config, "max-memory")
+        try:
+            self.max_memory = None if raw_memory is None else memory.parse_size("--dlperf-max-memory", raw_memory)
+        except ValueError as exc:
+            raise OptionError(str(exc)) from None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.baseline_path or self.models)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v not in (None, [])}

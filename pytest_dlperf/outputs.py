@@ -1,0 +1,148 @@
+"""What a session leaves behind: the results document, the report, the plots, a saved baseline, the summary.
+
+At the end of a session (:func:`write_outputs`) the typed results become one results
+document (``--dlperf-json``; :func:`results_document`), which the Markdown report and the
+plots render; ``--dlperf-save-baseline`` writes the measured medians as a baseline.  The
+terminal summary (:func:`terminal_summary`) comes after pytest's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from . import baseline as baseline_mod
+from . import environment, jsonio
+from .reporting import markdown, plots, summary
+from .results import as_dicts
+from .session import params_summary
+
+if TYPE_CHECKING:
+    from .session import DlperfSession
+
+
+@dataclasses.dataclass
+class Outputs:
+    """What the session wrote, for the terminal summary."""
+
+    environment: dict[str, Any] = dataclasses.field(default_factory=dict)
+    plot_files: list[Path] = dataclasses.field(default_factory=list)
+    plot_notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def session_environment(session: DlperfSession) -> dict[str, Any]:
+    """The controller's machine, and the device the first measured case ran on."""
+    env = environment.collect(session.config.rootpath)
+    devices = [r.device for r in session.results if r.device]
+    requested = session.options.device
+    if devices:
+        env["device"] = devices[0]
+    elif requested != "auto":
+        env["device"] = {"type": requested}
+    else:
+        env["device"] = {"type": session.probed_device or "unknown"}
+    return env
+
+
+def hardware_mismatch(session: DlperfSession) -> str | None:
+    """The first judged case's note that the baseline was measured on another GPU model or device."""
+    return next((r.hardware_mismatch for r in session.results if r.hardware_mismatch), None)
+
+
+def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, Any]:
+    """The ``--dlperf-json`` document (``schemas/results.schema.json``)."""
+    base = session.baseline
+    return {
+        "schema_version": 1,
+        "kind": "dlperf-results",
+        "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "environment": env,
+        "options": session.options.to_dict(),
+        "baseline": None if base is None else {
+            "path": base.path, "source": base.source, "hardware": dict(base.hardware),
+            "hardware_mismatch": hardware_mismatch(session)},
+        "cases": as_dicts(session.results),
+    }
+
+
+def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> None:
+    """``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot`` and ``--dlperf-save-baseline``, in that order."""
+    opts = session.options
+    outputs.environment = session_environment(session)
+    document = results_document(session, outputs.environment)
+    if opts.json_path:
+        jsonio.dump(opts.json_path, document, "results")
+    if opts.report_path:
+        _write_report(session.config, opts.report_path, document)
+    if opts.plot_dir:
+        try:
+            outputs.plot_files = plots.write_plots(document, Path(opts.plot_dir), outputs.plot_notes)
+        except OSError as exc:
+            outputs.plot_notes.append(f"plots not written: {exc}")
+    if opts.save_baseline:
+        _save_baseline(session, outputs.environment, exitstatus)
+
+
+def _terminal(config: pytest.Config):
+    return config.pluginmanager.get_plugin("terminalreporter")
+
+
+def _write_report(config: pytest.Config, path: str, document: dict[str, Any]) -> None:
+    """The Markdown report, from the same document as ``--dlperf-json``, with the runs' logs beside it."""
+    written = markdown.write_report(document, path, search_dirs=(os.getcwd(),))
+    tr = _terminal(config)
+    if tr is None:
+        return
+    logs = f"; logs in {written.logs}" if written.logs else ""
+    tr.write_line(f"dlperf: wrote the report {written.path}{logs}")
+    if written.problem:
+        tr.write_line(f"dlperf: {written.problem}; the report links the original log folders", yellow=True)
+
+
+def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int | pytest.ExitCode) -> None:
+    tr = _terminal(session.config)
+    path = session.options.save_baseline
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        if tr:
+            tr.write_line(f"dlperf: session interrupted; {path} not written", red=True)
+        return
+    measured = [r.to_dict() for r in session.results if r.measured]
+    steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
+    document = baseline_mod.from_measurements(measured, env,
+                                              tolerance=session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE,
+                                              steps=steps)
+    baseline_mod.save(path, document)
+    if tr:
+        tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
+
+
+def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter) -> None:
+    """The ``dlperf summary`` section: the tables, the notes and where the plots and logs are."""
+    if not session.results:
+        return
+    terminalreporter.write_sep("=", "dlperf summary")
+    for line in summary.summary_lines(as_dicts(session.results), session.baseline.path if session.baseline else None):
+        terminalreporter.write_line(line)
+    mismatch = hardware_mismatch(session)
+    if mismatch:
+        terminalreporter.write_line(f"dlperf: {mismatch}", yellow=True)
+    if session.options.plot_dir:
+        names = ", ".join(p.name for p in outputs.plot_files) or "none"
+        terminalreporter.write_line(f"dlperf: {len(outputs.plot_files)} plot(s) in "
+                                    f"{Path(session.options.plot_dir).resolve()}: {names}")
+        for note in outputs.plot_notes:
+            terminalreporter.write_line(f"  {note}")
+    if session.workdir_if_made is not None:
+        terminalreporter.write_line(f"dlperf: worker logs in {session.workdir_if_made}")
+
+
+def header_lines(session: DlperfSession) -> list[str]:
+    """pytest's header: the device asked for, the baseline, and this machine in one line."""
+    src = f"baseline {session.options.baseline_path}" if session.options.baseline_path else "no baseline"
+    env = environment.collect(session.config.rootpath)
+    return [f"dlperf: device {session.options.device}, {src}", f"dlperf: {environment.header_line(env)}"]

@@ -1,0 +1,50 @@
+"""JUnit XML: each case's figures as ``<property>`` elements (``dlperf_throughput``, ``dlperf_mfu``, ...).
+
+pytest writes a test's ``user_properties`` into ``--junitxml``; CI dashboards read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..results import CaseResult, gpu_utilizations, host_metric, telemetry_summaries
+
+
+def properties(result: CaseResult) -> list[tuple[str, Any]]:
+    """The properties of a judged case."""
+    stats = result.stats or {}
+    props: list[tuple[str, Any]] = [
+        ("dlperf_verdict", result.verdict.value if result.verdict else None),
+        ("dlperf_throughput", round(result.throughput, 3)), ("dlperf_unit", result.unit),
+        ("dlperf_cv", round(stats["cv"], 5)), ("dlperf_windows", stats["n"])]
+    if result.baseline:
+        props.append(("dlperf_baseline", result.baseline.throughput))
+        props.append(("dlperf_difference_pct", round(100 * result.difference, 2)))
+    if result.scaling:
+        props.append(("dlperf_speedup", round(result.scaling.speedup, 4)))
+        props.append(("dlperf_efficiency", round(result.scaling.efficiency, 4)))
+    if result.max_batch:
+        props.append(("dlperf_batch_size", result.max_batch["chosen"]))
+        props.append(("dlperf_max_batch_trials", len(result.max_batch["trials"])))
+    if result.compile_seconds is not None:
+        props.append(("dlperf_compile_seconds", round(result.compile_seconds, 3)))
+    if result.flops:
+        props.append(("dlperf_tflops", float(f"{result.flops['tflops']:.6g}")))
+        if result.flops["mfu"] is not None:
+            props.append(("dlperf_mfu", float(f"{result.flops['mfu']:.6g}")))  # tiny on a CPU: 1e-4 of a peak
+    summaries = telemetry_summaries(result)
+    gpus = gpu_utilizations(summaries)
+    if gpus:
+        props.append(("dlperf_gpu_util_mean", round(sum(g[1] for g in gpus) / len(gpus), 2)))
+    cpu = host_metric(summaries, "cpu_percent", "mean")
+    if cpu is not None:
+        props.append(("dlperf_cpu_util_mean", round(cpu, 2)))
+    return props
+
+
+def data_only_properties(loader: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The properties of a ``--dlperf-data-only`` case: the loader's figures."""
+    return [("dlperf_verdict", "data-only"),
+            ("dlperf_data_samples_per_second", round(loader["samples_per_second"], 3)),
+            ("dlperf_data_mb_per_second", round(loader["megabytes_per_second"], 3))]

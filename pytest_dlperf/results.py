@@ -1,0 +1,289 @@
+"""Results: the typed record of one case, converted to and from a dict only at the JSON edge.
+
+A :class:`CaseResult` is what a session knows about a case once it ran, was skipped or
+failed: its verdict (a :class:`Status`), message, figures and where they came from.  The
+session builds it (:mod:`pytest_dlperf.session`), the reports read it
+(:mod:`pytest_dlperf.reporting`), and ``--dlperf-json`` writes it as one item of the
+results document's ``cases`` (``schemas/results.schema.json``; :meth:`CaseResult.to_dict`
+and :meth:`CaseResult.from_dict` are the only places that know its keys).
+
+The sub-documents the workers wrote (runs, windows, telemetry, FLOPs, loader figures) stay
+dicts: they are the workers' JSON, passed through (:mod:`pytest_dlperf.protocol`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .cases import Case
+
+
+class CaseFailed(Exception):
+    """A case that regressed or could not be measured; its message is the report."""
+
+
+class Status(str, enum.Enum):
+    """A case's verdict.  A ``str``, so ``Status.FAIL == "fail"`` and JSON holds the value."""
+
+    PASS = "pass"
+    IMPROVED = "improved"
+    NO_BASELINE = "no-baseline"
+    FAIL = "fail"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    REMOTE = "remote"  # a torchrun job across nodes: rank 0's node reports
+    DATA_ONLY = "data-only"  # --dlperf-data-only: the loader alone, never judged
+
+    def __str__(self) -> str:
+        return self.value
+
+    # Equal to its value, so hashed as its value too: ``{Status.FAIL: ...}.get("fail")`` finds it.
+    __hash__ = str.__hash__
+
+
+#: Verdicts of a throughput against its baseline (``throughput_verdict``).
+THROUGHPUT_STATUSES = (Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """A baseline's figure for a case, as judged: throughput, unit, tolerance and its source."""
+
+    throughput: float
+    unit: str
+    tolerance: float
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"throughput": self.throughput, "tolerance": self.tolerance, "source": self.source, "unit": self.unit}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Expected:
+        return cls(data["throughput"], data.get("unit") or "", data.get("tolerance", 0.0), data.get("source"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Scaling:
+    """Speedup and efficiency of an N-rank case against the same case on one rank."""
+
+    ranks: int
+    reference: float  # 1-rank throughput
+    reference_source: str  # "this session", "baseline" or "measured for scaling"
+    speedup: float
+    efficiency: float
+    minimum: float | None
+
+    @property
+    def failed(self) -> bool:
+        return self.minimum is not None and self.efficiency < self.minimum
+
+    def to_dict(self) -> dict[str, float | int | str | None]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Scaling:
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+
+
+class GateStatus(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_GATED = "not gated"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
+
+
+@dataclasses.dataclass(frozen=True)
+class GateResult:
+    """The ``min_gpu_utilization`` gate of one case: the lowest GPU's mean against the minimum."""
+
+    status: GateStatus
+    minimum: float
+    message: str
+    measured: float | None = None  # a fraction, as the minimum
+    rank: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status is GateStatus.FAIL
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: everything but the message, which is part of the case's own."""
+        return {"minimum": self.minimum, "measured": self.measured, "rank": self.rank, "status": self.status.value}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GateResult:
+        return cls(GateStatus(data["status"]), data["minimum"], data.get("message", ""), data.get("measured"),
+                   data.get("rank"))
+
+
+#: Fields written only when set (absent from skipped and failed cases' records).
+_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks")
+#: Fields of a judged case, written even when null.
+_JUDGED = ("throughput_verdict", "scaling", "flops", "telemetry", "data", "compile_seconds",
+           "gpu_utilization_gate", "hardware_mismatch")
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """One case of a session: what ran, its figures and its verdict."""
+
+    id: str
+    case: Case
+    nodeid: str | None = None
+    unit: str | None = None
+    verdict: Status | None = None  # None while the case runs
+    message: str = ""
+    throughput: float | None = None  # the judged median; None when nothing was measured
+    stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.stats)
+    baseline: Expected | None = None
+    difference: float | None = None  # measured / baseline - 1
+    attempts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    parameters: dict[str, Any] | None = None  # the RunParams the case ran with
+    throughput_verdict: Status | None = None  # the throughput alone; verdict also counts the gates
+    device: dict[str, Any] | None = None
+    ranks: list[dict[str, Any]] | None = None
+    scaling: Scaling | None = None
+    flops: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | list[dict[str, Any]] | None = None
+    data: dict[str, Any] | None = None
+    compile_seconds: float | None = None
+    gpu_utilization_gate: GateResult | None = None
+    hardware_mismatch: str | None = None
+    max_batch: dict[str, Any] | None = None
+    duration: float | None = None
+    judged: bool = False  # went through the throughput verdict: its figure fields are all written
+
+    # -- derived, so that no reader works them out again
+
+    @property
+    def measured(self) -> bool:
+        """Whether the case has a judged figure (not skipped, failed to run, remote or data-only)."""
+        return self.throughput is not None
+
+    @property
+    def scaling_failed(self) -> bool:
+        return self.scaling is not None and self.scaling.failed
+
+    @property
+    def failed(self) -> bool:
+        return self.verdict in (Status.FAIL, Status.ERROR)
+
+    @property
+    def chosen_batch(self) -> int | None:
+        """The batch a ``batch_size: "max"`` search chose, or None."""
+        return (self.max_batch or {}).get("chosen")
+
+    # -- the JSON edge
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id, "nodeid": self.nodeid, "case": self.case.to_dict(),
+            "verdict": None if self.verdict is None else self.verdict.value, "message": self.message,
+            "unit": self.unit, "throughput": self.throughput, "stats": self.stats,
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
+            "difference": self.difference, "attempts": self.attempts,
+        }
+        if self.nodeid is None:
+            del out["nodeid"]
+        for name in _OPTIONAL:
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        judged = {
+            "throughput_verdict": None if self.throughput_verdict is None else self.throughput_verdict.value,
+            "scaling": None if self.scaling is None else self.scaling.to_dict(),
+            "flops": self.flops, "telemetry": self.telemetry, "data": self.data,
+            "compile_seconds": self.compile_seconds,
+            "gpu_utilization_gate": None if self.gpu_utilization_gate is None else self.gpu_utilization_gate.to_dict(),
+            "hardware_mismatch": self.hardware_mismatch,
+        }
+        for name in _JUDGED:
+            if self.judged or judged[name] is not None:
+                out[name] = judged[name]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseResult:
+        def typed(key: str, kind):
+            value = data.get(key)
+            return None if value is None else kind(value)
+
+        return cls(
+            id=data["id"], case=Case.from_dict(data["case"]), nodeid=data.get("nodeid"), unit=data.get("unit"),
+            verdict=typed("verdict", Status), message=data.get("message", ""),
+            throughput=data.get("throughput"), stats=data.get("stats"),
+            baseline=typed("baseline", Expected.from_dict), difference=data.get("difference"),
+            attempts=list(data.get("attempts") or []), parameters=data.get("parameters"),
+            throughput_verdict=typed("throughput_verdict", Status), device=data.get("device"),
+            ranks=data.get("ranks"), scaling=typed("scaling", Scaling.from_dict), flops=data.get("flops"),
+            telemetry=data.get("telemetry"), data=data.get("data"), compile_seconds=data.get("compile_seconds"),
+            gpu_utilization_gate=typed("gpu_utilization_gate", GateResult.from_dict),
+            hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
+            duration=data.get("duration"), judged="throughput_verdict" in data,
+        )
+
+
+def cases_from(document: Mapping[str, Any]) -> list[CaseResult]:
+    """The typed cases of a results document (``--dlperf-json``, ``dlperf report``)."""
+    return [CaseResult.from_dict(c) for c in document.get("cases", [])]
+
+
+def as_dicts(results: Iterable[CaseResult | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Dicts of results (typed ones converted), for the JSON edge."""
+    return [r.to_dict() if isinstance(r, CaseResult) else dict(r) for r in results]
+
+
+# -- readers of the workers' telemetry summaries, shared by the gates and the reports
+
+NO_GPU_REQUESTED = "no GPU requested"
+
+
+def telemetry_summaries(record: CaseResult | Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The record's telemetry summaries: one, or one per rank; none when telemetry was off."""
+    telemetry = record.telemetry if isinstance(record, CaseResult) else record.get("telemetry")
+    if not telemetry:
+        return []
+    return list(telemetry) if isinstance(telemetry, list) else [telemetry]
+
+
+def gpu_utilizations(summaries: Iterable[Mapping[str, Any]]) -> list[tuple[int | None, float, float]]:
+    """(rank, mean %, max %) of NVML's GPU utilization of every sampled GPU."""
+    out = []
+    for summary in summaries:
+        for device in summary.get("gpu", {}).get("devices", {}).values():
+            util = device.get("utilization_gpu")
+            if util:
+                out.append((summary.get("rank"), util["mean"], util["max"]))
+    return out
+
+
+def gpu_unavailable_reason(summaries: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why a case that sampled GPUs has no GPU figures (NVML missing, ...); None otherwise."""
+    for summary in summaries:
+        gpu = summary.get("gpu", {})
+        if not gpu.get("available") and gpu.get("reason") not in (None, NO_GPU_REQUESTED):
+            return gpu["reason"]
+    return None
+
+
+def host_metric(summaries: Iterable[Mapping[str, Any]], name: str, how: str) -> float | None:
+    """A host metric over the ranks: the mean of their means (``how="mean"``) or the highest max."""
+    values = [s["host"][name][how] for s in summaries if name in s.get("host", {})]
+    if not values:
+        return None
+    return max(values) if how == "max" else sum(values) / len(values)
+
+
+def gpu_metric(summaries: Iterable[Mapping[str, Any]], name: str, how: str) -> float | None:
+    """An NVML metric over every sampled GPU: the mean of their means (``how="mean"``) or the highest max."""
+    values = [device[name][how] for s in summaries for device in s.get("gpu", {}).get("devices", {}).values()
+              if isinstance(device.get(name), Mapping)]
+    if not values:
+        return None
+    return max(values) if how == "max" else sum(values) / len(values)

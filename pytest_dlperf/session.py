@@ -1,0 +1,340 @@
+"""The session: run one case (its runs, confirmations, largest batch and scaling reference) and record it.
+
+:class:`DlperfSession` is created once per pytest session by the plugin
+(:mod:`pytest_dlperf.plugin`), which hands it each case's item.  For a case it:
+
+1. decides whether it can run here (:meth:`DlperfSession.skip_reason`);
+2. searches the largest batch first, for a ``batch_size: "max"`` case (:mod:`.batchsearch`);
+3. measures it in fresh worker processes (:func:`pytest_dlperf.runs.measure`), re-measuring
+   a case that fell below its baseline (``--dlperf-confirm``);
+4. judges it (:mod:`.verdict`): throughput, scaling against the 1-rank figure, GPU utilization;
+5. records a typed :class:`~pytest_dlperf.results.CaseResult`, which the outputs
+   (:mod:`.outputs`) and the reports read at the end of the session.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+import statistics
+import time
+from pathlib import Path
+
+import pytest
+
+from . import baseline as baseline_mod
+from . import data, models
+from .batchsearch import Searches
+from .cases import Case
+from .launchers import get_launcher
+from .options import DEFAULTS, Options
+from .reporting import benchmark_json, junit
+from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
+from .runs import Attempt, CaseError, RemoteRankZero, RunParams, measure
+from .verdict import Verdict, compose_message, judge, scaling, scaling_message, utilization_gate
+
+@dataclasses.dataclass(frozen=True)
+class DeviceChoice:
+    """Where this session's cases run: ``--dlperf-device`` resolved against what torch sees."""
+
+    kind: str  # "cuda" or "cpu"
+    cuda_count: int  # visible CUDA devices (0 when not probed: --dlperf-device cpu)
+
+    @classmethod
+    def probe(cls, requested: str) -> DeviceChoice:
+        if requested == "cpu":
+            return cls("cpu", 0)
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return cls("cuda" if (requested == "cuda" or count) else "cpu", count)
+
+
+class DlperfSession:
+    """One pytest session's cases: options, baseline, and the results recorded so far."""
+
+    def __init__(self, config: pytest.Config, options: Options, baseline: baseline_mod.Baseline | None):
+        self.config = config
+        self.options = options
+        self.baseline = baseline
+        self.results: list[CaseResult] = []
+        self.launcher = get_launcher(options.launcher, options.launcher_args, **(
+            {"nnodes": options.nnodes, "endpoint": options.rdzv_endpoint, "node_rank": options.node_rank,
+             "join_timeout": options.rdzv_timeout}
+            if options.launcher == "torchrun" else {}))
+        self.searches = Searches(max_memory=options.max_memory, max_trials=options.max_batch_trials)
+        self._references: dict[Case, float | None] = {}  # 1-rank figures measured for scaling
+        self._reference_errors: dict[Case, str] = {}
+        self._workdir: Path | None = None
+        self._device_choice: DeviceChoice | None = None
+
+    # -- where and how cases run
+
+    @property
+    def device_choice(self) -> DeviceChoice:
+        """Probed on first use (importing torch), not at configure time: ``pytest --co`` stays fast."""
+        if self._device_choice is None:
+            self._device_choice = DeviceChoice.probe(self.options.device)
+        return self._device_choice
+
+    @property
+    def probed_device(self) -> str | None:
+        """The device, if a case has asked for it yet (None: not probed)."""
+        return None if self._device_choice is None else self._device_choice.kind
+
+    @property
+    def device(self) -> str:
+        return self.device_choice.kind
+
+    @property
+    def workdir_if_made(self) -> Path | None:
+        return self._workdir
+
+    @property
+    def workdir(self) -> Path:
+        """This session's folder of worker specs, logs and results (``--dlperf-log-dir``, else basetemp)."""
+        if self._workdir is None:
+            if self.options.log_dir:
+                base = Path(self.options.log_dir)
+            else:
+                # pytest has no public accessor of the session's TempPathFactory outside fixtures.
+                factory = getattr(self.config, "_tmp_path_factory", None)
+                base = factory.getbasetemp() / "dlperf" if factory else Path(".dlperf")
+            stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+            self._workdir = base / f"session-{stamp}-{os.getpid()}"
+            self._workdir.mkdir(parents=True, exist_ok=True)
+        return self._workdir
+
+    def skip_reason(self, case: Case) -> str | None:
+        spec = models.get_model_spec(case.model)
+        missing = spec.missing_requirements()
+        if missing:
+            return missing[0]
+        backend = data.backend_of(case.settings_dict)
+        if self.options.data_only and backend == data.SYNTHETIC:
+            return ("--dlperf-data-only times a data loader; this case's data is synthetic "
+                    "(set data=torchvision or data=dali)")
+        no_loader = data.missing_module(backend)
+        if no_loader:
+            return no_loader
+        choice = self.device_choice
+        if choice.kind == "cuda" and not choice.cuda_count:
+            return "CUDA not available"
+        unavailable = self.launcher.unavailable()
+        if unavailable:
+            return unavailable
+        reach = self.launcher.reach(choice.kind, choice.cuda_count)
+        if reach is not None and case.gpus > reach:
+            if choice.kind == "cuda":
+                return f"needs {case.gpus} GPUs, {reach} visible"
+            return f"needs {case.gpus} ranks, the {self.launcher.name} launcher reaches {reach}"
+        if case.searches_batch:
+            return self.max_batch_skip_reason()
+        return None
+
+    def max_batch_skip_reason(self) -> str | None:
+        """Why a ``batch_size: "max"`` case cannot run here, or None."""
+        if self.device == "cpu" and self.options.max_memory is None:
+            return ("batch size max on the CPU needs --dlperf-max-memory: without a cap the search would grow "
+                    "into swap and the kernel's OOM killer")
+        if self.options.launcher == "torchrun" and self.options.nnodes > 1:
+            return "batch size max is searched by one controller: not in a torchrun job across nodes"
+        return None
+
+    def params_for(self, entry: baseline_mod.Entry | None) -> RunParams:
+        """Step counts: the option, else the entry's, else the baseline defaults', else :data:`DEFAULTS`."""
+        opts = self.options
+        defaults = dict(DEFAULTS)
+        if self.baseline is not None:
+            defaults.update({k: v for k, v in self.baseline.defaults.items() if k in DEFAULTS})
+        if entry is not None:
+            defaults.update(entry.overrides)
+        chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k] for k in DEFAULTS}
+        return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
+                         peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
+                         data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
+                         **chosen)
+
+    def expected(self, entry: baseline_mod.Entry | None, unit: str) -> Expected | None:
+        if entry is None:
+            return None
+        return entry.expected(unit, self.options.tolerance or baseline_mod.DEFAULT_TOLERANCE)
+
+    def gate_minimum(self, entry: baseline_mod.Entry | None, key: str, from_option: float | None) -> float | None:
+        """A gate's minimum (``key``: a baseline field): the entry's, else the baseline defaults', else the option's."""
+        if entry is not None and getattr(entry, key) is not None:
+            return getattr(entry, key)
+        if self.baseline is not None and key in self.baseline.defaults:
+            return self.baseline.defaults[key]
+        return from_option
+
+    # -- the scaling reference
+
+    def scaling_reference(self, case: Case, params: RunParams) -> tuple[float, str] | None:
+        """The 1-rank throughput of the same config: measured in this session, else the baseline's,
+        else measured now."""
+        for result in reversed(self.results):
+            if result.measured and result.case.gpus == 1 and result.case.same_config(case):
+                return result.throughput, "this session"
+        entry = self.baseline.reference(case) if self.baseline is not None else None
+        if entry is not None:
+            return entry.throughput, "baseline"
+        return self.measured_reference(case, params)
+
+    def measured_reference(self, case: Case, params: RunParams) -> tuple[float, str] | None:
+        """No 1-rank figure in the session or the baseline (``-m gpu8`` alone): measure one.
+
+        Once per config and session, as a single local process with the case's step counts;
+        it is not a test of its own.  A reference that cannot be measured leaves the case
+        without scaling figures, and says so.
+        """
+        one = self.searches.at_chosen_batch(case.with_gpus(1), self.device)
+        if one not in self._references:
+            try:
+                attempt = measure(one, models.get_model_spec(one.model), dataclasses.replace(params, runs=1,
+                                  launcher="local"), self.workdir / case.id / "reference", get_launcher("local"))
+                self._references[one] = attempt.summary.median
+            except CaseError as exc:
+                self._references[one] = None
+                self._reference_errors[one] = exc.message.splitlines()[0]
+        figure = self._references[one]
+        return (figure, "measured for scaling") if figure is not None else None
+
+    def judge_attempt(self, case: Case, entry: baseline_mod.Entry | None, attempt: Attempt,
+                      params: RunParams) -> tuple[Verdict, Scaling | None]:
+        verdict = judge(self.searches.label(case, self.device), attempt.summary, attempt.unit,
+                        self.expected(entry, attempt.unit), require_baseline=self.options.require_baseline)
+        reference = self.scaling_reference(case, params) if case.gpus > 1 else None
+        if reference is None:
+            return verdict, None
+        minimum = self.gate_minimum(entry, "min_scaling_efficiency", self.options.min_efficiency)
+        return verdict, scaling(attempt.summary.median, case.gpus, *reference, minimum)
+
+    # -- running a case
+
+    def record_skip(self, case: Case, nodeid: str, reason: str) -> None:
+        self.results.append(CaseResult(id=case.id, nodeid=nodeid, case=case, verdict=Status.SKIPPED, message=reason))
+
+    def run_case(self, case: Case, entry: baseline_mod.Entry | None, nodeid: str,
+                 properties: list[tuple[str, object]]) -> None:
+        """Measure, judge and record a case; raise :class:`CaseFailed` when it failed.
+
+        ``entry``: its baseline entry, if any; ``properties``: the test's ``user_properties``,
+        which JUnit XML and the terminal's status letters read.
+        """
+        spec = models.get_model_spec(case.model)
+        params = self.params_for(entry)
+        started = time.monotonic()
+        attempts: list[Attempt] = []
+        result = CaseResult(id=case.id, nodeid=nodeid, case=case, unit=spec.unit, parameters=params.to_dict())
+        self.results.append(result)
+        try:
+            measured = case
+            if case.searches_batch:
+                measured, result.max_batch = self.searches.resolve(case, spec, params,
+                                                                   self.workdir / case.id / "max-batch")
+            for index in range(1 + self.options.confirm):
+                attempt = measure(measured, spec, params, self.workdir / case.id / f"attempt{index}", self.launcher)
+                attempts.append(attempt)
+                result.attempts.append(attempt.to_dict())
+                if self.options.data_only:
+                    break  # the loader alone: nothing to judge or re-measure
+                verdict, scale = self.judge_attempt(case, entry, attempt, params)
+                regressed = verdict.failed and entry is not None
+                if not (regressed or (scale is not None and scale.failed)):
+                    break
+        except RemoteRankZero as part:
+            # A torchrun job across nodes: rank 0's node measures, gates and reports.
+            result.attempts.append({"throughput": None, "runs": part.runs})
+            result.verdict = Status.REMOTE
+            result.message = (f"{case.id}: rank(s) {', '.join(map(str, part.ranks))} of {case.gpus} ran on this "
+                              "node; the node of rank 0 reports")
+            properties.append(("dlperf_verdict", Status.REMOTE.value))
+            return
+        except CaseError as exc:
+            result.attempts.append({"throughput": None, "runs": exc.runs})
+            result.verdict, result.message = Status.ERROR, self.searches.relabel(exc.message, case, self.device)
+            properties.append(("dlperf_verdict", Status.ERROR.value))
+            raise CaseFailed(result.message) from None
+        finally:
+            result.duration = time.monotonic() - started
+            if result.verdict is None:
+                # Interrupted (Ctrl-C, SIGTERM) mid-case: the JSON and the report still say what happened.
+                result.verdict, result.message = Status.ERROR, f"{case.id}: interrupted before the case finished"
+
+        if self.options.data_only:
+            self._record_data_only(entry, result, attempts[-1])
+            properties.extend(junit.data_only_properties(result.data))
+            return
+        self._record_judged(case, entry, result, attempts, verdict, scale)
+        properties.extend(junit.properties(result))
+        benchmark_json.add_case(self.config, result.to_dict())
+        if result.verdict is Status.FAIL:
+            raise CaseFailed(result.message)
+
+    def _record_judged(self, case: Case, entry: baseline_mod.Entry | None, result: CaseResult,
+                       attempts: list[Attempt], verdict: Verdict, scale: Scaling | None) -> None:
+        """The last attempt's figures and every gate's verdict, in ``result``."""
+        last = attempts[-1]
+        result.telemetry = last.telemetry()
+        minimum = self.gate_minimum(entry, "min_gpu_utilization", self.options.min_gpu_utilization)
+        gate = utilization_gate(case.id, case.gpus, minimum, telemetry_summaries(result), self.options.no_telemetry)
+        compiled = compile_seconds(last)
+        loader = last.data()
+        ranks = last.ranks()
+        expected = self.expected(entry, last.unit)
+        mismatch = self.baseline.device_mismatch(last.device) if expected is not None else None
+        notes = [f"compile {compiled:.1f} s, outside the measured windows"] if compiled is not None else []
+        notes += last.warnings
+        notes += [f"input: {data.describe(loader, last.unit)}"] if loader is not None else []
+        notes += [note for note in (last.straggler(ranks), mismatch) if note]
+        if scale is not None:
+            scaling_note = scaling_message(case.id, scale, last.unit)
+        elif case.gpus > 1:
+            reason = self._reference_errors.get(case.with_gpus(1), "?")
+            scaling_note = f"no scaling figures: the 1-rank reference failed: {reason}"
+        else:
+            scaling_note = None
+        failed = verdict.failed or (scale is not None and scale.failed) or (gate is not None and gate.failed)
+        medians = [a.summary.median for a in attempts]
+        result.judged = True
+        result.verdict = Status.FAIL if failed else verdict.status
+        result.throughput_verdict = verdict.status
+        result.message = compose_message(verdict, scale, scaling_note, gate, medians, last.unit, notes)
+        result.throughput, result.stats, result.difference = last.summary.median, last.summary.to_dict(), \
+            verdict.difference
+        result.device, result.ranks, result.scaling = last.device, ranks, scale
+        result.flops, result.data, result.compile_seconds = last.flops(case.gpus), loader, compiled
+        result.gpu_utilization_gate, result.hardware_mismatch, result.baseline = gate, mismatch, expected
+
+    def _record_data_only(self, entry: baseline_mod.Entry | None, result: CaseResult, attempt: Attempt) -> None:
+        """``--dlperf-data-only``: the loader's figures, a data-only verdict, never a baseline judgement.
+
+        ``throughput`` stays None, so the loader's figure can never be saved as a baseline,
+        taken as a 1-rank scaling reference or judged; it lives in ``result.data``.
+        """
+        loader = attempt.data()
+        expected = self.expected(entry, attempt.unit)
+        message = data.data_only_message(result.case.id, loader, attempt.unit,
+                                         expected.throughput if expected is not None else None)
+        result.verdict, result.message = Status.DATA_ONLY, "; ".join([message, *attempt.warnings])
+        result.data, result.stats, result.device = loader, attempt.summary.to_dict(), attempt.device
+        result.ranks, result.telemetry = attempt.ranks(), attempt.telemetry()
+
+
+def compile_seconds(attempt: Attempt) -> float | None:
+    """The median compile time of the attempt's runs (``timing.compile_seconds``); None when not compiled."""
+    seconds = [run["timing"]["compile_seconds"] for run in attempt.runs if "compile_seconds" in run["timing"]]
+    return statistics.median(seconds) if seconds else None
+
+
+def params_summary(results: list[CaseResult]) -> dict[str, int | None]:
+    """Each step count shared by every measured case of the session (None where they differ)."""
+    params = [r.parameters for r in results if r.parameters]
+    out: dict[str, int | None] = {}
+    for key in DEFAULTS:
+        values = {p[key] for p in params}
+        out[key] = values.pop() if len(values) == 1 else None
+    return out
+
