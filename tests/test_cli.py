@@ -228,3 +228,37 @@ def test_dataset_writes_an_image_folder_the_backends_accept(tmp_path, capsys):
     assert len(list(target.glob("class1/*.jpg"))) == 5
     assert cli.main(["dataset", str(target)]) == 2
     assert "not empty" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- hostile input and output (issue 11)
+
+
+def one_line(err: str) -> str:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (json.dumps(baseline_doc(entry(throughput=1.0))).replace("1.0", "NaN"),
+     "$.cases[0].throughput: NaN is not allowed"),
+    (json.dumps(baseline_doc(entry(throughput=1.0))).replace("1.0", "1e400"),
+     "$.cases[0].throughput: 1e400 is too large for a float (it reads as infinity); expected a finite number"),
+    (b"\x89PNG\r\n\x1a\n", "not UTF-8 text: byte 0x89 at offset 0"),
+    (b"[" * 50_000, "nested deeper than 64 levels"),
+    (b"", "the file is empty; expected a JSON document"),
+    (json.dumps(baseline_doc(entry()))[:-2].encode(), "not valid JSON: the document ends early"),
+])
+def test_a_hostile_file_is_one_line_and_the_documented_exit_status(tmp_path, capsys, content, problem):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    good = write(tmp_path / "good.json", baseline_doc(entry()))
+    results = write(tmp_path / "r.json", results_doc(result()))
+    assert cli.main(["baseline", "validate", str(bad)]) == 1  # read, but not a valid baseline
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith(f"dlperf: {bad}: ") and problem in err
+    for argv in (["baseline", "diff", good, str(bad)], ["baseline", "update", str(bad), "--from", results],
+                 ["baseline", "update", good, "--from", str(bad)], ["report", str(bad)]):
+        assert cli.main(argv) == 2, argv  # an input that is not a valid document: trouble
+        err = one_line(capsys.readouterr().err)
+        assert err.startswith(f"dlperf: {bad}: ") and problem in err, (argv, err)
+    assert (tmp_path / "good.json").read_text() == json.dumps(baseline_doc(entry()), indent=2)
