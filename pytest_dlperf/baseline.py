@@ -141,17 +141,22 @@ def plain_case(case: Case) -> Case:
 def load(path: str | os.PathLike) -> Baseline:
     """Read, validate and index a baseline; raises :class:`jsonio.DocumentError`."""
     data = jsonio.load(path, "baseline")
+    return Baseline(str(path), data, index(path, data))
+
+
+def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry]:
+    """The entries of a schema-valid baseline document; :class:`jsonio.DocumentError` for a case given twice."""
     defaults = data.get("defaults", {})
     default_tol = defaults.get("tolerance")
     entries: list[Entry] = []
     seen: dict[str, int] = {}
-    for index, raw in enumerate(data["cases"]):
+    for position, raw in enumerate(data["cases"]):
         case = plain_case(Case.from_dict(raw))
         if case.id in seen:
             raise jsonio.DocumentError(
-                path, f"$.cases[{index}]",
+                path, f"$.cases[{position}]",
                 f"duplicate case {case.id} (also $.cases[{seen[case.id]}])")
-        seen[case.id] = index
+        seen[case.id] = position
         entries.append(Entry(
             case=case,
             throughput=float(raw["throughput"]),
@@ -159,11 +164,11 @@ def load(path: str | os.PathLike) -> Baseline:
             tolerance=raw.get("tolerance", default_tol),
             source=raw.get("source") or data.get("provenance", {}).get("source"),
             overrides={k: raw[k] for k in STEP_FIELDS if k in raw},
-            index=index,
+            index=position,
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
         ))
-    return Baseline(str(path), data, entries)
+    return entries
 
 
 def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
@@ -227,4 +232,5 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
 
 
 def save(path: str | os.PathLike, document: Mapping[str, Any]) -> None:
-    jsonio.dump(path, document, "baseline")
+    """Write a baseline atomically, only when :func:`load` would take it back (schema, no case twice)."""
+    jsonio.dump(path, document, "baseline", check=lambda written: index(path, written))

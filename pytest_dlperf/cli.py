@@ -55,6 +55,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         runs = markdown_report.find_runs(document, search_dirs)
         sys.stdout.write(markdown_report.render_linked(document, runs, Path.cwd()))
         return OK
+    jsonio.check_output(args.output)  # a folder, a device, a FIFO: refused before the logs are copied
     written = markdown_report.write_report(document, args.output, search_dirs=search_dirs,
                                            copy=not args.no_copy_logs)
     logs = f"; logs of {written.runs} run(s) in {written.logs}" if written.logs else ""

@@ -8,8 +8,12 @@ text that is not UTF-8, ``NaN`` and ``Infinity``, numbers too large for a float
 (``1e400``), a field given twice in one object and nesting deeper than
 :data:`MAX_DEPTH` are refused, each with the place it occurs.
 
-Writing goes to a temporary file in the same folder, fsynced, then renamed over the
-target: a crash mid-write leaves the old file as it was.
+Writing goes to a temporary file in the target's folder (the folder of the file a
+symbolic link points to: the link stays), fsynced, then renamed over the target: a crash
+mid-write leaves the old file as it was, and a failed write leaves no temporary file.  A
+document is written only when the reader would take it back: it is serialized, read
+back and validated before the rename.  Folders, devices (``/dev/null``), FIFOs and
+sockets are refused as targets (:class:`OutputError`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -54,6 +60,11 @@ class DocumentError(ValueError):
 class UnreadableError(DocumentError):
     """A document that could not be read at all (missing, a folder, no permission), as opposed to
     one that was read and is malformed or off-schema."""
+
+
+class OutputError(OSError):
+    """A path that cannot be written: a folder, a device, a FIFO, a symbolic link that loops, or a
+    write that failed.  The message names the path."""
 
 
 @functools.cache
@@ -271,36 +282,112 @@ def load(path: str | os.PathLike, name: str, what: str | None = None) -> Any:
 # --------------------------------------------------------------------------- writing
 
 
-def dump(path: str | os.PathLike, data: Any, name: str | None = None) -> None:
-    """Validate (when ``name`` is given) and write ``data`` to ``path`` atomically.
+def dump(path: str | os.PathLike, data: Any, name: str | None = None,
+         check: Callable[[Any], None] | None = None) -> None:
+    """Write ``data`` to ``path`` atomically, as JSON the reader takes back.
 
-    NaN and infinity are refused, naming the field: JSON has neither.
+    The text is read back as :func:`load` reads it and, when ``name`` is given, validated
+    against that schema (and passed to ``check``, which may raise) before anything is
+    renamed into place: an invalid document raises :class:`DocumentError` naming ``path``
+    and the field, and the old file stays.  NaN and infinity are refused, naming the field.
     """
+    check_output(path)
     problem = first_problem(data)
     if problem is not None:
         raise DocumentError(path, *problem)
+    text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    document = parse(text, path)
     if name is not None:
-        validate(data, name, path)
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n")
+        validate(document, name, path)
+    if check is not None:
+        check(document)
+    write_atomic(path, text)
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def check_output(path: str | os.PathLike) -> Path:
+    """The file that writing ``path`` replaces: ``path``, or the file its symbolic link points to.
+
+    Raises :class:`OutputError` naming ``path`` when that is a folder, a device, a FIFO or a
+    socket, or when the link loops.  A path that does not exist yet is fine.
+    """
+    target = Path(path)
+    real = Path(os.path.realpath(target))
+    shown = f"{target} (-> {real})" if target.is_symlink() else str(target)
+    if real.is_symlink():  # realpath gave up: the links loop
+        raise OutputError(f"{target}: cannot write through this symbolic link: it loops")
+    try:
+        mode = real.stat().st_mode
+    except FileNotFoundError:
+        return real
+    except OSError as exc:
+        raise OutputError(f"{shown}: cannot write: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise OutputError(f"{shown}: is {_kind_of(mode)}, not a file; give the path of a file to write")
+    return real
 
 
 def write_atomic(path: str | os.PathLike, text: str) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    """Replace the file ``path`` (or, through a symbolic link, the file it points to) with ``text``.
+
+    The text goes to a temporary file in the same folder, is fsynced and renamed over the
+    target; the folder is then fsynced.  On any failure the temporary file is removed and the
+    old file stays as it was; the error (:class:`OutputError`) names ``path``.
+    """
+    real = check_output(path)
+    tmp = None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+        # backslashreplace: a lone surrogate (from a JSON "\\ud800" in a report's text) is written escaped.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
         try:
-            os.unlink(tmp)
+            mode = real.stat().st_mode & 0o777
         except FileNotFoundError:
-            pass
-        raise
+            mode = 0o644
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
+        tmp = None
+        _fsync_folder(real.parent)
+    except OSError as exc:
+        if isinstance(exc, OutputError):
+            raise
+        error = OutputError(f"{path}: cannot write: {exc.strerror or exc}")
+        error.errno = exc.errno
+        raise error from exc
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make the rename durable; best effort (some filesystems cannot open or fsync a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

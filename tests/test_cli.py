@@ -262,3 +262,27 @@ def test_a_hostile_file_is_one_line_and_the_documented_exit_status(tmp_path, cap
         err = one_line(capsys.readouterr().err)
         assert err.startswith(f"dlperf: {bad}: ") and problem in err, (argv, err)
     assert (tmp_path / "good.json").read_text() == json.dumps(baseline_doc(entry()), indent=2)
+
+
+def test_report_refuses_a_device_a_fifo_or_a_folder_before_writing_anything(tmp_path, capsys):
+    results = write(tmp_path / "r.json", results_doc(result()))
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    (tmp_path / "folder.md").mkdir()
+    for target, kind in ((fifo, "a FIFO (named pipe)"), (tmp_path / "folder.md", "a folder")):
+        assert cli.main(["report", results, "-o", str(target)]) == 2
+        assert one_line(capsys.readouterr().err) == (f"dlperf: {target}: is {kind}, not a file; give the path of a "
+                                                     f"file to write\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.md", "folder.md", "r.json"]  # no -logs folder
+
+
+def test_update_writes_through_a_symlinked_baseline(tmp_path, capsys):
+    (tmp_path / "store").mkdir()
+    real = write(tmp_path / "store" / "b.json", baseline_doc(entry()))
+    link = tmp_path / "b.json"
+    link.symlink_to("store/b.json")
+    results = write(tmp_path / "r.json", results_doc(result(throughput=1200.0)))
+    assert cli.main(["baseline", "update", str(link), "--from", results]) == 0
+    assert link.is_symlink() and os.readlink(link) == "store/b.json"
+    assert jsonio.load(real, "baseline")["cases"][0]["throughput"] == 1200.0
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["b.json"]

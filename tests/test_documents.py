@@ -1,7 +1,10 @@
-"""Hostile documents (issue 11): the reader refuses what no valid document holds, in one line
-naming the file and the place."""
+"""Hostile documents and hostile output paths (issue 11): the reader refuses what no valid
+document holds, in one line naming the file and the place; the writer writes through links,
+never onto devices, FIFOs or folders, and never leaves half a file behind."""
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -138,3 +141,101 @@ def test_messages_stay_one_line_whatever_the_document_holds(tmp_path):
     assert error.where == "$.cases[0].settings['odd\nkey\u2028\ud800']"
     assert "settings['odd\\nkey\\u2028\\ud800']: [1] is not of type" in str(error)
     str(error).encode("utf-8")  # printable: no lone surrogate
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def test_writing_goes_through_a_symlink_to_its_target(tmp_path):
+    real = tmp_path / "store" / "b.json"
+    real.parent.mkdir()
+    write(real.parent, baseline_text("100"))
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(os.path.relpath(real, tmp_path))
+    document = json.loads(real.read_text())
+    document["cases"][0]["throughput"] = 123.0
+    baseline.save(link, document)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("store", "b.json")
+    assert baseline.load(real).entries[0].throughput == 123.0
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "store"]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["b.json"]
+
+
+def test_a_dangling_symlink_gets_its_target_written_and_a_loop_is_refused(tmp_path):
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "out" / "new.json")
+    jsonio.write_atomic(link, "hello\n")
+    assert link.is_symlink() and (tmp_path / "out" / "new.json").read_text() == "hello\n"
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(tmp_path / "loop2.json")
+    (tmp_path / "loop2.json").symlink_to(loop)
+    with pytest.raises(jsonio.OutputError, match=r"loop.json: cannot write through this symbolic link: it loops"):
+        jsonio.write_atomic(loop, "x")
+    assert loop.is_symlink() and (tmp_path / "loop2.json").is_symlink()
+
+
+@pytest.mark.parametrize("device", ["/dev/null", "/dev/full"])
+def test_devices_are_refused_as_output_targets(device):
+    if not os.path.exists(device):
+        pytest.skip(f"no {device} here")
+    with pytest.raises(jsonio.OutputError, match=rf"^{device}: is a character device, not a file; give the path"):
+        jsonio.check_output(device)
+
+
+def test_a_device_node_a_fifo_and_a_folder_stay_what_they_are(tmp_path):
+    targets = {}
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    targets[fifo] = "is a FIFO (named pipe), not a file"
+    (tmp_path / "folder").mkdir()
+    targets[tmp_path / "folder"] = "is a folder, not a file"
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        targets[node] = "is a character device, not a file"
+    except (PermissionError, AttributeError):
+        pass  # not root here: /dev/null itself is checked above
+    link = tmp_path / "to-fifo"
+    link.symlink_to(fifo)
+    targets[link] = f"to-fifo (-> {fifo}): is a FIFO"
+    document = json.loads(baseline_text("100"))
+    for target, problem in targets.items():
+        kind = stat.S_IFMT(os.stat(target).st_mode)
+        with pytest.raises(jsonio.OutputError) as info:
+            baseline.save(target, document)
+        assert str(info.value).startswith(str(target)) and problem in str(info.value)
+        assert stat.S_IFMT(os.stat(target).st_mode) == kind
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in targets)
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    real = tmp_path / "store" / "b.json"
+    real.parent.mkdir()
+    write(real.parent, baseline_text("100"))
+    before = real.read_bytes()
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+
+    def no_space(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(jsonio.OutputError, match=r"link.json: cannot write: No space left on device"):
+        jsonio.write_atomic(link, "new")
+    monkeypatch.undo()
+    assert real.read_bytes() == before and link.is_symlink()
+    assert sorted(p.name for p in real.parent.iterdir()) == ["b.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "store"]
+
+
+def test_only_what_the_reader_takes_back_is_written(tmp_path):
+    path = write(tmp_path, baseline_text("100"))
+    before = path.read_bytes()
+    document = json.loads(before)
+    document["cases"].append(dict(document["cases"][0]))  # the same case twice: load refuses it
+    with pytest.raises(jsonio.DocumentError, match=r"b.json: \$.cases\[1\]: duplicate case tiny-fp32-bs32-gpu1"):
+        baseline.save(path, document)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]
