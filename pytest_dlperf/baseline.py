@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -150,7 +151,13 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
     default_tol = defaults.get("tolerance")
     entries: list[Entry] = []
     seen: dict[str, int] = {}
+    from .models.registry import name_pattern
+
+    pattern = name_pattern()
     for position, raw in enumerate(data["cases"]):
+        if re.fullmatch(pattern, raw["model"]) is None:  # the schema's re.search lets "tiny\n" through
+            raise jsonio.DocumentError(path, f"$.cases[{position}].model",
+                                       f"{raw['model']!r} does not match {pattern!r}")
         case = plain_case(Case.from_dict(raw))
         if case.id in seen:
             raise jsonio.DocumentError(

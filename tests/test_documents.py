@@ -237,5 +237,8 @@ def test_only_what_the_reader_takes_back_is_written(tmp_path):
     document["cases"].append(dict(document["cases"][0]))  # the same case twice: load refuses it
     with pytest.raises(jsonio.DocumentError, match=r"b.json: \$.cases\[1\]: duplicate case tiny-fp32-bs32-gpu1"):
         baseline.save(path, document)
+    document["cases"][1:] = [{**ENTRY, "model": "a/b"}]
+    with pytest.raises(jsonio.DocumentError, match=r"b.json: \$.cases\[1\].model: 'a/b' does not match"):
+        baseline.save(path, document)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json"]
