@@ -32,6 +32,8 @@ from .verdict import Expected
 
 DEFAULT_TOLERANCE = 0.05
 STEP_FIELDS = ("warmup_steps", "steps", "repeats")
+# The step counts where neither the command line nor the baseline gives any (README: Options).
+STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +178,25 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
         ))
     return entries
+
+
+def method(entry: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> dict[str, int]:
+    """The step counts a baseline entry's figure stands for: the entry's own, else the baseline's
+    ``defaults``, else the built-in :data:`STEP_DEFAULTS` (a session's command line comes first,
+    and its results record what it used).  ``entry`` None: what a new entry would get."""
+    entry = entry or {}
+    return {k: entry.get(k, defaults.get(k, STEP_DEFAULTS[k])) for k in STEP_FIELDS}
+
+
+def record_method(entry: dict[str, Any], measured: Mapping[str, int], defaults: Mapping[str, Any]) -> None:
+    """Make ``entry`` stand for the step counts ``measured``: its own where the defaults give others."""
+    for key in STEP_FIELDS:
+        if key not in measured:
+            continue
+        if measured[key] == defaults.get(key, STEP_DEFAULTS[key]):
+            entry.pop(key, None)
+        else:
+            entry[key] = measured[key]
 
 
 def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:

@@ -161,3 +161,12 @@ def test_a_model_name_with_a_trailing_newline_is_refused_in_a_baseline_too(tmp_p
     path = write(tmp_path, doc({**ENTRY, "model": "resnet50\n"}))
     with pytest.raises(jsonio.DocumentError, match=r"b.json: \$.cases\[0\].model: 'resnet50\\n' does not match"):
         baseline.load(path)
+
+
+def test_an_entry_stands_for_its_step_counts_then_the_defaults_then_the_built_in_ones():
+    assert baseline.method({"steps": 50}, {"repeats": 3}) == {"warmup_steps": 20, "steps": 50, "repeats": 3}
+    assert baseline.method(None, {}) == baseline.STEP_DEFAULTS == {"warmup_steps": 20, "steps": 100, "repeats": 5}
+    entry = {"steps": 50, "repeats": 7}
+    baseline.record_method(entry, {"warmup_steps": 2, "steps": 100, "repeats": 3}, {"repeats": 3})
+    assert entry == {"warmup_steps": 2}  # steps 100 and repeats 3 are what the defaults give
+    assert baseline.method(entry, {"repeats": 3}) == {"warmup_steps": 2, "steps": 100, "repeats": 3}
