@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -31,6 +32,8 @@ from .verdict import Expected
 
 DEFAULT_TOLERANCE = 0.05
 STEP_FIELDS = ("warmup_steps", "steps", "repeats")
+# The step counts where neither the command line nor the baseline gives any (README: Options).
+STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,17 +144,28 @@ def plain_case(case: Case) -> Case:
 def load(path: str | os.PathLike) -> Baseline:
     """Read, validate and index a baseline; raises :class:`jsonio.DocumentError`."""
     data = jsonio.load(path, "baseline")
+    return Baseline(str(path), data, index(path, data))
+
+
+def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry]:
+    """The entries of a schema-valid baseline document; :class:`jsonio.DocumentError` for a case given twice."""
     defaults = data.get("defaults", {})
     default_tol = defaults.get("tolerance")
     entries: list[Entry] = []
     seen: dict[str, int] = {}
-    for index, raw in enumerate(data["cases"]):
+    from .models.registry import name_pattern
+
+    pattern = name_pattern()
+    for position, raw in enumerate(data["cases"]):
+        if re.fullmatch(pattern, raw["model"]) is None:  # the schema's re.search lets "tiny\n" through
+            raise jsonio.DocumentError(path, f"$.cases[{position}].model",
+                                       f"{raw['model']!r} does not match {pattern!r}")
         case = plain_case(Case.from_dict(raw))
         if case.id in seen:
             raise jsonio.DocumentError(
-                path, f"$.cases[{index}]",
+                path, f"$.cases[{position}]",
                 f"duplicate case {case.id} (also $.cases[{seen[case.id]}])")
-        seen[case.id] = index
+        seen[case.id] = position
         entries.append(Entry(
             case=case,
             throughput=float(raw["throughput"]),
@@ -159,11 +173,30 @@ def load(path: str | os.PathLike) -> Baseline:
             tolerance=raw.get("tolerance", default_tol),
             source=raw.get("source") or data.get("provenance", {}).get("source"),
             overrides={k: raw[k] for k in STEP_FIELDS if k in raw},
-            index=index,
+            index=position,
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
         ))
-    return Baseline(str(path), data, entries)
+    return entries
+
+
+def method(entry: Mapping[str, Any] | None, defaults: Mapping[str, Any]) -> dict[str, int]:
+    """The step counts a baseline entry's figure stands for: the entry's own, else the baseline's
+    ``defaults``, else the built-in :data:`STEP_DEFAULTS` (a session's command line comes first,
+    and its results record what it used).  ``entry`` None: what a new entry would get."""
+    entry = entry or {}
+    return {k: entry.get(k, defaults.get(k, STEP_DEFAULTS[k])) for k in STEP_FIELDS}
+
+
+def record_method(entry: dict[str, Any], measured: Mapping[str, int], defaults: Mapping[str, Any]) -> None:
+    """Make ``entry`` stand for the step counts ``measured``: its own where the defaults give others."""
+    for key in STEP_FIELDS:
+        if key not in measured:
+            continue
+        if measured[key] == defaults.get(key, STEP_DEFAULTS[key]):
+            entry.pop(key, None)
+        else:
+            entry[key] = measured[key]
 
 
 def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
@@ -227,4 +260,5 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
 
 
 def save(path: str | os.PathLike, document: Mapping[str, Any]) -> None:
-    jsonio.dump(path, document, "baseline")
+    """Write a baseline atomically, only when :func:`load` would take it back (schema, no case twice)."""
+    jsonio.dump(path, document, "baseline", check=lambda written: index(path, written))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -118,15 +119,49 @@ class OptionError(ValueError):
     """An option value that cannot be used; the message names the option."""
 
 
+# What each matrix option lists, for the message when it lists nothing.
+_LISTS = {
+    "--dlperf-model": "model names",
+    "--dlperf-precision": f"precisions ({', '.join(PRECISIONS)})",
+    "--dlperf-batch-size": f"batch sizes (integers >= 1 or {MAX_BATCH!r})",
+    "--dlperf-gpus": "GPU counts (integers >= 1)",
+    "--dlperf-set": "KEY=VALUE settings",
+}
+
+
+def _unique(values: Iterable[Any]) -> list[Any]:
+    """``values`` without repeats, in first-seen order: ``tiny,tiny`` is one model, so one case."""
+    out: list[Any] = []
+    for value in values:
+        if value not in out:
+            out.append(value)
+    return out
+
+
 def parse_list(option: str, raw: str | Iterable[str] | None) -> list[str]:
-    """Split comma lists; accepts one string or several (an option given twice, ini lines)."""
+    """Split comma lists; accepts one string or several (an option given twice, ini lines).
+
+    ``None`` (the option not given) is the empty list.  A value given but empty (``''``, ``','``,
+    ``a,,b``, ``a,``) is an :class:`OptionError`: it would silently collect nothing, or less than
+    was asked for.  Repeated items are dropped, keeping the first-seen order.
+    """
     if raw is None:
         return []
     items = [raw] if isinstance(raw, str) else list(raw)
+    what = _LISTS.get(option, "values")
     out: list[str] = []
     for item in items:
-        out.extend(part.strip() for part in re.split(r"[,\s]+", item) if part.strip())
-    return out
+        item = str(item)
+        fields = [field.strip() for field in item.split(",")]
+        if not any(fields):
+            raise OptionError(f"{option}: expected one or more {what}, got {item!r}")
+        if not all(fields):
+            raise OptionError(f"{option}: {item!r} has an empty item; expected {what} separated by commas")
+        for field in fields:
+            out.extend(part for part in re.split(r"\s+", field) if part)
+    if not out:
+        raise OptionError(f"{option}: expected one or more {what}")
+    return _unique(out)
 
 
 def parse_ints(option: str, raw, *, minimum: int = 1) -> list[int]:
@@ -139,7 +174,7 @@ def parse_ints(option: str, raw, *, minimum: int = 1) -> list[int]:
         if value < minimum:
             raise OptionError(f"{option}: {value} is not allowed; expected an integer >= {minimum}")
         values.append(value)
-    return values
+    return _unique(values)
 
 
 def parse_batch_sizes(option: str, raw) -> list[int | str]:
@@ -173,6 +208,7 @@ def parse_settings(option: str, raw) -> dict[str, Any]:
     """``KEY=VALUE`` items (``--dlperf-set seq_len=512``); a value reads as JSON when it can.
 
     ``seq_len=512`` is the integer 512, ``compile=true`` the boolean, ``data=dali`` the string.
+    A number must be finite: ``1e400`` (infinity as a float), ``NaN`` and ``Infinity`` are refused.
     """
     out: dict[str, Any] = {}
     for item in parse_list(option, raw):
@@ -180,13 +216,38 @@ def parse_settings(option: str, raw) -> dict[str, Any]:
         if not sep or not key or not text:
             raise OptionError(f"{option}: {item!r} is not KEY=VALUE")
         try:
-            value = json.loads(text)
-        except ValueError:
+            value = json.loads(text, parse_constant=_not_finite(option, item), parse_int=_finite_int(option, item))
+        except RecursionError:
+            raise OptionError(f"{option}: {item!r}: the value must be a string, a number or true/false") from None
+        except ValueError as exc:
+            if isinstance(exc, OptionError):
+                raise
             value = text
+        if isinstance(value, float) and not math.isfinite(value):
+            _not_finite(option, item)(text)
         if not isinstance(value, str | int | float | bool):
             raise OptionError(f"{option}: {item!r}: the value must be a string, a number or true/false")
         out[key] = value
     return out
+
+
+def _not_finite(option: str, item: str):
+    def refuse(text: str):
+        raise OptionError(f"{option}: {item!r}: {text} is not a finite number; expected a finite number")
+    return refuse
+
+
+def _finite_int(option: str, item: str):
+    def read(text: str) -> int:
+        try:
+            value = int(text)
+            float(value)
+        except (ValueError, OverflowError):
+            shown = text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
+            raise OptionError(f"{option}: {item!r}: {shown} is too large for a float; expected a finite number") \
+                from None
+        return value
+    return read
 
 
 def check_settings(settings: Mapping[str, Any], model_defaults: Mapping[str, Any], where: str) -> None:
@@ -208,13 +269,16 @@ def matrix(models: list[str], precisions: list[str], batch_sizes: list[int | str
            gpus: list[int], default_batch_size, settings: Mapping[str, Any] | None = None) -> list[Case]:
     """The cross product of the matrix options; missing axes take their defaults.
 
-    No model, no cases.  Precision defaults to fp32, GPU count to 1, batch size to the
-    model's own default (``default_batch_size(model)``).
+    No model, no cases.  A case comes once, however often its values are listed.  Precision
+    defaults to fp32, GPU count to 1, batch size to the model's own default
+    (``default_batch_size(model)``).
     """
-    cases = []
+    cases: list[Case] = []
     for model in models:
         for precision in precisions or ["fp32"]:
             for batch in batch_sizes or [default_batch_size(model)]:
                 for n in gpus or [1]:
-                    cases.append(Case.make(model, precision, batch, n, settings))
+                    case = Case.make(model, precision, batch, n, settings)
+                    if case not in cases:  # a value listed twice (max,MAX) makes one case, not two
+                        cases.append(case)
     return cases

@@ -9,9 +9,10 @@
 
 Exit status, as diff(1) and grep(1) have it: 0 when all is well (valid, no differences,
 written); 1 when the answer is "no" (``validate``: a file is invalid; ``diff``: the
-baselines differ); 2 for trouble: a usage error, or an input file that cannot be read or
-is not a valid document of its kind (the message names the file, the JSON path and what
-is expected).
+baselines differ; ``update``: the results were measured with other step counts than the
+entries', so nothing is written unless ``--force``); 2 for trouble: a usage error, an input
+file that cannot be read or is not a valid document of its kind (the message names the file,
+the JSON path and what is expected), or an output that cannot be written.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         runs = markdown_report.find_runs(document, search_dirs)
         sys.stdout.write(markdown_report.render_linked(document, runs, Path.cwd()))
         return OK
+    jsonio.check_output(args.output)  # a folder, a device, a FIFO: refused before the logs are copied
     written = markdown_report.write_report(document, args.output, search_dirs=search_dirs,
                                            copy=not args.no_copy_logs)
     logs = f"; logs of {written.runs} run(s) in {written.logs}" if written.logs else ""
@@ -120,8 +122,13 @@ def _field_changes(label: str, old: Mapping[str, Any], new: Mapping[str, Any]) -
 
 
 def _entries(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """A baseline's entries by case id, in file order."""
-    return {Case.from_dict(raw).id: raw for raw in data["cases"]}
+    """A baseline's entries by case id (without settings equal to the model's defaults, as
+    :func:`baseline.load` has them), in file order."""
+    return {_case(raw).id: raw for raw in data["cases"]}
+
+
+def _case(raw: Mapping[str, Any]) -> Case:
+    return baseline_mod.plain_case(Case.from_dict(raw))
 
 
 def _entry_changes(case_id: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -202,9 +209,15 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
                               "results_created": results.get("created"), "host": host,
                               "updated": [], "added": []}
     lines = []
+    defaults = document.get("defaults", {})
     for rec in measured:
-        case = Case.from_dict(rec["case"])
+        case = _case(rec["case"])
         new = round(float(rec["throughput"]), 3)
+        if not new > 0:
+            position = results["cases"].index(rec)
+            raise jsonio.DocumentError(results_path, f"$.cases[{position}].throughput",
+                                       f"{rec['throughput']!r} cannot be a baseline figure; expected a number "
+                                       f"greater than 0 (at 3 decimals)")
         params = {k: rec.get("parameters", {}).get(k) for k in (*baseline_mod.STEP_FIELDS, "runs")}
         entry = entries.get(case.id)
         if entry is None and not add:
@@ -222,6 +235,11 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
             lines.append(f"updated {case.id}: {fmt_value(old)} -> {fmt_value(new)} {rec['unit']} "
                          f"({100 * (new / old - 1):+.1f}%)")
         entry.update(throughput=new, unit=rec["unit"], source=source)
+        # The entry stands for the step counts the figure was measured with (cmd_update has checked
+        # that they are the entry's own unless --force).
+        measured_with = {k: v for k, v in (rec.get("parameters") or {}).items()
+                         if k in baseline_mod.STEP_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
+        baseline_mod.record_method(entry, measured_with, defaults)
     touched = {c["case"] for c in record["updated"] + record["added"]}
     kept = [case_id for case_id in entries if case_id not in touched]
     if kept:
@@ -230,6 +248,32 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
     if touched:
         document.setdefault("provenance", {"source": "pytest-dlperf"}).setdefault("updates", []).append(record)
     return document, lines
+
+
+def _steps(counts: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {counts.get(k, '?')}" for k in baseline_mod.STEP_FIELDS)
+
+
+def method_mismatches(data: Mapping[str, Any], results: Mapping[str, Any], *, add: bool = True) -> list[str]:
+    """For each measured case whose step counts are not its baseline entry's (or, for a new case,
+    the baseline's defaults'), what differs: its figure would stand for another measurement."""
+    entries = _entries(data)
+    positions = {case_id: i for i, case_id in enumerate(entries)}
+    defaults = data.get("defaults", {})
+    problems = []
+    for rec in measured_records(results)[0]:
+        case_id = _case(rec["case"]).id
+        entry = entries.get(case_id)
+        if entry is None and not add:
+            continue
+        expected = baseline_mod.method(entry, defaults)
+        measured = {k: v for k, v in (rec.get("parameters") or {}).items() if k in baseline_mod.STEP_FIELDS}
+        if all(measured.get(k) == expected[k] for k in baseline_mod.STEP_FIELDS):
+            continue
+        where = f"$.cases[{positions[case_id]}]" if entry is not None else "$.defaults"
+        theirs = "its entry's" if entry is not None else "the defaults'"
+        problems.append(f"{where}: {case_id} was measured with {_steps(measured)}, not {theirs} {_steps(expected)}")
+    return problems
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
@@ -267,6 +311,12 @@ def cmd_update(args: argparse.Namespace) -> int:
     mismatch = loaded.device_mismatch(device)  # the same comparison as the verdicts' note
     if mismatch and not args.force:
         raise Trouble(f"{args.file}: $.hardware: {mismatch}; not updated (--force updates anyway)")
+    other_method = method_mismatches(loaded.data, results, add=not args.no_add)
+    if other_method and not args.force:
+        more = f" (and {len(other_method) - 1} more case(s))" if len(other_method) > 1 else ""
+        print(f"dlperf: {args.file}: {other_method[0]}{more}; not updated (--force takes the figures with "
+              f"their step counts)", file=sys.stderr)
+        return NO
     document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add)
     _print(*lines)
     if document == loaded.data:
@@ -274,6 +324,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         return OK
     if args.dry_run:
         jsonio.validate(document, "baseline", args.file)
+        baseline_mod.index(args.file, document)  # what save checks too: no case twice
         _print(f"{args.file}: not written (--dry-run)")
         return OK
     baseline_mod.save(args.file, document)
@@ -288,8 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``dlperf`` argument parser: ``report`` and ``baseline validate|diff|update``."""
     parser = argparse.ArgumentParser(
         prog="dlperf", description="pytest-dlperf's reports and baseline maintenance.",
-        epilog="Exit status: 0 ok; 1 invalid (validate) or different (diff); 2 usage error or an input "
-               "file that cannot be read or is not valid.")
+        epilog="Exit status: 0 ok; 1 invalid (validate), different (diff) or measured with other step counts "
+               "(update); 2 usage error, an input file that cannot be read or is not valid, or an output "
+               "that cannot be written.")
     parser.add_argument("--version", action="version", version=f"pytest-dlperf {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -346,15 +398,20 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Update FILE with the measured medians of a results file: "
                                             "entries the results did not measure stay, measured cases get "
                                             "the new figure and a source, new cases are added, and "
-                                            "provenance.updates records the update. Written atomically; "
-                                            "nothing is written when either file is invalid.")
+                                            "provenance.updates records the update. Results measured with "
+                                            "other step counts (warmup_steps, steps, repeats) than an entry's "
+                                            "(or, for a new case, the defaults') are refused with exit status "
+                                            "1 unless --force. Written atomically; nothing is written when "
+                                            "either file is invalid.")
     update.add_argument("file", metavar="FILE", help="the baseline to update")
     update.add_argument("--from", dest="results", metavar="RESULTS", required=True,
                         help="the session results (--dlperf-json)")
     update.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     update.add_argument("--no-add", action="store_true", help="only update existing entries")
     update.add_argument("--force", action="store_true",
-                        help="update even when the results come from other hardware than the baseline's")
+                        help="update even when the results come from other hardware than the baseline's, or "
+                             "were measured with other step counts than the entries' (the entries then "
+                             "record the results' step counts)")
     update.set_defaults(func=cmd_update)
     return parser
 

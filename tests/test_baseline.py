@@ -131,3 +131,42 @@ def test_a_saved_baseline_keeps_the_step_counts_its_defaults_do_not_give():
     fp32, bf16 = document["cases"]
     assert (fp32["warmup_steps"], fp32["steps"], bf16["warmup_steps"], bf16["steps"]) == (10, 50, 3, 8)
     assert "repeats" not in fp32 and "repeats" not in bf16
+
+
+@pytest.mark.parametrize("name", ["../../escape", "a/b", "", ".hidden", "-x", "tiny\n", "with space", "ü"])
+def test_a_model_name_no_baseline_could_name_is_refused_at_registration(name):
+    from pytest_dlperf import models
+
+    pattern = jsonio.schema("baseline")["$defs"]["case"]["properties"]["model"]["pattern"]
+    with pytest.raises(ValueError) as info:
+        models.register_model(name, task="image-classification")(lambda settings: None)
+    assert f"model name {name!r} is not allowed: a model name matches {pattern}" in str(info.value)
+    assert name not in models.list_models()
+
+
+def test_names_the_schema_takes_still_register():
+    from pytest_dlperf import models
+
+    saved = models.snapshot()
+    try:
+        for name in ("my-net_2.1+x", "R50"):
+            models.register_model(name, task="image-classification")(lambda settings: None)
+            assert name in models.list_models()
+    finally:
+        models.restore(saved)
+
+
+def test_a_model_name_with_a_trailing_newline_is_refused_in_a_baseline_too(tmp_path):
+    # JSON Schema's "$" is Python's here: it matches before a final newline, so the schema alone lets it by.
+    path = write(tmp_path, doc({**ENTRY, "model": "resnet50\n"}))
+    with pytest.raises(jsonio.DocumentError, match=r"b.json: \$.cases\[0\].model: 'resnet50\\n' does not match"):
+        baseline.load(path)
+
+
+def test_an_entry_stands_for_its_step_counts_then_the_defaults_then_the_built_in_ones():
+    assert baseline.method({"steps": 50}, {"repeats": 3}) == {"warmup_steps": 20, "steps": 50, "repeats": 3}
+    assert baseline.method(None, {}) == baseline.STEP_DEFAULTS == {"warmup_steps": 20, "steps": 100, "repeats": 5}
+    entry = {"steps": 50, "repeats": 7}
+    baseline.record_method(entry, {"warmup_steps": 2, "steps": 100, "repeats": 3}, {"repeats": 3})
+    assert entry == {"warmup_steps": 2}  # steps 100 and repeats 3 are what the defaults give
+    assert baseline.method(entry, {"repeats": 3}) == {"warmup_steps": 2, "steps": 100, "repeats": 3}

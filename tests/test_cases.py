@@ -90,3 +90,62 @@ def test_settings_equal_to_the_models_defaults_are_not_part_of_the_case():
     assert plain == Case.make("bert-base", "amp", 64, 8, {"compile": True})
     assert plain.id == "bert-base-amp-bs64-gpu8-compile"
     assert case.without_defaults({"seq_len": 512}) == case
+
+
+@pytest.mark.parametrize(("parse", "option", "raw", "expected"), [
+    (parse_list, "--dlperf-model", ["tiny,tiny", "resnet50 tiny"], ["tiny", "resnet50"]),
+    (parse_ints, "--dlperf-gpus", "2,2,1,02", [2, 1]),
+    (parse_precisions, "--dlperf-precision", ["fp32,fp32", "amp"], ["fp32", "amp"]),
+])
+def test_repeated_matrix_values_are_dropped_in_first_seen_order(parse, option, raw, expected):
+    assert parse(option, raw) == expected
+
+
+def test_a_value_listed_twice_makes_one_case():
+    cases = matrix(["tiny", "tiny"], ["fp32", "fp32"], ["max", "max", 8], [2, 2], lambda m: 32)
+    assert [c.id for c in cases] == ["tiny-fp32-bsmax-gpu2", "tiny-fp32-bs8-gpu2"]
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ([""], "--dlperf-model: expected one or more model names, got ''"),
+    ("", "--dlperf-model: expected one or more model names, got ''"),
+    ([" , "], "--dlperf-model: expected one or more model names, got ' , '"),
+    (["tiny", ""], "--dlperf-model: expected one or more model names, got ''"),
+    (["tiny,,resnet50"],
+     "--dlperf-model: 'tiny,,resnet50' has an empty item; expected model names separated by commas"),
+    (["tiny,"], "--dlperf-model: 'tiny,' has an empty item"),
+    ([], "--dlperf-model: expected one or more model names"),
+])
+def test_an_empty_model_list_is_an_error_not_no_cases(raw, message):
+    with pytest.raises(OptionError) as info:
+        parse_list("--dlperf-model", raw)
+    assert str(info.value).startswith(message)
+
+
+def test_other_empty_lists_say_what_they_list():
+    with pytest.raises(OptionError, match=r"^--dlperf-gpus: expected one or more GPU counts \(integers >= 1\), got ''"):
+        parse_ints("--dlperf-gpus", [""])
+    with pytest.raises(OptionError, match=r"^--dlperf-precision: expected one or more precisions \(fp32, tf32"):
+        parse_precisions("--dlperf-precision", ",")
+    assert parse_list("--dlperf-model", None) == []  # not given: no matrix cases, as before
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ("image_size=1e400", "--dlperf-set: 'image_size=1e400': 1e400 is not a finite number; expected a finite number"),
+    ("image_size=-1e400", "--dlperf-set: 'image_size=-1e400': -1e400 is not a finite number"),
+    ("lr=NaN", "--dlperf-set: 'lr=NaN': NaN is not a finite number"),
+    ("lr=Infinity", "--dlperf-set: 'lr=Infinity': Infinity is not a finite number"),
+    ("lr=-Infinity", "--dlperf-set: 'lr=-Infinity': -Infinity is not a finite number"),
+    ("seq_len=1" + "0" * 400, "is too large for a float; expected a finite number"),
+    ("seq_len=" + "9" * 5000, "(5000 digits) is too large for a float"),
+])
+def test_settings_values_must_be_finite_numbers(raw, message):
+    with pytest.raises(OptionError) as info:
+        parse_settings("--dlperf-set", raw)
+    assert message in str(info.value) and str(info.value).startswith("--dlperf-set: ")
+
+
+def test_settings_that_only_look_like_numbers_stay_strings():
+    assert parse_settings("--dlperf-set", "a=nan,b=inf,c=1e308") == {"a": "nan", "b": "inf", "c": 1e308}
+    with pytest.raises(OptionError, match="the value must be a string, a number or true/false"):
+        parse_settings("--dlperf-set", "d=" + "[" * 3000)  # a list, nested past the recursion limit

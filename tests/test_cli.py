@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pytest_dlperf import cli, jsonio
+from pytest_dlperf import baseline, cli, jsonio
 from pytest_dlperf.cases import Case
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -228,3 +228,149 @@ def test_dataset_writes_an_image_folder_the_backends_accept(tmp_path, capsys):
     assert len(list(target.glob("class1/*.jpg"))) == 5
     assert cli.main(["dataset", str(target)]) == 2
     assert "not empty" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- hostile input and output (issue 11)
+
+
+def one_line(err: str) -> str:
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (json.dumps(baseline_doc(entry(throughput=1.0))).replace("1.0", "NaN"),
+     "$.cases[0].throughput: NaN is not allowed"),
+    (json.dumps(baseline_doc(entry(throughput=1.0))).replace("1.0", "1e400"),
+     "$.cases[0].throughput: 1e400 is too large for a float (it reads as infinity); expected a finite number"),
+    (b"\x89PNG\r\n\x1a\n", "not UTF-8 text: byte 0x89 at offset 0"),
+    (b"[" * 50_000, "nested deeper than 64 levels"),
+    (b"", "the file is empty; expected a JSON document"),
+    (json.dumps(baseline_doc(entry()))[:-2].encode(), "not valid JSON: the document ends early"),
+])
+def test_a_hostile_file_is_one_line_and_the_documented_exit_status(tmp_path, capsys, content, problem):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    good = write(tmp_path / "good.json", baseline_doc(entry()))
+    results = write(tmp_path / "r.json", results_doc(result()))
+    assert cli.main(["baseline", "validate", str(bad)]) == 1  # read, but not a valid baseline
+    err = one_line(capsys.readouterr().err)
+    assert err.startswith(f"dlperf: {bad}: ") and problem in err
+    for argv in (["baseline", "diff", good, str(bad)], ["baseline", "update", str(bad), "--from", results],
+                 ["baseline", "update", good, "--from", str(bad)], ["report", str(bad)]):
+        assert cli.main(argv) == 2, argv  # an input that is not a valid document: trouble
+        err = one_line(capsys.readouterr().err)
+        assert err.startswith(f"dlperf: {bad}: ") and problem in err, (argv, err)
+    assert (tmp_path / "good.json").read_text() == json.dumps(baseline_doc(entry()), indent=2)
+
+
+def test_report_refuses_a_device_a_fifo_or_a_folder_before_writing_anything(tmp_path, capsys):
+    results = write(tmp_path / "r.json", results_doc(result()))
+    fifo = tmp_path / "fifo.md"
+    os.mkfifo(fifo)
+    (tmp_path / "folder.md").mkdir()
+    for target, kind in ((fifo, "a FIFO (named pipe)"), (tmp_path / "folder.md", "a folder")):
+        assert cli.main(["report", results, "-o", str(target)]) == 2
+        assert one_line(capsys.readouterr().err) == (f"dlperf: {target}: is {kind}, not a file; give the path of a "
+                                                     f"file to write\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.md", "folder.md", "r.json"]  # no -logs folder
+
+
+def test_update_writes_through_a_symlinked_baseline(tmp_path, capsys):
+    (tmp_path / "store").mkdir()
+    real = write(tmp_path / "store" / "b.json", baseline_doc(entry()))
+    link = tmp_path / "b.json"
+    link.symlink_to("store/b.json")
+    results = write(tmp_path / "r.json", results_doc(result(throughput=1200.0)))
+    assert cli.main(["baseline", "update", str(link), "--from", results]) == 0
+    assert link.is_symlink() and os.readlink(link) == "store/b.json"
+    assert jsonio.load(real, "baseline")["cases"][0]["throughput"] == 1200.0
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == ["b.json"]
+
+
+def result_with(steps, **fields):
+    rec = result(**fields)
+    rec["parameters"] = {**rec["parameters"], **steps}
+    return rec
+
+
+def test_update_refuses_results_measured_with_other_step_counts(tmp_path, capsys):
+    path = write(tmp_path / "b.json", baseline_doc(entry(), entry("bf16", steps=50),
+                                                   defaults={"tolerance": 0.1, "repeats": 3}))
+    before = (tmp_path / "b.json").read_bytes()
+    # The built-in warm-up (20) and steps (100), the defaults' repeats (3): tiny fp32's method.
+    quick = write(tmp_path / "quick.json", results_doc(result_with({"steps": 10, "repeats": 3})))
+    assert cli.main(["baseline", "update", path, "--from", quick]) == 1
+    assert one_line(capsys.readouterr().err) == (
+        f"dlperf: {path}: $.cases[0]: tiny-fp32-bs32-gpu1 was measured with warmup_steps 20, steps 10, repeats 3, "
+        f"not its entry's warmup_steps 20, steps 100, repeats 3; not updated (--force takes the figures with their "
+        f"step counts)\n")
+    assert cli.main(["baseline", "update", path, "--from", quick, "--dry-run"]) == 1
+    capsys.readouterr()
+    assert (tmp_path / "b.json").read_bytes() == before
+
+    # A new case is held to the defaults; two at once are counted.
+    both = write(tmp_path / "both.json", results_doc(result_with({"steps": 10, "repeats": 3}),
+                                                     result_with({"repeats": 5}, precision="amp")))
+    assert cli.main(["baseline", "update", path, "--from", both]) == 1
+    assert capsys.readouterr().err.endswith("steps 100, repeats 3 (and 1 more case(s)); not updated (--force takes "
+                                            "the figures with their step counts)\n")
+    new_only = write(tmp_path / "new.json", results_doc(result_with({"repeats": 5}, precision="amp")))
+    assert cli.main(["baseline", "update", path, "--from", new_only]) == 1
+    assert "$.defaults: tiny-amp-bs32-gpu1 was measured with warmup_steps 20, steps 100, repeats 5, not the " \
+           "defaults' warmup_steps 20, steps 100, repeats 3" in capsys.readouterr().err
+    assert cli.main(["baseline", "update", path, "--from", new_only, "--no-add"]) == 0  # not added: not checked
+    capsys.readouterr()
+    assert (tmp_path / "b.json").read_bytes() == before
+
+    # The entry's own step counts are the method: bf16 measured with steps 50 is taken as it is.
+    same = write(tmp_path / "same.json", results_doc(result_with({"steps": 50, "repeats": 3}, precision="bf16")))
+    assert cli.main(["baseline", "update", path, "--from", same]) == 0
+    data = jsonio.load(path, "baseline")
+    assert data["cases"][1] == {**entry("bf16", steps=50, throughput=1100.0), "source": data["cases"][1]["source"]}
+
+    # --force takes them and the entries record the step counts their figures were measured with.
+    assert cli.main(["baseline", "update", path, "--from", both, "--force"]) == 0
+    capsys.readouterr()
+    loaded = baseline.load(path)
+    by_id = {e.case.id: e for e in loaded.entries}
+    assert by_id["tiny-fp32-bs32-gpu1"].overrides == {"steps": 10}
+    assert by_id["tiny-amp-bs32-gpu1"].overrides == {"repeats": 5}
+    assert by_id["tiny-bf16-bs32-gpu1"].overrides == {"steps": 50}
+    # Measured again with the defaults' step counts, an entry drops the counts it no longer needs.
+    again = write(tmp_path / "again.json", results_doc(result_with({"steps": 100, "repeats": 3})))
+    assert cli.main(["baseline", "update", path, "--from", again, "--force"]) == 0
+    assert {e.case.id: e for e in baseline.load(path).entries}["tiny-fp32-bs32-gpu1"].overrides == {}
+
+
+def test_results_without_step_counts_are_refused_unless_forced(tmp_path, capsys):
+    path = write(tmp_path / "b.json", baseline_doc(entry()))
+    rec = result()
+    del rec["parameters"]
+    results = write(tmp_path / "r.json", results_doc(rec))
+    assert cli.main(["baseline", "update", path, "--from", results]) == 1
+    assert "was measured with warmup_steps ?, steps ?, repeats ?, not its entry's warmup_steps 20, steps 100, " \
+           "repeats 5" in one_line(capsys.readouterr().err)
+    assert cli.main(["baseline", "update", path, "--from", results, "--force"]) == 0
+
+
+@pytest.mark.parametrize("throughput", [0.0, 0.0004, -5.0])
+def test_update_refuses_a_figure_no_baseline_can_hold_naming_the_results(tmp_path, capsys, throughput):
+    path = write(tmp_path / "b.json", baseline_doc(entry()))
+    before = (tmp_path / "b.json").read_bytes()
+    results = write(tmp_path / "r.json", results_doc(result(throughput=throughput)))
+    assert cli.main(["baseline", "update", path, "--from", results]) == 2
+    assert one_line(capsys.readouterr().err) == (
+        f"dlperf: {results}: $.cases[0].throughput: {throughput!r} cannot be a baseline figure; expected a number "
+        f"greater than 0 (at 3 decimals)\n")
+    assert (tmp_path / "b.json").read_bytes() == before
+
+
+def test_an_entry_that_spells_out_a_default_setting_is_updated_not_added_twice(tmp_path, capsys):
+    # tiny's image_size is 32: the entry is the case tiny-fp32-bs32-gpu1, as the results have it.
+    path = write(tmp_path / "b.json", baseline_doc(entry(settings={"image_size": 32})))
+    results = write(tmp_path / "r.json", results_doc(result(throughput=1200.0)))
+    assert cli.main(["baseline", "update", path, "--from", results]) == 0
+    assert capsys.readouterr().out.startswith("updated tiny-fp32-bs32-gpu1: 1000.0 -> 1200.0 img/s (+20.0%)\n")
+    [only] = jsonio.load(path, "baseline")["cases"]
+    assert only["throughput"] == 1200.0 and only["settings"] == {"image_size": 32}

@@ -26,6 +26,7 @@ import importlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -141,6 +142,7 @@ def register_model(
     """
 
     def decorator(fn: Callable) -> Callable:
+        check_name(name if name is not None else getattr(fn, "__name__", None))
         spec = _build_spec(name or fn.__name__, fn)
         existing = _REGISTRY.get(spec.name)
         if existing is not None and existing.source != spec.source:
@@ -199,6 +201,22 @@ def register_model(
     if factory is not None:
         return decorator(factory)
     return decorator
+
+
+def name_pattern() -> str:
+    """The pattern a model name matches: the baseline schema's (``$defs.case.properties.model``)."""
+    from .. import jsonio
+
+    return jsonio.schema("baseline")["$defs"]["case"]["properties"]["model"]["pattern"]
+
+
+def check_name(name: Any) -> None:
+    """Raise ``ValueError`` for a model name that no baseline could name (``a/b``, ``../x``, empty):
+    a name is also part of case ids, markers and folder names."""
+    pattern = name_pattern()
+    if not isinstance(name, str) or re.fullmatch(pattern, name) is None:
+        raise ValueError(f"model name {name!r} is not allowed: a model name matches {pattern} (a letter or "
+                         f"digit, then letters, digits, '_', '.', '+' or '-')")
 
 
 def _source_file(fn: Callable) -> str | None:
