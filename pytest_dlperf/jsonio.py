@@ -340,6 +340,36 @@ def check_output(path: str | os.PathLike) -> Path:
     return real
 
 
+def check_writable(path: str | os.PathLike, *, folder: bool = False) -> None:
+    """Raise :class:`OutputError` unless ``path`` (a file, or with ``folder`` a folder) can be written.
+
+    Made before any work whose result would go there: the target is no folder, device or FIFO
+    (:func:`check_output`; with ``folder``, no file), no part of its parent path is a file, and
+    a file can really be created in the nearest folder that exists (a read-only folder and
+    ``/proc`` refuse it).  Nothing is left behind.
+    """
+    target = Path(path)
+    if folder:
+        if target.exists() and not target.is_dir():
+            raise OutputError(f"{target}: is not a folder; give a folder to write into")
+        probe_from = target
+    else:
+        probe_from = check_output(target).parent
+    existing = probe_from
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise OutputError(f"{target}: cannot write: {existing} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".dlperf-probe.", dir=existing)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write in {existing}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def write_atomic(path: str | os.PathLike, text: str) -> None:
     """Replace the file ``path`` (or, through a symbolic link, the file it points to) with ``text``.
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from . import batchsearch
+from . import batchsearch, jsonio
+from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from .launchers import LAUNCHERS
 from .reporting import plots
@@ -25,7 +26,9 @@ from .worker import memory
 
 DEVICES = ("auto", "cuda", "cpu")
 #: Step counts of a case when neither the command line nor the baseline gives them.
-DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
+DEFAULTS = STEP_DEFAULTS
+#: The options that name files or folders the session writes, checked before any case runs.
+OUTPUTS = {"json": "json_path", "report": "report_path", "save-baseline": "save_baseline"}
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -226,6 +229,17 @@ class Options:
             self.max_memory = None if raw_memory is None else memory.parse_size("--dlperf-max-memory", raw_memory)
         except ValueError as exc:
             raise OptionError(str(exc)) from None
+
+    def check_outputs(self) -> None:
+        """Every output path can be written: checked before the first case, not after the last."""
+        paths = [(f"--dlperf-{name}", getattr(self, attr), False) for name, attr in OUTPUTS.items()]
+        paths.append(("--dlperf-plot", self.plot_dir, True))
+        for option, path, folder in paths:
+            if path:
+                try:
+                    jsonio.check_writable(path, folder=folder)
+                except OSError as exc:
+                    raise OptionError(f"{option}: {exc}") from None
 
     @property
     def active(self) -> bool:

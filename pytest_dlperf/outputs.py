@@ -70,22 +70,55 @@ def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, A
     }
 
 
-def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> None:
-    """``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot`` and ``--dlperf-save-baseline``, in that order."""
+def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> bool:
+    """``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot`` and ``--dlperf-save-baseline``, in that order.
+
+    The paths were checked before the first case (:meth:`~pytest_dlperf.options.Options.check_outputs`).
+    A write that still fails is said in one line and the others are written; when the results
+    document is what failed, it is kept in the session's log folder, which the line names.
+    Returns whether every output was written.
+    """
     opts = session.options
     outputs.environment = session_environment(session)
     document = results_document(session, outputs.environment)
+    ok = True
+
+    def attempt(option: str, write) -> None:
+        nonlocal ok
+        try:
+            write()
+        except (OSError, jsonio.DocumentError) as exc:
+            ok = False
+            kept = ""
+            if option == "--dlperf-json":
+                kept = f"; the results are kept in {_keep_results(session, document)}"
+            _say(session.config, f"dlperf: {option} not written: {exc}{kept}", red=True)
+
     if opts.json_path:
-        jsonio.dump(opts.json_path, document, "results")
+        attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))
     if opts.report_path:
-        _write_report(session.config, opts.report_path, document)
+        attempt("--dlperf-report", lambda: _write_report(session.config, opts.report_path, document))
     if opts.plot_dir:
         try:
             outputs.plot_files = plots.write_plots(document, Path(opts.plot_dir), outputs.plot_notes)
         except OSError as exc:
             outputs.plot_notes.append(f"plots not written: {exc}")
     if opts.save_baseline:
-        _save_baseline(session, outputs.environment, exitstatus)
+        attempt("--dlperf-save-baseline", lambda: _save_baseline(session, outputs.environment, exitstatus))
+    return ok
+
+
+def _keep_results(session: DlperfSession, document: dict[str, Any]) -> Path:
+    """The results document in the session's log folder (where the workers' logs are)."""
+    path = session.workdir / "results.json"
+    jsonio.dump(path, document, "results")
+    return path
+
+
+def _say(config: pytest.Config, line: str, **markup: bool) -> None:
+    tr = _terminal(config)
+    if tr is not None:
+        tr.write_line(line, **markup)
 
 
 def _terminal(config: pytest.Config):

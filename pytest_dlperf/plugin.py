@@ -62,6 +62,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # an xdist worker: cases run in the controller's session only
     try:
         opts = options.Options(config)
+        if opts.active:
+            opts.check_outputs()
         baseline = baseline_mod.load(opts.baseline_path) if opts.baseline_path else None
     except (OptionError, jsonio.DocumentError) as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -113,8 +115,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
         signal.signal(signal.SIGTERM, old)
     process.kill_all_live()
     dlperf = _session(config)
-    if dlperf is not None:
-        outputs.write_outputs(dlperf, config.stash[OUTPUTS], exitstatus)
+    if dlperf is not None and not outputs.write_outputs(dlperf, config.stash[OUTPUTS], exitstatus):
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output the job asked for is missing
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
