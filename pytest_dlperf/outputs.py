@@ -175,7 +175,12 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
 
 
 def header_lines(session: DlperfSession) -> list[str]:
-    """pytest's header: the device asked for, the baseline, and this machine in one line."""
+    """pytest's header: the device (what ``auto`` resolved to), the baseline, and this machine in one line."""
     src = f"baseline {session.options.baseline_path}" if session.options.baseline_path else "no baseline"
+    device = session.options.device
+    if device == "auto":
+        choice = session.device_choice
+        device = (f"auto -> cuda ({choice.cuda_count} visible)" if choice.kind == "cuda" else
+                  "auto -> cpu (no CUDA device is visible: every case trains on the CPU)")
     env = environment.collect(session.config.rootpath)
-    return [f"dlperf: device {session.options.device}, {src}", f"dlperf: {environment.header_line(env)}"]
+    return [f"dlperf: device {device}, {src}", f"dlperf: {environment.header_line(env)}"]

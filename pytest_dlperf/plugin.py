@@ -60,6 +60,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: a pytest-dlperf case of model {name}")
     if hasattr(config, "workerinput"):
         return  # an xdist worker: cases run in the controller's session only
+    if config.getoption("help") or config.getoption("version"):
+        return  # help is what a user reads when the options are wrong: it never checks them
     try:
         opts = options.Options(config)
         if opts.active:
@@ -91,6 +93,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if dlperf is None:
         return []
     return outputs.header_lines(dlperf)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    # Between the test phases pytest's output capture is suspended: a line here reaches the terminal.
+    dlperf = _session(item.config)
+    tr = item.config.pluginmanager.get_plugin("terminalreporter")
+    if dlperf is not None and tr is not None and isinstance(item, collect.DlperfItem):
+        warning = dlperf.gpu_sized_warning(item.case)
+        if warning:
+            tr.ensure_newline()
+            tr.write_line(warning, yellow=True)
+    return (yield)
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config):

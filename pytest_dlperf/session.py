@@ -51,6 +51,11 @@ class DeviceChoice:
         return cls("cuda" if (requested == "cuda" or count) else "cpu", count)
 
 
+#: FLOPs of one training step above which a case is too big for a CPU (a 2-core CPU trains
+#: about 0.1 TFLOP/s: a step of this size takes about 2 seconds; resnet50 at batch 256 is 3 TFLOP).
+CPU_STEP_FLOPS = 0.2e12
+
+
 class DlperfSession:
     """One pytest session's cases: options, baseline, and the results recorded so far."""
 
@@ -168,6 +173,29 @@ class DlperfSession:
         if self.baseline is not None and key in self.baseline.defaults:
             return self.baseline.defaults[key]
         return from_option
+
+    def gpu_sized_warning(self, case: Case) -> str | None:
+        """Before a GPU-sized case starts on the CPU because ``--dlperf-device auto`` found no GPU: why it may be slow.
+
+        GPU-sized: one training step (all ranks) counts more than :data:`CPU_STEP_FLOPS`
+        (counted on the meta device, as the worker's FLOP count; nothing is trained here).
+        """
+        if self.options.device != "auto" or self.device != "cpu":
+            return None
+        try:
+            from .worker.flops import count_training_flops
+
+            spec = models.get_model_spec(case.model)
+            counted = count_training_flops(spec, spec.settings(case.settings_dict))
+        except Exception:  # noqa: BLE001 - a model the counter cannot run: no estimate, no warning
+            return None
+        batch = case.batch_size if isinstance(case.batch_size, int) else spec.batch_size
+        per_step = counted.per_batch / counted.per_batch_at * batch * case.gpus
+        if per_step < CPU_STEP_FLOPS:
+            return None
+        return (f"dlperf: {case.id} is sized for a GPU ({per_step / 1e12:.1f} TFLOP a step) and trains on the CPU, "
+                "because --dlperf-device auto found no GPU: expect minutes a step; --dlperf-device cuda requires "
+                "a GPU, --dlperf-device cpu says the CPU is meant")
 
     # -- the scaling reference
 
