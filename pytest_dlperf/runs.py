@@ -253,10 +253,10 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
     runs: list[dict[str, Any]] = []
     for index in range(params.runs):
         run_dir = workdir / f"run{index}"
-        how = launcher.launch(case.gpus, params.device, run_dir)
-        outcome = launch.run_worker(dict(worker_spec, distributed=how.distributed), run_dir,
+        plan = launcher.plan(case.gpus, params.device, run_dir)
+        outcome = launch.run_worker(dict(worker_spec, distributed=plan.distributed), run_dir,
                                     timeout=params.timeout, startup_timeout=params.startup_timeout,
-                                    command=how.command, extra_env=how.env)
+                                    command=plan.command, extra_env=plan.env)
         record = _run_record(index, outcome)
         runs.append(record)
         local_ok = outcome.rank_results and all(r["status"] == "ok" for r in outcome.rank_results.values())
