@@ -70,8 +70,8 @@ def _device(kind: str, local_rank: int):
     return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None}
 
 
-def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
-            on_progress=None, barrier=None, sampler=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
+                 on_progress=None, barrier=None, sampler=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Warm up, then time ``repeats`` windows of ``steps`` steps; returns windows and timings.
 
     With ``barrier`` (several ranks), every window starts on all ranks together.
@@ -248,10 +248,10 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         if settings["compile"]:
             compiled = compile_steps(step, lambda seconds: progress(seconds, spec.total_steps))
 
-        windows, marks = measure(step, warmup_steps=spec.warmup_steps, steps=spec.steps,
-                                 repeats=spec.repeats, samples_per_step=per_rank,
-                                 on_progress=progress, barrier=group.barrier if group else None,
-                                 sampler=meter)
+        windows, marks = time_windows(step, warmup_steps=spec.warmup_steps, steps=spec.steps,
+                                      repeats=spec.repeats, samples_per_step=per_rank,
+                                      on_progress=progress, barrier=group.barrier if group else None,
+                                      sampler=meter)
         mine: dict[str, Any] = {"windows": windows}
         if source is not None:
             mine["data"] = meter.rank_figures(windows)
