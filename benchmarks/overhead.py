@@ -197,7 +197,7 @@ def run_bare(script: Path, config: dict[str, Any], pair: int) -> Run:
     """Run the bare loop once in a fresh process; wall time counts from just before its launch."""
     launched = time.time()
     start = time.monotonic()
-    # A session of its own, as launch.run_worker gives a worker (and with it the same
+    # A session of its own, as process.run_worker gives a worker (and with it the same
     # scheduler autogroup treatment where the kernel groups by session).
     proc = subprocess.run([sys.executable, str(script), json.dumps(dict(config, launched_at=launched))],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -211,7 +211,7 @@ def run_bare(script: Path, config: dict[str, Any], pair: int) -> Run:
 
 
 def run_harness(case: Case, params: RunParams, workdir: Path, pair: int, side: str = "harness") -> Run:
-    """Measure the case once as the plugin does: one fresh worker through ``runner.measure``."""
+    """Measure the case once as the plugin does: one fresh worker through ``runs.measure``."""
     params = dataclasses.replace(params, telemetry=HARNESS_SIDES[side])
     try:
         attempt = measure(case, get_model_spec(case.model), params, workdir)

@@ -42,7 +42,7 @@ from .runs import CaseError, measure
 OK, OOM, ERROR = "ok", "oom", "error"
 MAX_TRIALS = 12
 MAX_BATCH = 65536
-# Steps of one trial: warm-up, then one window (worker.measure's warmup_steps, steps, repeats).
+# Steps of one trial: warm-up, then one window (worker.main.time_windows's warmup_steps, steps, repeats).
 TRIAL_STEPS = {"warmup_steps": 1, "steps": 2, "repeats": 1}
 
 # Why a search stopped.

@@ -19,6 +19,10 @@ reads its rank from the launcher's variables (:mod:`pytest_dlperf.worker.distrib
     ``mpirun`` starts the ranks; ``MASTER_ADDR`` is this host.
 
 ``--dlperf-launcher-args`` adds site-specific arguments to ``srun``/``mpirun``/``torchrun``.
+
+A launcher is a :class:`Launcher` subclass registered under its ``name``
+(:func:`register_launcher`); :func:`get_launcher` makes one by name.  Its :meth:`~Launcher.plan`
+says how one run is started (a :class:`LaunchPlan`); :mod:`pytest_dlperf.process` starts it.
 """
 
 from __future__ import annotations
@@ -32,17 +36,18 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 WORKER = ["-m", "pytest_dlperf.worker"]
-LAUNCHERS = ("local", "torchrun", "slurm", "mpi")
 #: Variables every rank needs, wherever the launcher starts it.
 FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHONUNBUFFERED",
              "PYTHONPATH", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
 
 
 @dataclasses.dataclass(frozen=True)
-class Launch:
-    """The command line (before the spec path) and extra environment of one run."""
+class LaunchPlan:
+    """How one run is started: the command line (before the spec path), the extra environment,
+    and whether the worker joins a process group (the spec's ``distributed``)."""
 
     command: list[str]
     env: dict[str, str]
@@ -62,11 +67,30 @@ def _cpu_threads(ranks_here: int) -> dict[str, str]:
     return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, ranks_here)))}
 
 
+_REGISTRY: dict[str, type[Launcher]] = {}
+_L = TypeVar("_L", bound="type[Launcher]")
+
+
+def register_launcher(cls: _L) -> _L:
+    """Class decorator: make ``cls`` the launcher ``get_launcher(cls.name)`` returns."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} has no name")
+    if cls.name in _REGISTRY:
+        raise ValueError(f"a launcher named {cls.name!r} is registered already ({_REGISTRY[cls.name].__name__})")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
 class Launcher:
     name = ""
 
     def __init__(self, extra_args: list[str] | None = None):
         self.extra_args = list(extra_args or [])
+
+    @classmethod
+    def create(cls, extra_args: list[str] | None = None, **options) -> Launcher:
+        """The launcher :func:`get_launcher` returns; ``options`` are the torchrun launcher's (ignored here)."""
+        return cls(extra_args)
 
     def unavailable(self) -> str | None:
         """Why this launcher cannot run here (a skip reason), or None."""
@@ -76,7 +100,8 @@ class Launcher:
         """How many ranks it can start (None: no limit it knows of)."""
         return cuda_count if device == "cuda" else None
 
-    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
+        """How to start a run of ``ranks`` ranks on ``device`` whose files go to ``run_dir``."""
         raise NotImplementedError
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
@@ -91,6 +116,7 @@ class Launcher:
         return None
 
 
+@register_launcher
 class LocalLauncher(Launcher):
     name = "local"
 
@@ -98,13 +124,13 @@ class LocalLauncher(Launcher):
         super().__init__(extra_args)
         self.force_distributed = force_distributed
 
-    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
         if ranks == 1 and not self.force_distributed:
-            return Launch([sys.executable, *WORKER], {}, distributed=False)
+            return LaunchPlan([sys.executable, *WORKER], {}, distributed=False)
         env = _cpu_threads(ranks) if device == "cpu" else {}
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
                    f"--nproc-per-node={ranks}", *self._logs(run_dir), *self.extra_args, *WORKER]
-        return Launch(command, env, distributed=True)
+        return LaunchPlan(command, env, distributed=True)
 
     @staticmethod
     def _logs(run_dir: Path) -> list[str]:
@@ -122,6 +148,7 @@ class LocalLauncher(Launcher):
         return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+@register_launcher
 class TorchrunLauncher(LocalLauncher):
     """torchrun on each of ``nnodes`` nodes, joined by a c10d rendezvous at ``endpoint``."""
 
@@ -137,6 +164,10 @@ class TorchrunLauncher(LocalLauncher):
         self.join_timeout = join_timeout
         self._runs = 0
 
+    @classmethod
+    def create(cls, extra_args: list[str] | None = None, **options) -> Launcher:
+        return cls(extra_args, **options)
+
     def unavailable(self) -> str | None:
         if self.nnodes > 1 and not self.endpoint:
             return "the torchrun launcher across nodes needs --dlperf-rdzv-endpoint HOST:PORT"
@@ -145,7 +176,7 @@ class TorchrunLauncher(LocalLauncher):
     def reach(self, device: str, cuda_count: int) -> int | None:
         return cuda_count * self.nnodes if device == "cuda" else None
 
-    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
         if ranks % self.nnodes:
             raise ValueError(f"{ranks} ranks do not split evenly over {self.nnodes} nodes")
         per_node = ranks // self.nnodes
@@ -159,7 +190,7 @@ class TorchrunLauncher(LocalLauncher):
         command = [sys.executable, "-m", "torch.distributed.run", *rdzv, *self._logs(run_dir),
                    *self.extra_args, *WORKER]
         env = _cpu_threads(per_node) if device == "cpu" else {}
-        return Launch(command, env, distributed=True)
+        return LaunchPlan(command, env, distributed=True)
 
     def explain(self, stderr_text: str) -> str | None:
         if "RendezvousTimeoutError" not in stderr_text:
@@ -184,6 +215,7 @@ def _count(value: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
+@register_launcher
 class SlurmLauncher(Launcher):
     name = "slurm"
 
@@ -219,7 +251,7 @@ class SlurmLauncher(Launcher):
                 pass
         return socket.gethostname()
 
-    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
         placement = [f"--ntasks={ranks}"]
         if device == "cuda":
             per_node = self.gpus_per_node(0) or ranks
@@ -230,7 +262,7 @@ class SlurmLauncher(Launcher):
         env = {"MASTER_ADDR": self.first_node(), "MASTER_PORT": str(free_port())}
         if device == "cpu":
             env.update(_cpu_threads(math.ceil(ranks / self.nodes)))
-        return Launch(command, env, distributed=ranks > 1)
+        return LaunchPlan(command, env, distributed=ranks > 1)
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         path = run_dir / f"rank{rank}.stderr.log"
@@ -245,13 +277,14 @@ class SlurmLauncher(Launcher):
         return int(match.group(1)), int(match.group(2)) if match.group(2) else None
 
 
+@register_launcher
 class MpiLauncher(Launcher):
     name = "mpi"
 
     def unavailable(self) -> str | None:
         return None if shutil.which("mpirun") else "the mpi launcher needs mpirun on PATH"
 
-    def launch(self, ranks: int, device: str, run_dir: Path) -> Launch:
+    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
         env = {"MASTER_ADDR": socket.gethostname(), "MASTER_PORT": str(free_port())}
         if os.geteuid() == 0:  # containers run as root; OpenMPI refuses that unless told
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -260,7 +293,7 @@ class MpiLauncher(Launcher):
         exported = [arg for name in FORWARDED if name in os.environ or name in env for arg in ("-x", name)]
         command = ["mpirun", "-np", str(ranks), *exported, "--output-filename", str(run_dir / "ranks"),
                    *self.extra_args, sys.executable, *WORKER]
-        return Launch(command, env, distributed=ranks > 1)
+        return LaunchPlan(command, env, distributed=ranks > 1)
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         found = sorted((run_dir / "ranks").glob(f"*/rank.{rank}/stderr"))
@@ -273,13 +306,14 @@ class MpiLauncher(Launcher):
         return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+#: The built-in launchers' names, in the order they are documented.
+LAUNCHERS = tuple(_REGISTRY)
+
+
 def get_launcher(name: str, extra_args: list[str] | None = None, **torchrun) -> Launcher:
-    if name == "local":
-        return LocalLauncher(extra_args)
-    if name == "torchrun":
-        return TorchrunLauncher(extra_args, **torchrun)
-    if name == "slurm":
-        return SlurmLauncher(extra_args)
-    if name == "mpi":
-        return MpiLauncher(extra_args)
-    raise ValueError(f"unknown launcher {name!r}; expected one of {', '.join(LAUNCHERS)}")
+    """The launcher named ``name`` with ``extra_args``; ``torchrun`` options go to the torchrun launcher."""
+    try:
+        cls = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown launcher {name!r}; expected one of {', '.join(_REGISTRY)}") from None
+    return cls.create(extra_args, **torchrun)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import jsonio
+from .protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerSpec, result_rank
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_SECONDS = 5.0
@@ -207,31 +208,35 @@ def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tup
     if stat.st_mtime_ns == last_seen:
         return current, last_seen
     try:
-        progress = json.loads(path.read_text(encoding="utf-8"))
+        progress = Progress.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return current, last_seen
-    step_seconds = progress.get("step_seconds")
-    remaining = progress.get("remaining_steps")
-    if step_seconds is None or remaining is None:
+    if progress.step_seconds is None or progress.remaining_steps is None:
         return current, stat.st_mtime_ns
-    return time.monotonic() + 3.0 * float(step_seconds) * int(remaining) + 60.0, stat.st_mtime_ns
+    return (time.monotonic() + 3.0 * float(progress.step_seconds) * int(progress.remaining_steps) + 60.0,
+            stat.st_mtime_ns)
 
 
-def run_worker(spec: dict[str, Any], run_dir: Path, *, timeout: float | None,
+def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: float | None,
                startup_timeout: float = 300.0, command: list[str] | None = None,
                extra_env: dict[str, str] | None = None) -> WorkerOutcome:
     """Run one worker process for ``spec`` in ``run_dir`` and wait for it.
 
-    ``run_dir`` receives ``spec.json``, ``stdout.log``, ``stderr.log``, ``progress.json``
-    and the worker's ``result-rank*.json``.  ``command`` replaces the default
+    ``spec`` is placed in ``run_dir`` (:meth:`WorkerSpec.placed`; a plain dict, as a test
+    passes, gets the same three keys) and written to ``spec.json``.  ``run_dir`` also
+    receives ``stdout.log``, ``stderr.log``, ``progress.json`` and the worker's
+    ``result-rank*.json`` (:mod:`pytest_dlperf.protocol`).  ``command`` replaces the default
     ``python -m pytest_dlperf.worker`` (a distributed launcher passes its own);
     ``extra_env`` is added to this process's environment for it.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    progress_path = run_dir / "progress.json"
-    spec = dict(spec, result_dir=str(run_dir), progress_path=str(progress_path), launched_at=time.time())
-    spec_path = run_dir / "spec.json"
-    jsonio.write_atomic(spec_path, json.dumps(spec, indent=2))
+    progress_path = run_dir / PROGRESS_FILE
+    if isinstance(spec, WorkerSpec):
+        document = spec.placed(str(run_dir), str(progress_path)).to_dict()
+    else:
+        document = dict(spec, result_dir=str(run_dir), progress_path=str(progress_path), launched_at=time.time())
+    spec_path = run_dir / SPEC_FILE
+    jsonio.write_atomic(spec_path, json.dumps(document, indent=2))
     cmd = (command or [sys.executable, "-m", "pytest_dlperf.worker"]) + [str(spec_path)]
     child_env = dict(os.environ, **(extra_env or {}))
     child_env["PYTHONUNBUFFERED"] = "1"
@@ -278,8 +283,10 @@ def run_worker(spec: dict[str, Any], run_dir: Path, *, timeout: float | None,
 def _read_results(run_dir: Path) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
     results: dict[int, dict[str, Any]] = {}
     errors: dict[int, str] = {}
-    for path in sorted(run_dir.glob("result-rank*.json")):
-        rank = int(path.stem.removeprefix("result-rank"))
+    for path in sorted(run_dir.glob(f"{RESULT_PREFIX}*.json")):
+        rank = result_rank(path.name)
+        if rank is None:
+            continue
         try:
             results[rank] = jsonio.load(path, "result", "worker result")
         except jsonio.DocumentError as exc:

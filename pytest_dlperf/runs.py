@@ -15,11 +15,15 @@ from . import process as launch
 from .cases import Case
 from .launchers import Launcher, LocalLauncher
 from .models import ModelSpec
+from .protocol import Status, WorkerResult, WorkerSpec
 from .stats import Summary, summarize
 
 
 @dataclasses.dataclass(frozen=True)
 class RunParams:
+    """How each run of a case is made.  The fields the worker needs reach it under the same
+    names in its spec (:meth:`pytest_dlperf.protocol.WorkerSpec.from_params`)."""
+
     device: str  # "cuda" or "cpu", resolved
     warmup_steps: int = 20
     steps: int = 100
@@ -122,25 +126,30 @@ class Attempt:
                 f"{self.unit}, {100 * (1 - slowest['throughput'] / typical):.0f}% below the median rank")
 
 
+def _result(document: dict[str, Any] | None) -> WorkerResult | None:
+    return WorkerResult.from_dict(document) if document is not None else None
+
+
 def _run_record(index: int, outcome: launch.WorkerOutcome) -> dict[str, Any]:
-    result = outcome.result or {}
+    """One run as the session results keep it: rank 0's result, or how the run ended without one."""
+    result = _result(outcome.result)
     return {
         "index": index,
         "returncode": outcome.returncode,
-        "status": result.get("status", "timeout" if outcome.timed_out else "crashed"),
+        "status": result.status if result else ("timeout" if outcome.timed_out else "crashed"),
         "wall_seconds": round(outcome.wall_seconds, 3),
         "log_dir": str(outcome.run_dir),
-        "device": result.get("device"),
-        "windows": result.get("windows", []),
-        "timing": result.get("timing", {}),
-        "final_loss": result.get("final_loss"),
-        "warnings": result.get("warnings", []),
-        "settings": result.get("settings"),
-        "memory_cap": result.get("memory_cap"),
-        "telemetry": result.get("telemetry"),
-        "flops": result.get("flops"),
-        "data": result.get("data"),
-        "ranks": [_rank_summary(r) for r in result.get("ranks", [])],
+        "device": result and result.device,
+        "windows": (result and result.windows) or [],
+        "timing": (result and result.timing) or {},
+        "final_loss": result and result.final_loss,
+        "warnings": (result and result.warnings) or [],
+        "settings": result and result.settings,
+        "memory_cap": result and result.memory_cap,
+        "telemetry": result and result.telemetry,
+        "flops": result and result.flops,
+        "data": result and result.data,
+        "ranks": [_rank_summary(r) for r in (result and result.ranks) or []],
     }
 
 
@@ -172,7 +181,7 @@ def first_failed_rank(world: int, results: dict[int, dict[str, Any]],
     silent = [r for r in range(world) if r not in results] if world > 1 else []
     if silent:
         return reported[0] if reported and reported[0] in silent else silent[0]
-    errors = sorted(r for r, res in results.items() if res["status"] != "ok")
+    errors = sorted(r for r, res in results.items() if res["status"] != Status.OK)
     own = [r for r in errors if not any(w in results[r].get("error", {}).get("message", "").lower()
                                         for w in _COMMUNICATION)]
     if own:
@@ -205,20 +214,20 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
         status = f" (exit status {reported[1]})" if known else ""
         who = f"rank {failed}{status}"
         stderr = launcher.rank_stderr(outcome.run_dir, failed) or stderr
-    result = results.get(failed) if failed is not None else outcome.result
+    result = _result(results.get(failed) if failed is not None else outcome.result)
     if outcome.timed_out:
         return "timeout", (f"{case.id}: timed out after {outcome.time_limit:.0f} s; the worker's "
                            f"process group was killed (--dlperf-timeout){_tail_block(outcome.stderr_path)}")
-    if result is not None and result["status"] == "oom":
-        device = result.get("device", {})
+    if result is not None and result.status == Status.OOM:
+        device = result.device
         where = device.get("name") or device.get("type", "the device")
         if device.get("type") == "cuda" and device.get("index") is not None:
             where = f"cuda:{device['index']} ({where})"
         on_rank = f" (rank {failed})" if by_rank else ""
         return "oom", (f"{case.id}: out of memory at batch size {case.batch_size} on {where}{on_rank}: "
-                       f"{result['error']['message'].splitlines()[0]}")
-    if result is not None and result["status"] == "error":
-        err = result["error"]
+                       f"{result.error['message'].splitlines()[0]}")
+    if result is not None and result.status == Status.ERROR:
+        err = result.error
         return "error", f"{case.id}: {who} failed: {err['type']}: {err['message']}{_tail_block(stderr)}"
     why = outcome.result_error or "wrote no result"
     if by_rank:
@@ -236,33 +245,20 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
     no rank-0 result here: :class:`RemoteRankZero` carries what this node's ranks measured.
     """
     launcher = launcher or LocalLauncher()
-    worker_spec = {
-        "case": case.to_dict(),
-        "device": params.device,
-        "warmup_steps": params.warmup_steps,
-        "steps": params.steps,
-        "repeats": params.repeats,
-        "model_source": {"file": spec.source, "module": spec.module},
-        "telemetry": params.telemetry,
-        "peak_tflops": params.peak_tflops,
-        "data_dir": params.data_dir,
-        "data_workers": params.data_workers,
-        "data_only": params.data_only,
-        "max_memory": params.max_memory,
-    }
     runs: list[dict[str, Any]] = []
     for index in range(params.runs):
         run_dir = workdir / f"run{index}"
-        how = launcher.launch(case.gpus, params.device, run_dir)
-        outcome = launch.run_worker(dict(worker_spec, distributed=how.distributed), run_dir,
-                                    timeout=params.timeout, startup_timeout=params.startup_timeout,
-                                    command=how.command, extra_env=how.env)
+        plan = launcher.plan(case.gpus, params.device, run_dir)
+        worker_spec = WorkerSpec.from_params(case, spec, params, distributed=plan.distributed)
+        outcome = launch.run_worker(worker_spec, run_dir, timeout=params.timeout,
+                                    startup_timeout=params.startup_timeout, command=plan.command,
+                                    extra_env=plan.env)
         record = _run_record(index, outcome)
         runs.append(record)
-        local_ok = outcome.rank_results and all(r["status"] == "ok" for r in outcome.rank_results.values())
+        local_ok = outcome.rank_results and all(r["status"] == Status.OK for r in outcome.rank_results.values())
         if outcome.result is None and local_ok and outcome.returncode == 0:
             raise RemoteRankZero(sorted(outcome.rank_results), runs)
-        if outcome.result is None or outcome.result["status"] != "ok" or outcome.returncode != 0:
+        if outcome.result is None or record["status"] != Status.OK or outcome.returncode != 0:
             kind, message = failure_message(case, outcome, launcher)
             raise CaseError(message, kind, runs)
     windows = [w["throughput"] for run in runs for w in run["windows"]]

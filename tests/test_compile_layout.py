@@ -32,7 +32,7 @@ def test_the_compile_steps_run_before_the_warm_up_and_windows():
     compiled = worker.compile_steps(step, reported.append)
     assert step.calls == 2 and len(reported) == 1 and reported[0] < 0.1
     assert 0.25 < compiled["compile_seconds"] <= compiled["compile_steps_seconds"] < 1.0
-    windows, _ = worker.measure(step, warmup_steps=0, steps=3, repeats=2, samples_per_step=4)
+    windows, _ = worker.time_windows(step, warmup_steps=0, steps=3, repeats=2, samples_per_step=4)
     assert step.calls == 2 + 6
     assert all(w["seconds"] < 0.1 for w in windows)  # the slow first call is in none of them
 

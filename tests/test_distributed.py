@@ -168,11 +168,11 @@ def test_global_windows_take_the_slowest_rank():
 def test_the_local_launcher_reaches_the_visible_gpus(tmp_path):
     launcher = LocalLauncher()
     assert launcher.reach("cuda", 1) == 1 and launcher.reach("cpu", 0) is None
-    one = launcher.launch(1, "cuda", tmp_path)
+    one = launcher.plan(1, "cuda", tmp_path)
     assert one.command[1:] == ["-m", "pytest_dlperf.worker"] and not one.distributed
-    many = launcher.launch(8, "cuda", tmp_path)
+    many = launcher.plan(8, "cuda", tmp_path)
     assert "--nproc-per-node=8" in many.command and "--standalone" in many.command and many.distributed
-    assert LocalLauncher(force_distributed=True).launch(1, "cuda", tmp_path).distributed
+    assert LocalLauncher(force_distributed=True).plan(1, "cuda", tmp_path).distributed
 
 
 def test_the_agents_root_cause_is_read():

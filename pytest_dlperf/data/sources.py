@@ -239,7 +239,7 @@ def make_source(backend: str, data_dir: str | None, settings: Mapping[str, Any],
 class DataOnlyStep:
     """A "step" that only fetches the next batch: the loader timed without a model.
 
-    It has the interface :func:`pytest_dlperf.worker.main.measure` times (call, ``sync``,
+    It has the interface :func:`pytest_dlperf.worker.main.time_windows` times (call, ``sync``,
     ``last_loss``), so data-only windows are timed exactly as training windows are.
     """
 
@@ -263,7 +263,7 @@ class DataOnlyStep:
 class WindowMeter:
     """The bytes and samples a source delivers over the measured windows.
 
-    The worker's ``measure`` calls a sampler's ``start()`` after the warm-up and its
+    The worker's ``time_windows`` calls a sampler's ``start()`` after the warm-up and its
     ``stop()`` after the last window; the meter takes that place and passes both calls on
     to the telemetry sampler (``then``), so neither moves.
     """

@@ -1,25 +1,10 @@
 """The worker: one process that trains one case and writes a JSON result.
 
 Run as ``python -m pytest_dlperf.worker SPEC.json``.  The controller (the pytest plugin)
-writes the spec; the worker writes ``result-rank{RANK}.json`` into the spec's
-``result_dir`` (schema ``schemas/result.schema.json``, documented in
-``docs/result-format.md``) and exits 0 (``ok``), 3 (``oom``) or 1 (``error``).
-
-The spec (controller -> worker)::
-
-    {"case": {"model": "resnet50", "precision": "amp", "batch_size": 256, "gpus": 1,
-              "settings": {}},
-     "device": "cuda",                      # or "cpu"
-     "warmup_steps": 20, "steps": 100, "repeats": 5,
-     "model_source": {"file": "/abs/conftest.py", "module": "conftest"},
-     "result_dir": "/tmp/.../run0", "progress_path": "/tmp/.../run0/progress.json",
-     "telemetry": true,                     # false: no sampler (--dlperf-no-telemetry)
-     "peak_tflops": null,                   # a number: the device peak for MFU (--dlperf-peak-tflops)
-     "data_dir": null,                      # the ImageFolder of data=torchvision/dali (--dlperf-data-dir)
-     "data_workers": null,                  # loader workers / DALI threads per rank (null: from the CPUs)
-     "data_only": false,                    # time the data loader alone, no model (--dlperf-data-only)
-     "max_memory": null,                    # bytes: cap the memory the training may add (--dlperf-max-memory)
-     "launched_at": 1700000000.0}           # time.time() when the controller started it
+writes the spec (:class:`~pytest_dlperf.protocol.WorkerSpec`); the worker writes
+``result-rank{RANK}.json`` (:class:`~pytest_dlperf.protocol.WorkerResult`) into the spec's
+``result_dir`` and exits 0 (``ok``), 3 (``oom``) or 1 (``error``).  :mod:`pytest_dlperf.protocol`
+describes both files and the progress file; ``docs/result-format.md`` every field.
 
 Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
 window timed between device synchronizations.  A window's throughput is its samples over
@@ -51,7 +36,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-EXIT_OK, EXIT_ERROR, EXIT_OOM = 0, 1, 3
+from ..protocol import ModelSource, Progress, Status, WorkerResult, WorkerSpec, result_file
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -63,12 +48,12 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def _write_progress(path: str | None, **fields: Any) -> None:
+def _write_progress(path: str | None, step_seconds: float, remaining_steps: int) -> None:
     if not path:
         return
     from ..jsonio import write_atomic
 
-    write_atomic(path, json.dumps({"time": time.time(), **fields}))
+    write_atomic(path, json.dumps(Progress.now(step_seconds, remaining_steps).to_dict()))
 
 
 def _device(kind: str, local_rank: int):
@@ -85,8 +70,8 @@ def _device(kind: str, local_rank: int):
     return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None}
 
 
-def measure(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
-            on_progress=None, barrier=None, sampler=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
+                 on_progress=None, barrier=None, sampler=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Warm up, then time ``repeats`` windows of ``steps`` steps; returns windows and timings.
 
     With ``barrier`` (several ranks), every window starts on all ranks together.
@@ -163,13 +148,13 @@ def compile_steps(step, on_progress=None) -> dict[str, float]:
             "compile_steps_seconds": sum(seconds)}
 
 
-def _sampler(spec: dict[str, Any], device_info: dict[str, Any], local_rank: int, warnings: list[str]):
+def _sampler(spec: WorkerSpec, device_info: dict[str, Any], local_rank: int, warnings: list[str]):
     """The telemetry sampler of this rank, or None when the spec turns telemetry off.
 
     On CUDA it samples the rank's own GPU (its NVML index, see :func:`telemetry.nvml_index`)
     and the host; on the CPU the host only.
     """
-    if spec.get("telemetry") is False:
+    if not spec.telemetry:
         return None
     from . import telemetry
 
@@ -202,51 +187,50 @@ def count_flops(model_spec, settings: dict[str, Any], precision: str, device_inf
             "mfu": flops.mfu(achieved, peak, devices=world_size)}
 
 
-def _input_source(spec: dict[str, Any], settings: dict[str, Any], batch_size: int, device, ranks):
+def _input_source(spec: WorkerSpec, settings: dict[str, Any], batch_size: int, device, ranks):
     """The case's data source (:mod:`pytest_dlperf.data`), or None for synthetic data."""
     from .. import data
 
     backend = data.backend_of(settings)
     if backend == data.SYNTHETIC:
-        if spec.get("data_only"):
+        if spec.data_only:
             raise data.DataError("data_only: this case's data is synthetic; data-only mode times a data loader "
                                  "(data=torchvision or data=dali)")
         return None
-    return data.make_source(backend, spec.get("data_dir"), settings, batch_size, device, rank=ranks.rank,
-                            world_size=ranks.world_size, workers=spec.get("data_workers"))
+    return data.make_source(backend, spec.data_dir, settings, batch_size, device, rank=ranks.rank,
+                            world_size=ranks.world_size, workers=spec.data_workers)
 
 
-def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
+def run(spec: WorkerSpec, result: WorkerResult) -> None:
     """Build and train the case described by ``spec``; fill ``result`` as it goes."""
     from .. import data
-    from ..cases import Case
     from .distributed import ProcessGroup, global_windows, rank_identity, ranks_from_env
     from ..models import ensure_registered
     from .training import TrainingStep, uses_channels_last
 
     ranks = ranks_from_env()
-    case = Case.from_dict(spec["case"])
-    registered_in = spec.get("model_source") or {}
-    model_spec = ensure_registered(case.model, registered_in.get("file"), registered_in.get("module"))
+    case = spec.case
+    registered_in = spec.model_source or ModelSource()
+    model_spec = ensure_registered(case.model, registered_in.file, registered_in.module)
     settings = model_spec.settings(case.settings_dict)
-    device, device_info = _device(spec["device"], ranks.local_rank)
-    result["device"] = device_info
+    device, device_info = _device(spec.device, ranks.local_rank)
+    result.device = device_info
     settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
     settings["compile"] = bool(settings.get("compile", False))
-    result["settings"] = settings
-    result["unit"] = model_spec.unit
+    result.settings = settings
+    result.unit = model_spec.unit
     per_rank = model_spec.samples_per_batch(case.batch_size, settings)
-    result["samples_per_step"] = per_rank * ranks.world_size
+    result.samples_per_step = per_rank * ranks.world_size
 
-    group = ProcessGroup(ranks, device) if (ranks.distributed or spec.get("distributed")) else None
-    sampler = _sampler(spec, device_info, ranks.local_rank, result["warnings"])
-    data_only = bool(spec.get("data_only"))
+    group = ProcessGroup(ranks, device) if (ranks.distributed or spec.distributed) else None
+    sampler = _sampler(spec, device_info, ranks.local_rank, result.warnings)
+    data_only = spec.data_only
     source = None
     try:
-        if spec.get("max_memory"):
+        if spec.max_memory:
             from .memory import apply_cap
 
-            result["memory_cap"] = apply_cap(int(spec["max_memory"]), device)
+            result.memory_cap = apply_cap(int(spec.max_memory), device)
         source = _input_source(spec, settings, case.batch_size, device, ranks)
         meter = data.WindowMeter(source, then=sampler) if source is not None else sampler
         if data_only:
@@ -254,36 +238,35 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
         else:
             step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None,
                                 source=source)
-        launched = float(spec.get("launched_at", time.time()))
-        progress_path = spec.get("progress_path") if ranks.rank == 0 else None
+        launched = float(spec.launched_at) if spec.launched_at is not None else time.time()
+        progress_path = spec.progress_path if ranks.rank == 0 else None
 
         def progress(step_seconds: float, remaining: int) -> None:
-            _write_progress(progress_path, step_seconds=step_seconds, remaining_steps=remaining)
+            _write_progress(progress_path, step_seconds, remaining)
 
         compiled = None
         if settings["compile"]:
-            total = spec["warmup_steps"] + spec["steps"] * spec["repeats"]
-            compiled = compile_steps(step, lambda seconds: progress(seconds, total))
+            compiled = compile_steps(step, lambda seconds: progress(seconds, spec.total_steps))
 
-        windows, marks = measure(step, warmup_steps=spec["warmup_steps"], steps=spec["steps"],
-                                 repeats=spec["repeats"], samples_per_step=per_rank,
-                                 on_progress=progress, barrier=group.barrier if group else None,
-                                 sampler=meter)
+        windows, marks = time_windows(step, warmup_steps=spec.warmup_steps, steps=spec.steps,
+                                      repeats=spec.repeats, samples_per_step=per_rank,
+                                      on_progress=progress, barrier=group.barrier if group else None,
+                                      sampler=meter)
         mine: dict[str, Any] = {"windows": windows}
         if source is not None:
             mine["data"] = meter.rank_figures(windows)
         if sampler is not None:
-            result["telemetry"] = mine["telemetry"] = sampler.summary()
+            result.telemetry = mine["telemetry"] = sampler.summary()
         if group is not None:
             gathered = group.gather({**rank_identity(ranks, device_info), **mine})
-            result["ranks"] = gathered
-            result["windows"] = global_windows([g["windows"] for g in gathered], ranks.world_size)
+            result.ranks = gathered
+            result.windows = global_windows([g["windows"] for g in gathered], ranks.world_size)
         else:
-            result["windows"] = windows
+            result.windows = windows
         if source is not None:
-            per_rank = [g["data"] for g in result["ranks"]] if group is not None else [mine["data"]]
-            result["data"] = data.figures(source, "data-only" if data_only else "training", per_rank,
-                                          result["windows"])
+            per_rank = [g["data"] for g in result.ranks] if group is not None else [mine["data"]]
+            result.data = data.figures(source, "data-only" if data_only else "training", per_rank,
+                                       result.windows)
     finally:
         if sampler is not None:
             sampler.stop()  # after an exception: the thread must not outlive the run
@@ -291,28 +274,28 @@ def run(spec: dict[str, Any], result: dict[str, Any]) -> None:
             source.close()
         if group is not None:
             group.close()
-    result["timing"] = {
+    result.timing = {
         "setup_seconds": marks["first_step"] - launched,
         "warmup_seconds": marks["warmup_done"] - marks["first_step"],
-        "measured_seconds": sum(w["seconds"] for w in result["windows"]),
+        "measured_seconds": sum(w["seconds"] for w in result.windows),
         "total_seconds": marks["measured_done"] - launched,
     }
     if compiled is not None:
-        result["timing"].update(setup_seconds=compiled["started"] - launched,
-                                compile_seconds=compiled["compile_seconds"],
-                                compile_steps_seconds=compiled["compile_steps_seconds"])
+        result.timing.update(setup_seconds=compiled["started"] - launched,
+                             compile_seconds=compiled["compile_seconds"],
+                             compile_steps_seconds=compiled["compile_steps_seconds"])
     loss = float(step.last_loss) if step.last_loss is not None else None
     if loss is not None and not math.isfinite(loss):
-        result["warnings"].append(f"the training loss is {loss} at the end: the step may be skipping work")
+        result.warnings.append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
-    result["final_loss"] = loss
+    result.final_loss = loss
     if ranks.rank == 0 and not data_only:
         try:
-            result["flops"] = count_flops(model_spec, settings, case.precision, device_info, result["windows"],
-                                          ranks.world_size, spec.get("peak_tflops"))
+            result.flops = count_flops(model_spec, settings, case.precision, device_info, result.windows,
+                                       ranks.world_size, spec.peak_tflops)
         except Exception as exc:  # noqa: BLE001 - a count that fails costs the figure, not the case
-            result["warnings"].append(f"FLOPs not counted: {type(exc).__name__}: {str(exc).strip()[:300]}")
-    result["status"] = "ok"
+            result.warnings.append(f"FLOPs not counted: {type(exc).__name__}: {str(exc).strip()[:300]}")
+    result.status = Status.OK
 
 
 def _versions() -> dict[str, str | None]:
@@ -333,28 +316,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m pytest_dlperf.worker SPEC.json", file=sys.stderr)
         return 2
-    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    spec = WorkerSpec.from_dict(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
     from .distributed import ranks_from_env
     from .watchdog import watch_parent
 
     watch_parent()
     ranks = ranks_from_env()
-    rank, world = ranks.rank, ranks.world_size
-    result: dict[str, Any] = {
-        "schema_version": 1,
-        "kind": "dlperf-worker-result",
-        "status": "error",
-        "case": spec["case"],
-        "rank": rank,
-        "world_size": world,
-        "device": {"type": spec["device"], "name": "unknown", "index": None},
-        "warmup_steps": spec["warmup_steps"],
-        "steps": spec["steps"],
-        "repeats": spec["repeats"],
-        "windows": [],
-        "warnings": [],
-    }
-    code = EXIT_OK
+    result = WorkerResult.started(spec, ranks.rank, ranks.world_size)
     try:
         run(spec, result)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
@@ -366,19 +334,18 @@ def main(argv: list[str] | None = None) -> int:
             oom = is_oom(exc)
         except ImportError:
             pass
-        if "memory_cap" in result:
+        if result.memory_cap is not None:
             from .memory import is_cap_failure
 
             oom = oom or is_cap_failure(exc)
-        result["status"] = "oom" if oom else "error"
-        result["error"] = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
-                           "traceback": traceback.format_exc()[-8000:]}
-        code = EXIT_OOM if oom else EXIT_ERROR
-    result["versions"] = _versions()
+        result.status = Status.OOM if oom else Status.ERROR
+        result.error = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
+                        "traceback": traceback.format_exc()[-8000:]}
+    result.versions = _versions()
     from .. import jsonio
 
-    jsonio.dump(Path(spec["result_dir"]) / f"result-rank{rank}.json", result, "result")
-    return code
+    jsonio.dump(Path(spec.result_dir) / result_file(ranks.rank), result.to_dict(), "result")
+    return result.exit_code
 
 
 if __name__ == "__main__":

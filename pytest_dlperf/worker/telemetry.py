@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import psutil
+from .host import Host, Stat
 
 __all__ = ["Telemetry", "decode_clock_reasons", "nvml_index"]
 
@@ -124,112 +124,6 @@ def nvml_index(torch_index: int) -> int | str:
     return visible[torch_index]
 
 
-class _Stat:
-    """Running mean and max of a gauge (one value per sample)."""
-
-    __slots__ = ("n", "total", "max")
-
-    def __init__(self) -> None:
-        self.n, self.total, self.max = 0, 0.0, float("-inf")
-
-    def add(self, value: float) -> None:
-        self.n += 1
-        self.total += value
-        if value > self.max:
-            self.max = value
-
-    def as_dict(self) -> dict[str, float | int]:
-        return {"mean": self.total / self.n, "max": self.max, "n": self.n}
-
-
-class _Rate:
-    """Amount per unit (seconds, or CPU time for ``cpu_percent``) times ``scale``.
-
-    ``mean`` is total amount over total units; ``max`` is over intervals of at least
-    ``min_units`` (so the short last interval at stop() does not make a noisy maximum).
-    """
-
-    __slots__ = ("n", "amount", "units", "max", "scale", "min_units")
-
-    def __init__(self, scale: float = 1.0, min_units: float = 0.0) -> None:
-        self.n, self.amount, self.units, self.max = 0, 0.0, 0.0, float("-inf")
-        self.scale, self.min_units = scale, min_units
-
-    def add(self, amount: float, units: float) -> None:
-        if units <= 0:
-            return
-        amount = max(amount, 0.0)  # a counter that went back (reset, wrap) counts as 0
-        self.n += 1
-        self.amount += amount
-        self.units += units
-        if units >= self.min_units:
-            self.max = max(self.max, amount / units * self.scale)
-
-    def as_dict(self) -> dict[str, float | int]:
-        mean = self.amount / self.units * self.scale
-        return {"mean": mean, "max": self.max if self.max != float("-inf") else mean, "n": self.n}
-
-
-def _counters(read: Callable[[], Any]) -> Any:
-    """psutil's disk or network counters, or None where the system has none (containers)."""
-    try:
-        return read()
-    except (OSError, RuntimeError):
-        return None
-
-
-class _Host:
-    """psutil/os readings of one span; each :meth:`sample` adds the change since the last."""
-
-    def __init__(self, min_interval: float) -> None:
-        self.process = psutil.Process()
-        self.rss = _Stat()
-        self.cpu = _Rate(100.0, min_interval * (psutil.cpu_count() or 1))
-        self.process_cpu = _Rate(100.0, min_interval)
-        self.io = {name: _Rate(1.0, min_interval) for name in
-                   ("disk_read_bytes_per_s", "disk_write_bytes_per_s", "net_sent_bytes_per_s", "net_recv_bytes_per_s")}
-        self.disk_read, self.disk_write, self.net_sent, self.net_recv = self.io.values()
-        self.has_disk = self.has_net = True
-        self.last = self._read()
-
-    @staticmethod
-    def _cpu_busy_total() -> tuple[float, float]:
-        t = psutil.cpu_times()
-        total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)  # guest is in user
-        return total - t.idle - getattr(t, "iowait", 0.0), total
-
-    def _read(self) -> tuple[float, ...]:
-        now = time.perf_counter()
-        busy, total = self._cpu_busy_total()
-        t = os.times()
-        disk = _counters(psutil.disk_io_counters) if self.has_disk else None
-        self.has_disk = disk is not None
-        net = _counters(psutil.net_io_counters) if self.has_net else None
-        self.has_net = net is not None
-        return (now, busy, total, t.user + t.system + t.children_user + t.children_system,
-                disk.read_bytes if disk else 0, disk.write_bytes if disk else 0,
-                net.bytes_sent if net else 0, net.bytes_recv if net else 0)
-
-    def sample(self) -> None:
-        last, now = self.last, self._read()
-        self.last = now
-        seconds = now[0] - last[0]
-        self.cpu.add(now[1] - last[1], now[2] - last[2])
-        self.process_cpu.add(now[3] - last[3], seconds)
-        self.rss.add(self.process.memory_info().rss)
-        if self.has_disk:
-            self.disk_read.add(now[4] - last[4], seconds)
-            self.disk_write.add(now[5] - last[5], seconds)
-        if self.has_net:
-            self.net_sent.add(now[6] - last[6], seconds)
-            self.net_recv.add(now[7] - last[7], seconds)
-
-    def summary(self) -> dict[str, Any]:
-        stats: dict[str, _Stat | _Rate] = {"cpu_percent": self.cpu, "process_cpu_percent": self.process_cpu,
-                                           "rss_bytes": self.rss, **self.io}
-        return {name: stat.as_dict() for name, stat in stats.items() if stat.n}
-
-
 class _Gpu:
     """The NVML readings of one device."""
 
@@ -237,7 +131,7 @@ class _Gpu:
         self.nvml, self.handle = nvml, handle
         self.name = _nvml_or_none(lambda: str(nvml.nvmlDeviceGetName(handle)))
         # (metric names, reader returning one value per name): a reader fails as a whole.
-        self.readers: list[tuple[tuple[str, ...], Callable[[], tuple[float, ...]], tuple[_Stat, ...]]] = []
+        self.readers: list[tuple[tuple[str, ...], Callable[[], tuple[float, ...]], tuple[Stat, ...]]] = []
         for names, read in (
             (("utilization_gpu", "utilization_memory"), self._utilization),
             (("memory_used_bytes",), lambda: (nvml.nvmlDeviceGetMemoryInfo(handle).used,)),
@@ -245,7 +139,7 @@ class _Gpu:
             (("sm_clock_mhz",), lambda: (nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),)),
             (("temperature_c",), lambda: (nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU),)),
         ):
-            self.readers.append((names, read, tuple(_Stat() for _ in names)))
+            self.readers.append((names, read, tuple(Stat() for _ in names)))
         self.stats = {name: stat for names, _, stats in self.readers for name, stat in zip(names, stats)}
         self.reasons_fn: Callable[[Any], int] | None = getattr(
             nvml, "nvmlDeviceGetCurrentClocksEventReasons", nvml.nvmlDeviceGetCurrentClocksThrottleReasons)
@@ -365,7 +259,7 @@ class Telemetry:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
-        self._host: _Host | None = None
+        self._host: Host | None = None
         self._gpus: dict[str, _Gpu] = {}
         self._gpu_available = False
         self._gpu_reason: str | None = "no GPU requested" if not self.gpu_indices else "not started"
@@ -447,7 +341,7 @@ class Telemetry:
         began = time.perf_counter()
         try:
             nvml = self._init_gpus()
-            self._host = _Host(self.interval / 2)
+            self._host = Host(self.interval / 2)
             began = self._host.last[0]
             self._ready.set()
             deadline = began + self.interval

@@ -1,0 +1,292 @@
+"""The contract between the controller (the pytest plugin) and the worker, in one place.
+
+One run of a case is one worker process per rank, started by the controller
+(:mod:`pytest_dlperf.process`, through a launcher) in a run folder ``RUN_DIR``::
+
+    controller                                   worker (each rank)
+    ----------                                   ------------------
+    RUN_DIR/spec.json          (WorkerSpec)  ->  python -m pytest_dlperf.worker RUN_DIR/spec.json
+    RUN_DIR/progress.json      (Progress)    <-  rank 0 rewrites it after the first step,
+                                                 after the warm-up and after the first window
+    RUN_DIR/result-rank{R}.json (WorkerResult) <- each rank, once, when it ends
+    exit status                                  EXIT_OK (0), EXIT_ERROR (1), EXIT_OOM (3)
+
+:class:`WorkerSpec` says what to run: the case, the device, the warm-up and windows, where
+the model was registered and the run's options.  The controller builds it from its run
+parameters (:meth:`WorkerSpec.from_params`) and places it in the run folder
+(:meth:`WorkerSpec.placed`) just before it starts the process.
+
+:class:`Progress` is rank 0's report of its step time and the steps it has left; without
+``--dlperf-timeout`` the controller moves its deadline to ``3 x step_seconds x
+remaining_steps + 60`` seconds from the report.
+
+:class:`WorkerResult` is what a rank measured, or why it could not (``status`` is one of
+:class:`Status`).  On disk it is a ``dlperf-worker-result`` document: schema
+``pytest_dlperf/schemas/result.schema.json``, every field documented in
+``docs/result-format.md`` ("The worker result: where controller and worker meet").
+
+This module is the only one both sides import for the contract: it imports
+:mod:`pytest_dlperf.cases` and the standard library, nothing of the controller
+(process, runs, launchers, plugin, reporting) and nothing of the worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from .cases import Case
+
+SPEC_FILE = "spec.json"
+PROGRESS_FILE = "progress.json"
+RESULT_PREFIX = "result-rank"  # + the rank + ".json"
+RESULT_KIND = "dlperf-worker-result"
+RESULT_SCHEMA_VERSION = 1
+
+EXIT_OK, EXIT_ERROR, EXIT_OOM = 0, 1, 3
+
+
+def result_file(rank: int) -> str:
+    """The name of rank ``rank``'s result in the run folder: ``result-rank{rank}.json``."""
+    return f"{RESULT_PREFIX}{rank}.json"
+
+
+def result_rank(name: str) -> int | None:
+    """The rank of a result file name (``result-rank3.json``: 3), or None for another file."""
+    if not (name.startswith(RESULT_PREFIX) and name.endswith(".json")):
+        return None
+    digits = name[len(RESULT_PREFIX):-len(".json")]
+    return int(digits) if digits.isdigit() else None
+
+
+class Status:
+    """A worker result's ``status``: the worker's exit status follows it (:data:`EXIT_CODES`)."""
+
+    OK = "ok"  # measured
+    OOM = "oom"  # the allocator (or the memory cap) ran out of memory
+    ERROR = "error"  # any other exception: see the result's ``error``
+    ALL = (OK, OOM, ERROR)
+
+
+EXIT_CODES = {Status.OK: EXIT_OK, Status.OOM: EXIT_OOM, Status.ERROR: EXIT_ERROR}
+
+
+# --------------------------------------------------------------------------- controller -> worker
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """Where the case's model was registered, so that the worker registers it too (a conftest.py)."""
+
+    file: str | None = None
+    module: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "module": self.module}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> ModelSource:
+        data = data or {}
+        return cls(data.get("file"), data.get("module"))
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSpec:
+    """``spec.json``: what one worker runs.  Fields in the order they are written.
+
+    The fields from ``device`` to ``max_memory`` carry the controller's run parameters
+    (:class:`pytest_dlperf.runs.RunParams`) under the same names (:meth:`run_fields`).
+    ``result_dir``, ``progress_path`` and ``launched_at`` are set when the controller
+    places the spec in its run folder (:meth:`placed`).
+    """
+
+    case: Case  # batch_size always a number: the controller resolves "max" first
+    device: str  # "cuda" or "cpu"
+    warmup_steps: int
+    steps: int
+    repeats: int
+    model_source: ModelSource | None = None
+    telemetry: bool = True  # False: no sampler (--dlperf-no-telemetry)
+    peak_tflops: float | None = None  # one device's peak for MFU (--dlperf-peak-tflops); None: the table
+    data_dir: str | None = None  # the ImageFolder of data=torchvision/dali cases (--dlperf-data-dir)
+    data_workers: int | None = None  # loader workers / DALI threads per rank; None: from the CPUs
+    data_only: bool = False  # time the data loader alone, no model (--dlperf-data-only)
+    max_memory: int | None = None  # bytes the training may add (--dlperf-max-memory); None or 0: no cap
+    distributed: bool = False  # start a process group even for one rank (the launcher says so)
+    result_dir: str | None = None  # where each rank writes result-rank{RANK}.json
+    progress_path: str | None = None  # where rank 0 writes its Progress
+    launched_at: float | None = None  # time.time() when the controller started the process
+
+    #: Fields the spec has of its own, not from the run parameters.
+    _OWN = ("case", "model_source", "distributed", "result_dir", "progress_path", "launched_at")
+
+    @classmethod
+    def run_fields(cls) -> tuple[str, ...]:
+        """The fields taken from the controller's run parameters, by name."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in cls._OWN)
+
+    @classmethod
+    def from_params(cls, case: Case, model: Any, params: Any, distributed: bool = False) -> WorkerSpec:
+        """The spec of one run of ``case``.
+
+        ``model`` is the case's model spec (its ``source`` and ``module`` say where it was
+        registered); ``params`` the run parameters (a ``runs.RunParams``): every field of
+        :meth:`run_fields` is read from it under the same name.
+        """
+        missing = [name for name in cls.run_fields() if not hasattr(params, name)]
+        if missing:
+            raise TypeError(f"run parameters without the worker spec's fields {', '.join(missing)}")
+        return cls(case=case, model_source=ModelSource(model.source, model.module), distributed=distributed,
+                   **{name: getattr(params, name) for name in cls.run_fields()})
+
+    def placed(self, result_dir: str, progress_path: str, launched_at: float | None = None) -> WorkerSpec:
+        """This spec placed in a run folder, launched now (or at ``launched_at``)."""
+        return dataclasses.replace(self, result_dir=result_dir, progress_path=progress_path,
+                                   launched_at=time.time() if launched_at is None else launched_at)
+
+    @property
+    def total_steps(self) -> int:
+        """The steps the worker trains after any compile steps: warm-up and windows."""
+        return self.warmup_steps + self.steps * self.repeats
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["case"] = self.case.to_dict()
+        out["model_source"] = self.model_source.to_dict() if self.model_source is not None else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerSpec:
+        """A spec from its JSON: ``case`` to ``repeats`` are required; the rest default
+        (``telemetry`` is on unless it is ``false``).  Other keys are ignored."""
+        source = data.get("model_source")
+        return cls(
+            case=Case.from_dict(data["case"]),
+            device=data["device"],
+            warmup_steps=data["warmup_steps"],
+            steps=data["steps"],
+            repeats=data["repeats"],
+            model_source=ModelSource.from_dict(source) if source is not None else None,
+            telemetry=data.get("telemetry") is not False,
+            peak_tflops=data.get("peak_tflops"),
+            data_dir=data.get("data_dir"),
+            data_workers=data.get("data_workers"),
+            data_only=bool(data.get("data_only")),
+            max_memory=data.get("max_memory"),
+            distributed=bool(data.get("distributed")),
+            result_dir=data.get("result_dir"),
+            progress_path=data.get("progress_path"),
+            launched_at=data.get("launched_at"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """``progress.json``: rank 0's last step time and the steps it has left (either may be missing)."""
+
+    step_seconds: float | None
+    remaining_steps: int | None
+    time: float | None = None  # time.time() when written
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"time": self.time, "step_seconds": self.step_seconds, "remaining_steps": self.remaining_steps}
+
+    @classmethod
+    def now(cls, step_seconds: float, remaining_steps: int) -> Progress:
+        return cls(step_seconds, remaining_steps, time.time())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Progress:
+        return cls(data.get("step_seconds"), data.get("remaining_steps"), data.get("time"))
+
+
+# --------------------------------------------------------------------------- worker -> controller
+
+class Window(TypedDict):
+    """One measured window: ``steps`` steps timed between device synchronizations."""
+
+    steps: int
+    samples: int
+    seconds: float
+    throughput: float  # samples / seconds
+
+
+class ErrorInfo(TypedDict, total=False):
+    type: str
+    message: str
+    traceback: str
+
+
+@dataclasses.dataclass
+class WorkerResult:
+    """``result-rank{RANK}.json``: what one rank of one run measured (``docs/result-format.md``).
+
+    The worker fills it in as it goes and writes it whatever happens, so a failed run says
+    how far it got.  A field left None is not written (the schema makes it optional),
+    except ``final_loss``: with status ``ok`` it is always written, ``null`` when the loss
+    was not finite.  :meth:`to_dict` writes the keys in the order of :data:`RESULT_KEYS`.
+    """
+
+    case: dict[str, Any]  # the spec's case, as given
+    rank: int
+    world_size: int
+    device: dict[str, Any]  # type ("cuda"/"cpu"), name, index
+    status: str = Status.ERROR  # one of Status.ALL; error until the worker says otherwise
+    warmup_steps: int | None = None
+    steps: int | None = None
+    repeats: int | None = None
+    windows: list[Window] | None = None  # global windows (all ranks' samples over the slowest's seconds)
+    warnings: list[str] | None = None
+    settings: dict[str, Any] | None = None  # the effective settings
+    unit: str | None = None  # img/s, seq/s or tokens/s
+    samples_per_step: int | None = None  # global: per-device batch x world size (x tokens per sample)
+    memory_cap: dict[str, Any] | None = None  # with max_memory: the cap this worker ran under
+    telemetry: dict[str, Any] | None = None  # this rank's sampler; None when the spec turns it off
+    ranks: list[dict[str, Any]] | None = None  # several ranks, on rank 0: each rank's own figures
+    data: dict[str, Any] | None = None  # data=torchvision/dali: the loader's figures
+    timing: dict[str, float] | None = None  # setup, warm-up, measured, total (and compile) seconds
+    final_loss: float | None = None
+    flops: dict[str, Any] | None = None  # rank 0: FLOPs per sample, TFLOP/s, peak, MFU
+    error: ErrorInfo | None = None  # status oom or error: type, message, traceback
+    versions: dict[str, str | None] | None = None  # torch, torchvision, cuda
+    schema_version: int = RESULT_SCHEMA_VERSION
+    kind: str = RESULT_KIND
+
+    @classmethod
+    def started(cls, spec: WorkerSpec, rank: int, world_size: int) -> WorkerResult:
+        """The result of a rank that has not measured anything yet (status ``error``)."""
+        return cls(case=spec.case.to_dict(), rank=rank, world_size=world_size,
+                   device={"type": spec.device, "name": "unknown", "index": None},
+                   warmup_steps=spec.warmup_steps, steps=spec.steps, repeats=spec.repeats, windows=[], warnings=[])
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for name in RESULT_KEYS:
+            value = getattr(self, name)
+            if value is not None or (name == "final_loss" and self.ok):
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerResult:
+        """A result from its (schema-checked) document; a key the result does not have raises TypeError."""
+        unknown = sorted(set(data) - set(RESULT_KEYS))
+        if unknown:
+            raise TypeError(f"a worker result has no field {', '.join(map(repr, unknown))}")
+        return cls(**data)
+
+
+#: A worker result's keys in the order the worker writes them (``docs/result-format.md``).
+RESULT_KEYS = ("schema_version", "kind", "status", "case", "rank", "world_size", "device", "warmup_steps", "steps",
+        "repeats", "windows", "warnings", "settings", "unit", "samples_per_step", "memory_cap", "telemetry",
+        "ranks", "data", "timing", "final_loss", "flops", "error", "versions")
+assert set(RESULT_KEYS) == {f.name for f in dataclasses.fields(WorkerResult)}
