@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from . import process as launch
+from . import process
 from .cases import Case
 from .launchers import Launcher, LocalLauncher
 from .models import ModelSpec
@@ -130,7 +130,7 @@ def _result(document: dict[str, Any] | None) -> WorkerResult | None:
     return WorkerResult.from_dict(document) if document is not None else None
 
 
-def _run_record(index: int, outcome: launch.WorkerOutcome) -> dict[str, Any]:
+def _run_record(index: int, outcome: process.WorkerOutcome) -> dict[str, Any]:
     """One run as the session results keep it: rank 0's result, or how the run ended without one."""
     result = _result(outcome.result)
     return {
@@ -161,7 +161,7 @@ def _rank_summary(rank: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tail_block(path) -> str:
-    tail = launch.tail(path)
+    tail = process.tail(path)
     return f"\n--- last lines of the worker's stderr ({path}) ---\n{tail}" if tail else ""
 
 
@@ -191,7 +191,7 @@ def first_failed_rank(world: int, results: dict[int, dict[str, Any]],
     return errors[0] if errors else None
 
 
-def failure_message(case: Case, outcome: launch.WorkerOutcome,
+def failure_message(case: Case, outcome: process.WorkerOutcome,
                     launcher: Launcher | None = None) -> tuple[str, str]:
     """(kind, message) for a run that produced no measurement.
 
@@ -201,7 +201,7 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
     """
     launcher = launcher or LocalLauncher()
     results = outcome.rank_results
-    agent_text = launch.tail(outcome.stderr_path, 200)
+    agent_text = process.tail(outcome.stderr_path, 200)
     explained = launcher.explain(agent_text) if not results else None
     if explained and not outcome.timed_out:
         return "launcher", f"{case.id}: {explained}"
@@ -231,9 +231,9 @@ def failure_message(case: Case, outcome: launch.WorkerOutcome,
         return "error", f"{case.id}: {who} failed: {err['type']}: {err['message']}{_tail_block(stderr)}"
     why = outcome.result_error or "wrote no result"
     if by_rank:
-        return "crash", f"{case.id}: {who} died; the job ended with {launch.describe_returncode(outcome.returncode)}" \
+        return "crash", f"{case.id}: {who} died; the job ended with {process.describe_returncode(outcome.returncode)}" \
                         f"{_tail_block(stderr)}"
-    return "crash", (f"{case.id}: the worker ended with {launch.describe_returncode(outcome.returncode)} "
+    return "crash", (f"{case.id}: the worker ended with {process.describe_returncode(outcome.returncode)} "
                      f"and {why}{_tail_block(stderr)}")
 
 
@@ -250,7 +250,7 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         run_dir = workdir / f"run{index}"
         plan = launcher.plan(case.gpus, params.device, run_dir)
         worker_spec = WorkerSpec.from_params(case, spec, params, distributed=plan.distributed)
-        outcome = launch.run_worker(worker_spec, run_dir, timeout=params.timeout,
+        outcome = process.run_worker(worker_spec, run_dir, timeout=params.timeout,
                                     startup_timeout=params.startup_timeout, command=plan.command,
                                     extra_env=plan.env)
         record = _run_record(index, outcome)
