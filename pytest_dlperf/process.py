@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -200,26 +201,36 @@ class _ExitWaiter:
             os.close(self.pidfd)
 
 
-def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tuple[float, float]:
+def read_progress(path: Path, last_seen: float) -> tuple[Progress | None, float]:
+    """The worker's progress report if the file changed since ``last_seen`` (its mtime), else None."""
     try:
         stat = path.stat()
     except FileNotFoundError:
-        return current, last_seen
+        return None, last_seen
     if stat.st_mtime_ns == last_seen:
-        return current, last_seen
+        return None, last_seen
     try:
-        progress = Progress.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return current, last_seen
-    if progress.step_seconds is None or progress.remaining_steps is None:
-        return current, stat.st_mtime_ns
-    return (time.monotonic() + 3.0 * float(progress.step_seconds) * int(progress.remaining_steps) + 60.0,
-            stat.st_mtime_ns)
+        return Progress.from_dict(json.loads(path.read_text(encoding="utf-8"))), stat.st_mtime_ns
+    except (OSError, ValueError, TypeError):
+        return None, last_seen
+
+
+def deadline_from(progress: Progress | None, current: float) -> float:
+    """Without ``--dlperf-timeout``: three times the steps the worker has left at its step time, plus a minute."""
+    if progress is None or progress.step_seconds is None or progress.remaining_steps is None:
+        return current
+    return time.monotonic() + 3.0 * float(progress.step_seconds) * int(progress.remaining_steps) + 60.0
+
+
+def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tuple[float, float]:
+    progress, seen = read_progress(path, last_seen)
+    return deadline_from(progress, current), seen
 
 
 def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: float | None,
                startup_timeout: float = 300.0, command: list[str] | None = None,
-               extra_env: dict[str, str] | None = None) -> WorkerOutcome:
+               extra_env: dict[str, str] | None = None,
+               on_progress: Callable[[Progress | None, float], None] | None = None) -> WorkerOutcome:
     """Run one worker process for ``spec`` in ``run_dir`` and wait for it.
 
     ``spec`` is placed in ``run_dir`` (:meth:`WorkerSpec.placed`; a plain dict, as a test
@@ -227,7 +238,9 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     receives ``stdout.log``, ``stderr.log``, ``progress.json`` and the worker's
     ``result-rank*.json`` (:mod:`pytest_dlperf.protocol`).  ``command`` replaces the default
     ``python -m pytest_dlperf.worker`` (a distributed launcher passes its own);
-    ``extra_env`` is added to this process's environment for it.
+    ``extra_env`` is added to this process's environment for it.  ``on_progress(progress,
+    elapsed)`` is called about once a second while the worker runs, with its last progress
+    report (None before the first) and the seconds since it started.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     progress_path = run_dir / PROGRESS_FILE
@@ -255,9 +268,14 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
             _live_runs[proc.pid] = run_id
         try:
             with _ExitWaiter(proc) as exited:
+                last = None
                 while not exited(POLL_SECONDS):
-                    if timeout is None:
-                        deadline, seen = _deadline_from_progress(progress_path, deadline, seen)
+                    fresh, seen = read_progress(progress_path, seen)
+                    last = fresh or last
+                    if timeout is None and fresh is not None:
+                        deadline = deadline_from(fresh, deadline)
+                    if on_progress is not None:
+                        on_progress(last, time.monotonic() - start)
                     if time.monotonic() > deadline:
                         timed_out = True
                         kill_run(proc.pid, run_id)

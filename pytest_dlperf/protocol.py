@@ -183,22 +183,39 @@ class WorkerSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Progress:
-    """``progress.json``: rank 0's last step time and the steps it has left (either may be missing)."""
+    """``progress.json``: rank 0's step time and the steps it has left, and where it is (any may be missing).
+
+    ``step_seconds`` and ``remaining_steps`` set the controller's time limit; ``phase``
+    (:data:`PHASES`), the warm-up steps and windows done so far and the last window's
+    figure are what the controller shows while a case runs.  The worker rewrites the file
+    outside the measured windows only: during the warm-up (at most once a second) and after
+    each window.
+    """
 
     step_seconds: float | None
     remaining_steps: int | None
     time: float | None = None  # time.time() when written
+    phase: str | None = None  # one of PHASES
+    warmup_done: int | None = None
+    warmup_total: int | None = None
+    windows_done: int | None = None
+    windows_total: int | None = None
+    last_throughput: float | None = None  # the last window's samples per second
 
     def to_dict(self) -> dict[str, Any]:
-        return {"time": self.time, "step_seconds": self.step_seconds, "remaining_steps": self.remaining_steps}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     @classmethod
-    def now(cls, step_seconds: float, remaining_steps: int) -> Progress:
-        return cls(step_seconds, remaining_steps, time.time())
+    def now(cls, step_seconds: float | None, remaining_steps: int | None, **where: Any) -> Progress:
+        return cls(step_seconds, remaining_steps, time.time(), **where)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Progress:
-        return cls(data.get("step_seconds"), data.get("remaining_steps"), data.get("time"))
+        return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
+
+
+#: Where a worker is: compiling a ``torch.compile``d model, warming up, or timing windows.
+PHASES = ("compiling", "warm-up", "measuring")
 
 
 # --------------------------------------------------------------------------- worker -> controller

@@ -8,6 +8,7 @@ case's figure is the median of all windows of all runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -238,11 +239,13 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
 
 
 def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
-            launcher: Launcher | None = None) -> Attempt:
+            launcher: Launcher | None = None, on_progress=None) -> Attempt:
     """Run ``params.runs`` fresh workers for ``case``; raise :class:`CaseError` if one fails.
 
     A run whose rank 0 is on another node (the ``torchrun`` launcher across nodes) leaves
     no rank-0 result here: :class:`RemoteRankZero` carries what this node's ranks measured.
+    ``on_progress(run_index, runs, progress, elapsed)`` is called about once a second while
+    a run goes on (:func:`pytest_dlperf.process.run_worker`).
     """
     launcher = launcher or LocalLauncher()
     runs: list[dict[str, Any]] = []
@@ -252,7 +255,9 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         worker_spec = WorkerSpec.from_params(case, spec, params, distributed=plan.distributed)
         outcome = process.run_worker(worker_spec, run_dir, timeout=params.timeout,
                                     startup_timeout=params.startup_timeout, command=plan.command,
-                                    extra_env=plan.env)
+                                    extra_env=plan.env,
+                                    on_progress=None if on_progress is None else
+                                    functools.partial(on_progress, index, params.runs))
         record = _run_record(index, outcome)
         runs.append(record)
         local_ok = outcome.rank_results and all(r["status"] == Status.OK for r in outcome.rank_results.values())

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import os
 import statistics
 import time
@@ -30,6 +31,7 @@ from .cases import Case
 from .launchers import get_launcher
 from .options import DEFAULTS, Options
 from .reporting import benchmark_json, junit
+from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
 from .runs import Attempt, CaseError, RemoteRankZero, RunParams, measure
 from .verdict import Verdict, compose_message, judge, scaling, scaling_message, utilization_gate
@@ -73,6 +75,7 @@ class DlperfSession:
         self._reference_errors: dict[Case, str] = {}
         self._workdir: Path | None = None
         self._device_choice: DeviceChoice | None = None
+        self.live = LiveProgress(config)
 
     # -- where and how cases run
 
@@ -263,7 +266,13 @@ class DlperfSession:
                 measured, result.max_batch = self.searches.resolve(case, spec, params,
                                                                    self.workdir / case.id / "max-batch")
             for index in range(1 + self.options.confirm):
-                attempt = measure(measured, spec, params, self.workdir / case.id / f"attempt{index}", self.launcher)
+                self.live.start()
+                shown = functools.partial(self.live.update, self.searches.label(case, self.device), spec.unit, index)
+                try:
+                    attempt = measure(measured, spec, params, self.workdir / case.id / f"attempt{index}",
+                                      self.launcher, on_progress=shown)
+                finally:
+                    self.live.finish()
                 attempts.append(attempt)
                 result.attempts.append(attempt.to_dict())
                 if self.options.data_only:

@@ -48,12 +48,29 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def _write_progress(path: str | None, step_seconds: float, remaining_steps: int) -> None:
-    if not path:
-        return
-    from ..jsonio import write_atomic
+class ProgressFile:
+    """Rank 0's ``progress.json`` (:class:`~pytest_dlperf.protocol.Progress`); other ranks write none.
 
-    write_atomic(path, json.dumps(Progress.now(step_seconds, remaining_steps).to_dict()))
+    Called with what changed; it keeps the last step time and the rest.  Never called inside
+    a measured window: a write is a file, a rename and an fsync.
+    """
+
+    def __init__(self, path: str | None, warmup_total: int, windows_total: int):
+        self.path = path
+        self.state: dict[str, Any] = {"step_seconds": None, "remaining_steps": None, "warmup_total": warmup_total,
+                                      "windows_total": windows_total}
+
+    def __call__(self, step_seconds: float | None = None, remaining_steps: int | None = None, **where: Any) -> None:
+        if not self.path:
+            return
+        from ..jsonio import write_atomic
+
+        if step_seconds is not None:
+            self.state["step_seconds"] = step_seconds
+        if remaining_steps is not None:
+            self.state["remaining_steps"] = remaining_steps
+        self.state.update(where)
+        write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()))
 
 
 def _device(kind: str, local_rank: int):
@@ -81,18 +98,21 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
     slow NVML start on one rank does not skew the ranks' first window), and stopped right
     after the last window's synchronization.  Neither call is inside a timed window.
 
-    ``on_progress(step_seconds, remaining_steps)`` is told the time of a step after the
-    first step, after the warm-up and after the first window, so the controller can set a
-    time limit that fits the case.
+    ``on_progress(step_seconds, remaining_steps, **where)`` (a :class:`ProgressFile`) is told
+    the time of a step after the first step, after the warm-up and after the first window, so
+    the controller can set a time limit that fits the case; and where the worker is (phase,
+    warm-up steps and windows done, the last window's figure), during the warm-up at most
+    once a second and after each window, never inside one.
     """
-    report = on_progress or (lambda seconds, remaining: None)
+    report = on_progress or (lambda *args, **where: None)
     measured_total = steps * repeats
     marks: dict[str, float] = {"first_step": time.time()}
     if warmup_steps:
         start = time.perf_counter()
         step()
         step.sync()
-        report(time.perf_counter() - start, warmup_steps - 1 + measured_total)
+        shown = time.perf_counter()
+        report(shown - start, warmup_steps - 1 + measured_total, phase="warm-up", warmup_done=1)
         # Time the second half of the warm-up: past autotuning and allocator growth.
         half = max(1, warmup_steps // 2)
         t_half = time.perf_counter()
@@ -101,9 +121,13 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
                 step.sync()
                 t_half = time.perf_counter()
             step()
+            if time.perf_counter() - shown >= 1.0:
+                shown = time.perf_counter()
+                report(None, warmup_steps - 1 - i + measured_total, warmup_done=i + 1)
         step.sync()
         if warmup_steps > 1:
             report((time.perf_counter() - t_half) / (warmup_steps - half), measured_total)
+    report(None, measured_total, phase="measuring", warmup_done=warmup_steps, windows_done=0)
     marks["warmup_done"] = time.time()
     windows = []
     for index in range(repeats):
@@ -120,8 +144,8 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
         samples = samples_per_step * steps
         windows.append({"steps": steps, "samples": samples, "seconds": seconds,
                         "throughput": samples / seconds})
-        if index == 0:
-            report(seconds / steps, measured_total - steps)
+        report(seconds / steps if index == 0 else None, measured_total - steps * (index + 1),
+               windows_done=index + 1, last_throughput=samples / seconds)
     if sampler is not None:
         sampler.stop()
     marks["measured_done"] = time.time()
@@ -239,13 +263,10 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
             step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None,
                                 source=source)
         launched = float(spec.launched_at) if spec.launched_at is not None else time.time()
-        progress_path = spec.progress_path if ranks.rank == 0 else None
-
-        def progress(step_seconds: float, remaining: int) -> None:
-            _write_progress(progress_path, step_seconds, remaining)
-
+        progress = ProgressFile(spec.progress_path if ranks.rank == 0 else None, spec.warmup_steps, spec.repeats)
         compiled = None
         if settings["compile"]:
+            progress(phase="compiling")
             compiled = compile_steps(step, lambda seconds: progress(seconds, spec.total_steps))
 
         windows, marks = time_windows(step, warmup_steps=spec.warmup_steps, steps=spec.steps,
