@@ -29,6 +29,7 @@ from . import __version__, jsonio
 from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
 from .cases import Case
+from .results import cases_from
 from .verdict import fmt_value
 
 OK, NO, TROUBLE = 0, 1, 2
@@ -50,15 +51,16 @@ def _print(*lines: str) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the Markdown report of a results file: to ``-o PATH`` (logs copied beside it) or stdout."""
     document = jsonio.load(args.results, "results")
+    cases = cases_from(document)
     search_dirs = (Path.cwd(), Path(args.results).resolve().parent)
     if args.output in (None, "-"):
-        runs = markdown_report.find_runs(document, search_dirs)
-        sys.stdout.write(markdown_report.render_linked(document, runs, Path.cwd()))
+        runs = markdown_report.find_runs(cases, search_dirs)
+        sys.stdout.write(markdown_report.render_linked(document, runs, Path.cwd(), cases=cases))
         return OK
     written = markdown_report.write_report(document, args.output, search_dirs=search_dirs,
-                                           copy=not args.no_copy_logs)
+                                           copy=not args.no_copy_logs, cases=cases)
     logs = f"; logs of {written.runs} run(s) in {written.logs}" if written.logs else ""
-    _print(f"dlperf: wrote {written.path} ({len(document['cases'])} case(s){logs})")
+    _print(f"dlperf: wrote {written.path} ({len(cases)} case(s){logs})")
     if written.problem:
         print(f"dlperf: warning: {written.problem}; the report links the original log folders", file=sys.stderr)
     return OK
