@@ -243,7 +243,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise Trouble(missing)
     document = jsonio.load(args.results, "results")
     notes: list[str] = []
-    written = plots.write_plots(document, Path(args.output), notes)
+    written = plots.write_plots(cases_from(document), Path(args.output), notes)
     _print(f"dlperf: {len(written)} plot(s) in {Path(args.output).resolve()}", *(f"  {p.name}" for p in written),
            *(f"  {note}" for note in notes))
     return OK

@@ -2,8 +2,8 @@
 
 At the end of a session (:func:`write_outputs`) the typed results become one results
 document (``--dlperf-json``; :func:`results_document`).  The Markdown report renders that
-document with the typed results, the plots draw the document, the terminal summary reads
-the typed results; ``--dlperf-save-baseline`` writes the measured medians as a baseline.  The
+document with the typed results, the plots and the terminal summary read the typed
+results; ``--dlperf-save-baseline`` writes the measured medians as a baseline.  The
 terminal summary (:func:`terminal_summary`) comes after pytest's own.
 """
 
@@ -82,7 +82,7 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
         _write_report(session.config, opts.report_path, document, session.results)
     if opts.plot_dir:
         try:
-            outputs.plot_files = plots.write_plots(document, Path(opts.plot_dir), outputs.plot_notes)
+            outputs.plot_files = plots.write_plots(session.results, Path(opts.plot_dir), outputs.plot_notes)
         except OSError as exc:
             outputs.plot_notes.append(f"plots not written: {exc}")
     if opts.save_baseline:
