@@ -29,11 +29,10 @@ from . import __version__, jsonio
 from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
 from .cases import Case
-from .results import cases_from
+from .results import CaseResult, cases_from
 from .verdict import fmt_value
 
 OK, NO, TROUBLE = 0, 1, 2
-NOT_MEASURED = ("error", "skipped", "remote")
 
 
 class Trouble(Exception):
@@ -178,11 +177,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def measured_records(results: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """The results' cases with a measured figure, and those without (errors, skips, other nodes)."""
+    """The results' cases with a measured figure (:attr:`CaseResult.measured`), and those without
+    (errors, skips, other nodes, data-only)."""
     measured, not_measured = [], []
     for rec in results["cases"]:
-        ok = rec.get("throughput") is not None and rec.get("verdict") not in NOT_MEASURED
-        (measured if ok else not_measured).append(rec)
+        (measured if CaseResult.from_dict(rec).measured else not_measured).append(rec)
     return measured, not_measured
 
 
