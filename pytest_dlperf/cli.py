@@ -30,10 +30,10 @@ from . import __version__, jsonio
 from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
 from .cases import Case
+from .results import CaseResult, cases_from
 from .verdict import fmt_value
 
 OK, NO, TROUBLE = 0, 1, 2
-NOT_MEASURED = ("error", "skipped", "remote")
 
 
 class Trouble(Exception):
@@ -51,16 +51,17 @@ def _print(*lines: str) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     """Render the Markdown report of a results file: to ``-o PATH`` (logs copied beside it) or stdout."""
     document = jsonio.load(args.results, "results")
+    cases = cases_from(document)
     search_dirs = (Path.cwd(), Path(args.results).resolve().parent)
     if args.output in (None, "-"):
-        runs = markdown_report.find_runs(document, search_dirs)
-        sys.stdout.write(markdown_report.render_linked(document, runs, Path.cwd()))
+        runs = markdown_report.find_runs(cases, search_dirs)
+        sys.stdout.write(markdown_report.render_linked(document, runs, Path.cwd(), cases=cases))
         return OK
     jsonio.check_output(args.output)  # a folder, a device, a FIFO: refused before the logs are copied
     written = markdown_report.write_report(document, args.output, search_dirs=search_dirs,
-                                           copy=not args.no_copy_logs)
+                                           copy=not args.no_copy_logs, cases=cases)
     logs = f"; logs of {written.runs} run(s) in {written.logs}" if written.logs else ""
-    _print(f"dlperf: wrote {written.path} ({len(document['cases'])} case(s){logs})")
+    _print(f"dlperf: wrote {written.path} ({len(cases)} case(s){logs})")
     if written.problem:
         print(f"dlperf: warning: {written.problem}; the report links the original log folders", file=sys.stderr)
     return OK
@@ -183,11 +184,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def measured_records(results: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-    """The results' cases with a measured figure, and those without (errors, skips, other nodes)."""
+    """The results' cases with a measured figure (:attr:`CaseResult.measured`), and those without
+    (errors, skips, other nodes, data-only)."""
     measured, not_measured = [], []
     for rec in results["cases"]:
-        ok = rec.get("throughput") is not None and rec.get("verdict") not in NOT_MEASURED
-        (measured if ok else not_measured).append(rec)
+        (measured if CaseResult.from_dict(rec).measured else not_measured).append(rec)
     return measured, not_measured
 
 
@@ -285,7 +286,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         raise Trouble(missing)
     document = jsonio.load(args.results, "results")
     notes: list[str] = []
-    written = plots.write_plots(document, Path(args.output), notes)
+    written = plots.write_plots(cases_from(document), Path(args.output), notes)
     _print(f"dlperf: {len(written)} plot(s) in {Path(args.output).resolve()}", *(f"  {p.name}" for p in written),
            *(f"  {note}" for note in notes))
     return OK

@@ -1,8 +1,9 @@
 """What a session leaves behind: the results document, the report, the plots, a saved baseline, the summary.
 
 At the end of a session (:func:`write_outputs`) the typed results become one results
-document (``--dlperf-json``; :func:`results_document`), which the Markdown report and the
-plots render; ``--dlperf-save-baseline`` writes the measured medians as a baseline.  The
+document (``--dlperf-json``; :func:`results_document`).  The Markdown report renders that
+document with the typed results, the plots and the terminal summary read the typed
+results; ``--dlperf-save-baseline`` writes the measured medians as a baseline.  The
 terminal summary (:func:`terminal_summary`) comes after pytest's own.
 """
 
@@ -19,7 +20,7 @@ import pytest
 from . import baseline as baseline_mod
 from . import environment, jsonio
 from .reporting import markdown, plots, summary
-from .results import as_dicts
+from .results import CaseResult, as_dicts
 from .session import params_summary
 
 if TYPE_CHECKING:
@@ -97,10 +98,10 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
     if opts.json_path:
         attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))
     if opts.report_path:
-        attempt("--dlperf-report", lambda: _write_report(session.config, opts.report_path, document))
+        attempt("--dlperf-report", lambda: _write_report(session.config, opts.report_path, document, session.results))
     if opts.plot_dir:
         try:
-            outputs.plot_files = plots.write_plots(document, Path(opts.plot_dir), outputs.plot_notes)
+            outputs.plot_files = plots.write_plots(session.results, Path(opts.plot_dir), outputs.plot_notes)
         except OSError as exc:
             outputs.plot_notes.append(f"plots not written: {exc}")
     if opts.save_baseline:
@@ -125,9 +126,9 @@ def _terminal(config: pytest.Config):
     return config.pluginmanager.get_plugin("terminalreporter")
 
 
-def _write_report(config: pytest.Config, path: str, document: dict[str, Any]) -> None:
+def _write_report(config: pytest.Config, path: str, document: dict[str, Any], results: list[CaseResult]) -> None:
     """The Markdown report, from the same document as ``--dlperf-json``, with the runs' logs beside it."""
-    written = markdown.write_report(document, path, search_dirs=(os.getcwd(),))
+    written = markdown.write_report(document, path, search_dirs=(os.getcwd(),), cases=results)
     tr = _terminal(config)
     if tr is None:
         return
@@ -159,7 +160,7 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
     if not session.results:
         return
     terminalreporter.write_sep("=", "dlperf summary")
-    for line in summary.summary_lines(as_dicts(session.results), session.baseline.path if session.baseline else None):
+    for line in summary.summary_lines(session.results, session.baseline.path if session.baseline else None):
         terminalreporter.write_line(line)
     mismatch = hardware_mismatch(session)
     if mismatch:

@@ -306,7 +306,7 @@ class DlperfSession:
             return
         self._record_judged(case, entry, result, attempts, verdict, scale)
         properties.extend(junit.properties(result))
-        benchmark_json.add_case(self.config, result.to_dict())
+        benchmark_json.add_case(self.config, result)
         if result.verdict is Status.FAIL:
             raise CaseFailed(result.message)
 

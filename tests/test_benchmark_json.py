@@ -11,6 +11,7 @@ import pytest
 from conftest import FAST, tiny_case
 from pytest_dlperf.reporting import benchmark_json
 from pytest_dlperf import environment
+from pytest_dlperf.results import CaseResult
 
 # The dlperf fixture's fast arguments, with pytest-benchmark left on.
 WITH_BENCHMARK = FAST[:FAST.index("no:benchmark") - 1] + FAST[FAST.index("no:benchmark") + 1:]
@@ -21,7 +22,7 @@ def run(dlperf, *args: str) -> pytest.RunResult:
     return dlperf.pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning", *WITH_BENCHMARK, *args)
 
 
-def _record(seconds: list[float], samples: int = 160, **fields) -> dict:
+def _record(seconds: list[float], samples: int = 160, **fields) -> CaseResult:
     """A measured case record as the plugin keeps it, with one run of these windows."""
     windows = [{"steps": 5, "samples": samples, "seconds": s, "throughput": samples / s} for s in seconds]
     record = {"id": "tiny-fp32-bs32-gpu1", "nodeid": "dlperf::tiny-fp32-bs32-gpu1",
@@ -30,7 +31,7 @@ def _record(seconds: list[float], samples: int = 160, **fields) -> dict:
               "stats": {"cv": 0.01}, "baseline": None, "difference": None, "device": {"type": "cpu"},
               "parameters": {"steps": 5}, "attempts": [{"throughput": 100.0, "runs": [{"windows": windows}]}]}
     record.update(fields)
-    return record
+    return CaseResult.from_dict(record)
 
 
 def test_each_window_is_a_round_timed_per_sample_so_ops_is_the_throughput():

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from conftest import tiny_case
-from pytest_dlperf.reporting import plots
+from pytest_dlperf.reporting import plot_data, plots
 from pytest_dlperf.cases import Case
+from pytest_dlperf.results import CaseResult, cases_from
 
 PIL = pytest.importorskip("PIL.Image")
 pytest.importorskip("matplotlib")
@@ -48,10 +49,15 @@ def document(*records: dict[str, Any]) -> dict[str, Any]:
             "environment": {}, "options": {}, "baseline": None, "cases": list(records)}
 
 
+def cases(*records: dict[str, Any]) -> list[CaseResult]:
+    """The records as the plots take them: typed, as ``dlperf plot`` reads a results file."""
+    return cases_from(document(*records))
+
+
 SESSION_1GPU = (1000.0, "this session")
 
 
-def synthetic() -> dict[str, Any]:
+def synthetic_document() -> dict[str, Any]:
     """resnet50 amp at 1/2/4/8 GPUs (8 fails its baseline), fp32 at 8 only (1-GPU reference from the
     baseline), a 1-GPU-only bert, an error and a skipped case."""
     return document(
@@ -68,11 +74,16 @@ def synthetic() -> dict[str, Any]:
     )
 
 
+def synthetic() -> list[CaseResult]:
+    """:func:`synthetic_document`'s cases, typed."""
+    return cases_from(synthetic_document())
+
+
 # --------------------------------------------------------------------------- the plots' data
 
 
 def test_scaling_plots_group_model_and_precision_with_one_line_per_config():
-    found, notes = plots.scaling_plots(synthetic())
+    found, notes = plot_data.scaling_plots(synthetic())
     assert [(p.model, p.precision, p.filename) for p in found] == [
         ("resnet50", "amp", "throughput-vs-gpus-resnet50-amp.png"),
         ("resnet50", "fp32", "throughput-vs-gpus-resnet50-fp32.png"),
@@ -85,7 +96,7 @@ def test_scaling_plots_group_model_and_precision_with_one_line_per_config():
 
 
 def test_a_scaling_line_has_medians_spread_efficiency_ideal_and_baseline():
-    line = plots.scaling_plots(synthetic())[0][0].lines[0]
+    line = plot_data.scaling_plots(synthetic())[0][0].lines[0]
     assert [(p.gpus, p.throughput) for p in line.points] == [(1, 1000.0), (2, 1900.0), (4, 3600.0), (8, 6000.0)]
     assert line.points[3].low == pytest.approx(6000 * 0.96) and line.points[3].high == pytest.approx(6000 * 1.02)
     assert [p.efficiency for p in line.points] == [None, pytest.approx(0.95), pytest.approx(0.9), pytest.approx(0.75)]
@@ -95,7 +106,7 @@ def test_a_scaling_line_has_medians_spread_efficiency_ideal_and_baseline():
 
 
 def test_without_a_1gpu_case_the_ideal_line_starts_from_the_recorded_reference():
-    fp32 = plots.scaling_plots(synthetic())[0][1]
+    fp32 = plot_data.scaling_plots(synthetic())[0][1]
     (line,) = fp32.lines
     assert (line.reference, line.reference_source) == (400.0, "baseline")
     assert line.baseline == ((1, 400.0), (8, 3100.0))  # the baseline's 1-GPU figure is a baseline point
@@ -107,14 +118,14 @@ def test_settings_that_differ_make_lines_of_their_own():
     doc = document(record("resnet50", "amp", 256, 1, 1000.0), record("resnet50", "amp", 256, 2, 1800.0),
                    record("resnet50", "amp", 256, 1, 1500.0, settings={"image_size": 160}),
                    record("resnet50", "amp", 256, 2, 2900.0, settings={"image_size": 160}))
-    (plot,), notes = plots.scaling_plots(doc)
+    (plot,), notes = plot_data.scaling_plots(cases_from(doc))
     assert [line.label for line in plot.lines] == ["bs256", "bs256 img160"]
     assert [p.efficiency for p in plot.lines[1].points] == [None, pytest.approx(2900 / 3000)]
     assert plot.title == "resnet50 amp: throughput vs GPUs" and notes == []
 
 
 def test_comparison_plots_one_per_unit_without_error_or_skipped_cases():
-    found = plots.comparison_plots(synthetic())
+    found = plot_data.comparison_plots(synthetic())
     assert [(p.unit, p.filename) for p in found] == [("img/s", "measured-vs-baseline-img-s.png"),
                                                      ("seq/s", "measured-vs-baseline-seq-s.png")]
     img = {b.case_id: b for b in found[0].bars}
@@ -127,35 +138,35 @@ def test_comparison_plots_one_per_unit_without_error_or_skipped_cases():
     assert img["resnet50-amp-bs256-gpu4"].text == "3,600 (+2.9%)"
     assert found[1].bars[0].verdict == "improved"
     assert found[0].title == "Measured vs baseline throughput (img/s)"
-    only = plots.comparison_plots(document(record("tiny", "fp32", 32, 1, 10.0)))[0]
+    only = plot_data.comparison_plots(cases(record("tiny", "fp32", 32, 1, 10.0)))[0]
     assert only.title == "Measured throughput (img/s); no case has a baseline"
 
 
 def test_a_case_failed_by_its_scaling_gate_says_so():
     rec = record("tiny", "fp32", 32, 2, 2000.0, baseline=2000.0, reference=(3000.0, "this session"),
                  minimum=0.8, verdict="fail")
-    item = plots.bar(rec)
+    item = plot_data.bar(CaseResult.from_dict(rec))
     assert (item.verdict, item.failed_by, item.text) == ("fail", "scaling efficiency", "2,000 (+0.0%) FAIL: "
                                                                                         "scaling efficiency")
 
 
 def test_left_out_cases_are_noted():
-    assert plots.left_out_note(synthetic()) == ("left out of the plots (no throughput): "
-                                                "resnet50-amp-bs512-gpu8 (error), vgg16-fp32-bs64-gpu2 (skipped)")
-    assert plots.left_out_note(document(record("tiny", "fp32", 32, 1, 10.0))) is None
+    assert plot_data.left_out_note(synthetic()) == ("left out of the plots (no throughput): "
+                                                    "resnet50-amp-bs512-gpu8 (error), vgg16-fp32-bs64-gpu2 (skipped)")
+    assert plot_data.left_out_note(cases(record("tiny", "fp32", 32, 1, 10.0))) is None
 
 
 @pytest.mark.parametrize("text, expected", [("img/s", "img-s"), ("tokens/s", "tokens-s"), ("ResNet 50", "resnet-50"),
                                             ("../../etc", "etc"), ("???", "x")])
 def test_file_name_parts_are_safe(text, expected):
-    assert plots.slug(text) == expected
+    assert plot_data.slug(text) == expected
 
 
 # --------------------------------------------------------------------------- the figures
 
 
 def test_the_scaling_figure_draws_ideal_measured_and_baseline_on_a_log2_axis():
-    plot = plots.scaling_plots(synthetic())[0][0]
+    plot = plot_data.scaling_plots(synthetic())[0][0]
     ax = plots.scaling_figure(plot).axes[0]
     lines = {line.get_label(): line for line in ax.get_lines()}
     ideal = lines["ideal linear scaling (1 GPU: this session)"]
@@ -170,7 +181,7 @@ def test_the_scaling_figure_draws_ideal_measured_and_baseline_on_a_log2_axis():
 
 
 def test_the_comparison_figure_colors_the_failing_case():
-    plot = plots.comparison_plots(synthetic())[0]
+    plot = plot_data.comparison_plots(synthetic())[0]
     ax = plots.comparison_figure(plot).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == [b.case_id for b in plot.bars]
     colors = [p.get_facecolor() for p in ax.patches if p.get_height() == 0.5]  # the measured bars
@@ -195,13 +206,13 @@ def test_write_plots_writes_the_pngs_and_notes(tmp_path):
 def test_names_that_slug_alike_do_not_overwrite_each_other(tmp_path):
     doc = document(record("my_net", "fp32", 8, 1, 10.0), record("my_net", "fp32", 8, 2, 18.0),
                    record("my-net", "fp32", 8, 1, 11.0), record("my-net", "fp32", 8, 2, 19.0))
-    names = [p.name for p in plots.write_plots(doc, tmp_path)]
+    names = [p.name for p in plots.write_plots(cases_from(doc), tmp_path)]
     assert names[:2] == ["throughput-vs-gpus-my-net-fp32.png", "throughput-vs-gpus-my-net-fp32-2.png"]
 
 
 def test_nothing_measured_writes_no_plot(tmp_path):
     notes: list[str] = []
-    assert plots.write_plots(document(record("tiny", "fp32", 32, 1, None)), tmp_path, notes) == []
+    assert plots.write_plots(cases(record("tiny", "fp32", 32, 1, None)), tmp_path, notes) == []
     assert notes == ["left out of the plots (no throughput): tiny-fp32-bs32-gpu1 (error)"]
 
 
@@ -245,7 +256,7 @@ def test_the_dlperf_plot_command_draws_a_results_file(tmp_path, capsys):
     from pytest_dlperf import cli
 
     results = tmp_path / "results.json"
-    results.write_text(json.dumps(synthetic()))
+    results.write_text(json.dumps(synthetic_document()))
     assert cli.main(["plot", str(results), "-o", str(tmp_path / "png")]) == 0
     out = capsys.readouterr().out
     written = sorted(p.name for p in (tmp_path / "png").glob("*.png"))

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from .. import environment
+from ..results import CaseResult
 
 PLUGIN_NAME = "dlperf-benchmark-json"
 
@@ -66,57 +67,55 @@ def active_session(config: pytest.Config) -> Any | None:
     return session
 
 
-def windows(record: dict[str, Any]) -> list[dict[str, Any]]:
+def windows(result: CaseResult) -> list[dict[str, Any]]:
     """The measured windows of the attempt the case was judged on (the last), over all its runs."""
-    attempts = record.get("attempts") or []
-    if not attempts:
+    if not result.attempts:
         return []
-    return [w for run in attempts[-1].get("runs", []) for w in run.get("windows", []) if w.get("samples")]
+    return [w for run in result.attempts[-1].get("runs", []) for w in run.get("windows", []) if w.get("samples")]
 
 
-def extra_info(record: dict[str, Any], measured: list[dict[str, Any]]) -> dict[str, Any]:
+def extra_info(result: CaseResult, measured: list[dict[str, Any]]) -> dict[str, Any]:
     """The case's figures and settings that pytest-benchmark has no column for."""
-    case = record["case"]
-    flops = record.get("flops") or {}
+    case = result.case
+    flops = result.flops or {}
     return {
         "dlperf": True,
-        "throughput": record["throughput"], "unit": record["unit"],
-        "verdict": record.get("verdict"), "message": record.get("message"),
-        "baseline": record.get("baseline"), "difference": record.get("difference"),
-        "hardware_mismatch": record.get("hardware_mismatch"),
-        "model": case["model"], "precision": case["precision"], "batch_size": case["batch_size"],
-        "gpus": case["gpus"], "settings": case.get("settings") or {},
-        "device": record.get("device"),
+        "throughput": result.throughput, "unit": result.unit,
+        "verdict": None if result.verdict is None else result.verdict.value, "message": result.message,
+        "baseline": None if result.baseline is None else result.baseline.to_dict(),
+        "difference": result.difference, "hardware_mismatch": result.hardware_mismatch,
+        "model": case.model, "precision": case.precision, "batch_size": case.batch_size,
+        "gpus": case.gpus, "settings": case.settings_dict,
+        "device": result.device,
         "steps_per_window": measured[0]["steps"], "samples_per_window": measured[0]["samples"],
-        "cv": (record.get("stats") or {}).get("cv"),
+        "cv": (result.stats or {}).get("cv"),
         "tflops": flops.get("tflops"), "mfu": flops.get("mfu"),
     }
 
 
-def to_benchmark(record: dict[str, Any], options: dict[str, Any]) -> Any | None:
-    """A pytest-benchmark ``Metadata`` for a measured case record; None when it has no windows."""
+def to_benchmark(result: CaseResult, options: dict[str, Any]) -> Any | None:
+    """A pytest-benchmark ``Metadata`` for a measured case; None when it has no windows."""
     from pytest_benchmark.stats import Metadata
 
-    measured = windows(record)
-    if record.get("throughput") is None or not measured:
+    measured = windows(result)
+    if not result.measured or not measured:
         return None
-    case = record["case"]
-    source = CaseSource(name=record["id"], fullname=record.get("nodeid") or record["id"],
-                        group=f"dlperf {case['model']} ({record['unit']})", param=record["id"],
-                        params=dict(case), extra_info=extra_info(record, measured))
+    source = CaseSource(name=result.id, fullname=result.nodeid or result.id,
+                        group=f"dlperf {result.case.model} ({result.unit})", param=result.id,
+                        params=result.case.to_dict(), extra_info=extra_info(result, measured))
     bench = Metadata(source, iterations=measured[0]["samples"], options=options)
     for window in measured:
         bench.stats.update(window["seconds"] / window["samples"])
     return bench
 
 
-def add_case(config: pytest.Config, record: dict[str, Any]) -> None:
+def add_case(config: pytest.Config, result: CaseResult) -> None:
     """Add a judged case to pytest-benchmark's session (its JSON and storage), when it is active."""
     session = active_session(config)
     if session is None:
         return
-    options = {"timer": "perf_counter between device synchronizations", **(record.get("parameters") or {})}
-    bench = to_benchmark(record, options)
+    options = {"timer": "perf_counter between device synchronizations", **(result.parameters or {})}
+    bench = to_benchmark(result, options)
     if bench is not None:
         session.benchmarks.append(bench)
 

@@ -8,10 +8,12 @@ utilization, and links to each run's logs.  This module renders that from the se
 results document (``--dlperf-json``, schema ``results.schema.json``), so that the plugin's
 ``--dlperf-report`` and ``dlperf report results.json`` share one renderer.
 
-The figures and cells come from :mod:`pytest_dlperf.reporting.summary`, the terminal summary, so the
-two never disagree.  Each run's log folder is copied next to the report (``report.md`` ->
-``report-logs/``) and linked relatively, so the report and its logs can be moved or
-published together.
+This module holds the document's own parts (the title, the environment, the logs) and
+the entry points; the document's cases are read once as typed records
+(:func:`pytest_dlperf.results.cases_from`) and the sections about them are rendered by
+:mod:`pytest_dlperf.reporting.markdown_tables`.  Each run's log folder is copied next to
+the report (``report.md`` -> ``report-logs/``) and linked relatively, so the report and its
+logs can be moved or published together.
 """
 
 from __future__ import annotations
@@ -20,27 +22,15 @@ import dataclasses
 import os
 import shutil
 import tempfile
-import urllib.parse
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import jsonio
-from ..results import gpu_metric, host_metric, telemetry_summaries
+from ..results import CaseResult, cases_from
 from . import summary as report
-from ..verdict import fmt_pct, fmt_value
-
-Record = Mapping[str, Any]
-
-# The method's parameters: (key in a case's "parameters", what it means).
-METHOD_PARAMETERS = (
-    ("warmup_steps", "warm-up steps per run, not timed"),
-    ("steps", "steps per measured window"),
-    ("repeats", "measured windows per run (repeats)"),
-    ("runs", "runs per case: fresh worker processes, their windows pooled"),
-    ("device", "device"),
-    ("launcher", "launcher of the ranks"),
-)
+from .markdown_tables import (comparison_section, fmt_bytes, get_path, link, method_section, table,
+                              throughput_section, utilization_section, verdicts_section, windows_section)
 
 # Environment rows: (label, path into the environment document).
 HOST_ROWS = (
@@ -54,48 +44,6 @@ VERSION_LABELS = {
     "torchvision": "torchvision", "transformers": "transformers", "dali": "DALI", "dali_package": "DALI wheel", "nvidia-ml-py": "nvidia-ml-py",
     "cuda": "CUDA (PyTorch build)", "cudnn": "cuDNN", "nccl": "NCCL", "driver": "NVIDIA driver",
 }
-
-
-# --------------------------------------------------------------------------- Markdown primitives
-
-
-def escape(text: Any) -> str:
-    """A table cell's text: one line, with the characters that would end the cell escaped."""
-    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[Any]], align_right: Iterable[int] = ()) -> list[str]:
-    """A GitHub-flavoured Markdown table; columns in ``align_right`` (numbers) are right-aligned."""
-    right = set(align_right)
-    rule = ["---:" if i in right else "---" for i in range(len(header))]
-    lines = ["| " + " | ".join(escape(h) for h in header) + " |", "|" + "|".join(rule) + "|"]
-    lines.extend("| " + " | ".join(escape(c) for c in row) + " |" for row in rows)
-    return lines
-
-
-def link(text: str, target: str) -> str:
-    """A Markdown link to a relative path (each part URL-quoted, so ``=`` and spaces survive)."""
-    return f"[{text}]({urllib.parse.quote(target)})"
-
-
-def _get(document: Mapping[str, Any] | None, *path: str) -> Any:
-    """``document[path[0]][path[1]]...``, or None where any step is missing or not a mapping."""
-    value: Any = document
-    for key in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(key)
-    return value
-
-
-def _bytes(value: Any) -> str | None:
-    if not isinstance(value, (int, float)):
-        return None
-    return f"{value / 2**30:.1f} GiB" if value >= 2**30 else f"{value / 2**20:.0f} MiB"
-
-
-def _rate(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**20:.1f} MiB/s"
 
 
 # --------------------------------------------------------------------------- logs
@@ -125,7 +73,7 @@ def logs_folder(report_path: str | os.PathLike) -> Path:
     return path.with_name(f"{path.stem}-logs")
 
 
-def find_runs(document: Mapping[str, Any], search_dirs: Sequence[str | os.PathLike]) -> list[RunLogs]:
+def find_runs(results: Sequence[CaseResult], search_dirs: Sequence[str | os.PathLike]) -> list[RunLogs]:
     """Every run of every attempt of every case, with its log folder resolved.
 
     A relative ``log_dir`` is relative to the directory pytest ran in; the first of
@@ -133,8 +81,8 @@ def find_runs(document: Mapping[str, Any], search_dirs: Sequence[str | os.PathLi
     CLI also the results file's folder).
     """
     runs = []
-    for rec in document.get("cases", []):
-        for a, attempt in enumerate(rec.get("attempts") or []):
+    for result in results:
+        for a, attempt in enumerate(result.attempts):
             for position, run in enumerate(attempt.get("runs") or []):
                 recorded = run.get("log_dir")
                 if not recorded:
@@ -142,7 +90,7 @@ def find_runs(document: Mapping[str, Any], search_dirs: Sequence[str | os.PathLi
                 candidates = [Path(recorded)] if os.path.isabs(recorded) else \
                     [Path(d) / recorded for d in search_dirs]
                 source = next((c for c in candidates if c.is_dir()), None)
-                entry = RunLogs(rec["id"], a, run.get("index", position), recorded, source)
+                entry = RunLogs(result.id, a, run.get("index", position), recorded, source)
                 if source is not None:
                     entry.files = _log_files(source)
                 runs.append(entry)
@@ -203,23 +151,22 @@ def _swap_in(staging: Path, dest: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-# --------------------------------------------------------------------------- sections
+# --------------------------------------------------------------------------- the document's sections
 
 
-def _title(document: Mapping[str, Any]) -> list[str]:
+def _title(document: Mapping[str, Any], results: Sequence[CaseResult]) -> list[str]:
     """The heading and one paragraph: when, where, against what, and how the cases fared."""
     env = document.get("environment") or {}
-    records = document.get("cases") or []
     device = _device_text(env.get("device"))
-    host = _get(env, "host", "hostname") or "unknown host"
+    host = get_path(env, "host", "hostname") or "unknown host"
     lines = ["# Training throughput report", "",
              f"Created {document.get('created', 'at an unknown time')} by pytest-dlperf "
-             f"{_get(env, 'versions', 'pytest-dlperf') or ''} on {host} ({device}).".replace("  ", " ")]
+             f"{get_path(env, 'versions', 'pytest-dlperf') or ''} on {host} ({device}).".replace("  ", " ")]
     baseline = document.get("baseline")
     if baseline:
         source = f" (source: {baseline['source']})" if baseline.get("source") else ""
         lines.append(f"Baseline: `{baseline.get('path', '?')}`{source}.")
-    lines.append(f"{len(records)} case(s): {report.verdict_counts(records) or 'none'}.")
+    lines.append(f"{len(results)} case(s): {report.verdict_counts(results) or 'none'}.")
     return lines + [""]
 
 
@@ -233,13 +180,13 @@ def _device_text(device: Mapping[str, Any] | None) -> str:
 
 def _environment(env: Mapping[str, Any]) -> list[str]:
     """Host, GPUs, software versions and git, as a two-column table; missing facts are left out."""
-    rows = [(label, _get(env, *path)) for label, path in HOST_ROWS]
-    cores = _get(env, "host", "cpu_cores")
-    threads = _get(env, "host", "cpu_count")
+    rows = [(label, get_path(env, *path)) for label, path in HOST_ROWS]
+    cores = get_path(env, "host", "cpu_cores")
+    threads = get_path(env, "host", "cpu_count")
     if threads is not None or cores is not None:
         rows.append(("CPU cores / threads", f"{cores if cores is not None else 'unknown'} / "
                                             f"{threads if threads is not None else 'unknown'}"))
-    rows.append(("memory", _bytes(_get(env, "host", "memory_bytes"))))
+    rows.append(("memory", fmt_bytes(get_path(env, "host", "memory_bytes"))))
     rows.extend(_gpu_rows(env.get("gpus")))
     rows.append(("measured on", _device_text(env.get("device"))))
     versions = env.get("versions") or {}
@@ -260,7 +207,7 @@ def _gpu_rows(gpus: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
         return [("GPUs", f"none ({reason})")]
     rows: list[tuple[str, Any]] = [("GPUs", f"{gpus['count']} x {gpus.get('model') or 'unknown model'}")]
     for device in gpus.get("devices") or []:
-        memory = _bytes(device.get("memory_bytes"))
+        memory = fmt_bytes(device.get("memory_bytes"))
         rows.append((f"GPU {device.get('index', '?')}",
                      f"{device.get('name', 'unknown')}" + (f", {memory}" if memory else "")))
     rows.append(("NVIDIA driver / CUDA driver API", f"{gpus.get('driver') or 'unknown'} / "
@@ -292,177 +239,6 @@ def _topology(env: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _distinct(records: Sequence[Record], value: Callable[[Record], Any]) -> str:
-    """One value when every case agrees, else each value with the cases that used it."""
-    by_value: dict[str, list[str]] = {}
-    for rec in records:
-        by_value.setdefault(str(value(rec)), []).append(rec["id"])
-    if len(by_value) == 1:
-        return next(iter(by_value))
-    return "; ".join(f"{v} ({', '.join(ids) if len(ids) <= 3 else f'{len(ids)} cases'})"
-                     for v, ids in by_value.items())
-
-
-def _data_backend(rec: Record) -> str:
-    """Where a case's batches came from: its ``data`` setting, else synthetic (one batch, on the device)."""
-    runs = [run for attempt in rec.get("attempts") or [] for run in attempt.get("runs") or []]
-    effective = next((run["settings"].get("data") for run in runs if run.get("settings")), None)
-    return (rec["case"].get("settings") or {}).get("data") or effective or "synthetic"
-
-
-def _method(document: Mapping[str, Any]) -> list[str]:
-    """How the figures were taken: the step counts, runs, data, device and how cases are judged."""
-    measured = [r for r in document.get("cases") or [] if r.get("parameters")]
-    lines = ["## Method", "",
-             "Every step is real training (forward, loss, backward, optimizer step). Each run is a "
-             "fresh process: it skips the warm-up steps, then times windows of steps between device "
-             "synchronizations. A window's throughput is its samples over its seconds; a case's figure is "
-             "the median of all windows of all its runs. Multi-GPU cases are data-parallel (DDP): the "
-             "global batch over the slowest rank's time.", ""]
-    if not measured:
-        return lines + ["No case was measured.", ""]
-    rows = [(meaning, _distinct(measured, lambda r, k=key: r["parameters"].get(k, "unknown")))
-            for key, meaning in METHOD_PARAMETERS]
-    rows.append(("data", _distinct(measured, _data_backend)))
-    options = document.get("options") or {}
-    if "confirm" in options:
-        rows.append(("re-measurements of a case below its baseline before it fails", options["confirm"]))
-    rows.append(("tolerance", _distinct(measured, lambda r: fmt_pct(r["baseline"]["tolerance"])
-                                        if r.get("baseline") else "no baseline")))
-    lines.extend(table(["parameter", "value"], rows))
-    return lines + [""]
-
-
-def _throughput(records: Sequence[Record]) -> list[str]:
-    """Per model: the throughput grid, then the speedup grid when a multi-GPU case has one."""
-    lines = ["## Throughput", "",
-             "Rows are GPUs (ranks), columns precision x per-GPU batch size. Cells: measured / baseline "
-             "(difference); FAIL: below the baseline's tolerance, +: above it, ERROR: not measured.", ""]
-    for grid in report.model_grids(records):
-        rows = [[gpus] + [report.cell(grid.records[gpus][col]) if col in grid.records[gpus] else ""
-                          for col in grid.columns] for gpus in grid.gpu_counts]
-        lines += [f"### {grid.model} ({grid.unit})", ""]
-        lines += table(["GPUs", *grid.columns], rows, align_right=range(len(grid.columns) + 1)) + [""]
-        if grid.scaled_columns:
-            lines += _speedup(grid)
-    return lines
-
-
-def _speedup(grid: report.ModelGrid) -> list[str]:
-    """The speedup grid of one model, and which 1-GPU figures it divides by."""
-    rows = [[gpus] + [(report.speedup_cell(grid.records[gpus][col]) or "") if col in grid.records[gpus] else ""
-                      for col in grid.columns] for gpus in grid.gpu_counts]
-    scalings = [rec["scaling"] for row in grid.records.values() for rec in row.values() if rec.get("scaling")]
-    sources = sorted({s["reference_source"] for s in scalings})
-    minima = sorted({s["minimum"] for s in scalings if s.get("minimum") is not None})
-    gate = f" Cases below {', '.join(fmt_pct(m) for m in minima)} efficiency are marked FAIL." if minima else ""
-    lines = [f"Speedup over 1 GPU (efficiency = speedup / GPUs); the 1-GPU figure is from "
-             f"{' and '.join(sources)}.{gate}", ""]
-    lines += table(["GPUs", *grid.columns], rows, align_right=range(len(grid.columns) + 1))
-    return lines + [""]
-
-
-def _comparison(document: Mapping[str, Any]) -> list[str]:
-    """Each case against its baseline entry, in percent, with where the baseline figure comes from."""
-    records = document.get("cases") or []
-    baseline = document.get("baseline")
-    lines = ["## Comparison with the baseline", ""]
-    if baseline:
-        hardware = "; ".join(f"{k}: {v}" for k, v in (baseline.get("hardware") or {}).items())
-        lines += [f"Baseline `{baseline.get('path', '?')}`: {baseline.get('source') or 'no source given'}"
-                  + (f" (hardware: {hardware})" if hardware else "") + ".", ""]
-    compared = [r for r in records if r.get("baseline")]
-    if not compared:
-        return lines + ["No case has a baseline entry.", ""]
-    rows = [(r["id"], fmt_value(r["throughput"]) if r.get("throughput") is not None else "-",
-             fmt_value(r["baseline"]["throughput"]),
-             f"{100 * r['difference']:+.1f}%" if r.get("difference") is not None else "-",
-             f"±{fmt_pct(r['baseline']['tolerance'])}", r.get("throughput_verdict") or r["verdict"],
-             r["baseline"].get("source") or "-") for r in compared]
-    lines += table(["case", "measured", "baseline", "difference", "tolerance", "verdict", "source"], rows,
-                   align_right=(1, 2, 3, 4))
-    missing = [r["id"] for r in records if not r.get("baseline") and r.get("throughput") is not None]
-    if missing:
-        lines += ["", f"No baseline entry: {', '.join(missing)}."]
-    return lines + [""]
-
-
-def _statistics(records: Sequence[Record]) -> list[str]:
-    """The windows' spread per measured case: how far the median can be trusted."""
-    measured = [r for r in records if r.get("stats")]
-    if not measured:
-        return []
-    rows = [(r["id"], r["stats"]["n"], fmt_value(r["stats"]["median"]), fmt_value(r["stats"]["min"]),
-             fmt_value(r["stats"]["max"]), fmt_pct(r["stats"]["cv"]), len(r.get("attempts") or []),
-             f"{r['duration']:.1f} s" if isinstance(r.get("duration"), (int, float)) else "-")
-            for r in measured]
-    lines = ["## Windows", ""]
-    lines += table(["case", "windows", "median", "min", "max", "CV", "attempts", "duration"], rows,
-                   align_right=range(1, 8))
-    return lines + [""]
-
-
-def _utilization(records: Sequence[Record]) -> list[str]:
-    """FLOPs, MFU and the telemetry the workers sampled over the measured windows."""
-    rows, reasons = report.utilization_rows(records)
-    if not rows:
-        return []
-    lines = ["## FLOPs, MFU and utilization", "",
-             "Over the measured windows. GPU utilization: NVML's busy time; CPU: the whole host "
-             "(all CPUs = 100%); RSS: per worker process.", ""]
-    lines += table(report.UTILIZATION_HEADER, rows, align_right=range(1, 6))
-    lines += [""] + [f"{report.telemetry_note(reason)}." for reason in reasons]
-    return lines + ([""] if reasons else []) + _telemetry_details(records)
-
-
-def _telemetry_details(records: Sequence[Record]) -> list[str]:
-    """FLOPs per sample and peak, and the rest of the telemetry: GPU memory, power, clocks, disk, network."""
-    rows = []
-    for rec in records:
-        summaries = telemetry_summaries(rec)
-        flops = rec.get("flops") or {}
-        if rec.get("throughput") is None or not (summaries or flops):
-            continue
-        memory, power = gpu_metric(summaries, "memory_used_bytes", "max"), \
-            gpu_metric(summaries, "power_w", "mean")
-        clock, temperature = gpu_metric(summaries, "sm_clock_mhz", "mean"), \
-            gpu_metric(summaries, "temperature_c", "max")
-        throttling = sorted({reason for s in summaries for d in (_get(s, "gpu", "devices") or {}).values()
-                             for reason in d.get("throttle_reasons") or []})
-        host = lambda name, how="mean": host_metric(summaries, name, how)  # noqa: E731
-        rows.append((
-            rec["id"],
-            f"{flops['flops_per_sample'] / 1e9:.3g}" if flops.get("flops_per_sample") is not None else "-",
-            f"{flops['peak_tflops']:g}" if flops.get("peak_tflops") is not None else "-",
-            _bytes(memory) or "-", f"{power:.0f} W" if power is not None else "-",
-            f"{clock:.0f} MHz" if clock is not None else "-",
-            f"{temperature:.0f} °C" if temperature is not None else "-",
-            ", ".join(throttling) or "-",
-            f"{host('process_cpu_percent'):.0f}%" if host("process_cpu_percent") is not None else "-",
-            f"{_rate(host('disk_read_bytes_per_s'))} / {_rate(host('disk_write_bytes_per_s'))}",
-            f"{_rate(host('net_sent_bytes_per_s'))} / {_rate(host('net_recv_bytes_per_s'))}",
-        ))
-    if not rows:
-        return []
-    lines = ["### Per-case details", "",
-             "GFLOP per sample: forward, loss and backward, 2 FLOPs per multiply-add. Peak: one device's "
-             "dense TFLOP/s at the case's precision. Worker CPU: one core = 100%. Disk and network: the "
-             "host's rates, read / write and sent / received.", ""]
-    lines += table(["case", "GFLOP/sample", "peak TFLOP/s", "GPU memory max", "GPU power mean", "SM clock mean",
-                    "GPU temp max", "clock throttling", "worker CPU mean", "disk read / write",
-                    "network sent / received"], rows, align_right=(1, 2, 3, 4, 5, 6, 8, 9, 10))
-    return lines + [""]
-
-
-def _verdicts(records: Sequence[Record]) -> list[str]:
-    """Every case's verdict and the first line of its message (the reason of a failure or skip)."""
-    if not records:
-        return []
-    rows = [(r["id"], r["verdict"], (r.get("message") or "").splitlines()[0] if r.get("message") else "")
-            for r in records]
-    return ["## Verdicts", ""] + table(["case", "verdict", "message"], rows) + [""]
-
-
 def _logs(runs: Sequence[RunLogs], note: str | None) -> list[str]:
     """One line per run: its folder and its log files, linked relative to the report."""
     if not runs:
@@ -491,17 +267,21 @@ def _file_label(relative: str) -> str:
 # --------------------------------------------------------------------------- entry points
 
 
-def render(document: Mapping[str, Any], runs: Sequence[RunLogs] = (), logs_note: str | None = None) -> str:
-    """The report's Markdown for a results document; ``runs`` with their link targets set."""
-    records = document.get("cases") or []
-    lines = _title(document)
+def render(document: Mapping[str, Any], runs: Sequence[RunLogs] = (), logs_note: str | None = None, *,
+           cases: Sequence[CaseResult] | None = None) -> str:
+    """The report's Markdown for a results document; ``runs`` with their link targets set.
+
+    ``cases``: the document's cases as typed records, when the caller has them already.
+    """
+    results = cases_from(document) if cases is None else cases
+    lines = _title(document, results)
     lines += _environment(document.get("environment") or {})
-    lines += _method(document)
-    lines += _throughput(records)
-    lines += _comparison(document)
-    lines += _statistics(records)
-    lines += _utilization(records)
-    lines += _verdicts(records)
+    lines += method_section(results, document.get("options") or {})
+    lines += throughput_section(results)
+    lines += comparison_section(results, document.get("baseline"))
+    lines += windows_section(results)
+    lines += utilization_section(results)
+    lines += verdicts_section(results)
     lines += _logs(runs, logs_note)
     return "\n".join(lines).rstrip() + "\n"
 
@@ -517,7 +297,8 @@ class Written:
 
 
 def render_linked(document: Mapping[str, Any], runs: Sequence[RunLogs], base: str | os.PathLike,
-                  copied: Path | None = None, problem: str | None = None) -> str:
+                  copied: Path | None = None, problem: str | None = None, *,
+                  cases: Sequence[CaseResult] | None = None) -> str:
     """The report with each run linked relative to ``base`` (the report's folder): inside ``copied``,
     the logs folder, when the logs were copied; else at their original folders."""
     base = Path(base).resolve()
@@ -530,19 +311,22 @@ def render_linked(document: Mapping[str, Any], runs: Sequence[RunLogs], base: st
         note = f"Each run's folder (spec, stdout, stderr, results) is copied to {link(folder, folder)}."
     else:
         note = "Links point to the original log folders" + (f": {problem}." if problem else ".")
-    return render(document, runs, note)
+    return render(document, runs, note, cases=cases)
 
 
 def write_report(document: Mapping[str, Any], path: str | os.PathLike, *,
-                 search_dirs: Sequence[str | os.PathLike] = (".",), copy: bool = True) -> Written:
+                 search_dirs: Sequence[str | os.PathLike] = (".",), copy: bool = True,
+                 cases: Sequence[CaseResult] | None = None) -> Written:
     """Copy the runs' logs next to ``path`` and write the report there atomically.
 
     The logs folder is replaced only by a complete copy.  When the copy fails, the report
     links the original folders instead and says why; when ``copy`` is false it always does.
+    ``cases``: the document's cases as typed records, when the caller has them already.
     """
     jsonio.validate(document, "results")
+    results = cases_from(document) if cases is None else cases
     target = Path(path)
-    runs = find_runs(document, search_dirs)
+    runs = find_runs(results, search_dirs)
     folder = logs_folder(target)
     problem = None
     if copy:
@@ -555,5 +339,5 @@ def write_report(document: Mapping[str, Any], path: str | os.PathLike, *,
             problem = f"the logs could not be copied to {folder}: {exc}"
     copied = folder if copy and found and problem is None else None
     target.parent.mkdir(parents=True, exist_ok=True)
-    jsonio.write_atomic(target, render_linked(document, runs, target.parent, copied, problem))
+    jsonio.write_atomic(target, render_linked(document, runs, target.parent, copied, problem, cases=results))
     return Written(target, copied, len(runs), problem)

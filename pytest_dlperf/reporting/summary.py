@@ -6,23 +6,23 @@ measured median, the baseline and the difference in percent, with FAIL / ERROR /
 and CPU utilization, peak RSS, from the workers' telemetry), then regressions,
 improvements, cases without a baseline and skipped cases, each with its one-line reason.
 
-The layout (:func:`model_grids`), the cells and the utilization rows are shared with the
-Markdown report (:mod:`pytest_dlperf.reporting.markdown`), which renders the same figures.
+Every function here reads typed records (:class:`~pytest_dlperf.results.CaseResult`).  The
+layout (:func:`model_grids`), the cells and the utilization rows are shared with the
+Markdown report (:mod:`pytest_dlperf.reporting.markdown_tables`), which renders the same figures.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from ..cases import Case
-from ..results import (gpu_unavailable_reason, gpu_utilizations, host_metric,
+from ..results import (CaseResult, Scaling, Status, gpu_unavailable_reason, gpu_utilizations, host_metric,
                        telemetry_summaries)
-from ..verdict import FAIL, IMPROVED, NO_BASELINE, PASS, fmt_value
+from ..verdict import fmt_value
 
-MARKS = {FAIL: " FAIL", "error": " ERROR", IMPROVED: " +"}
+MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +"}
 
 
 def render_table(header: Sequence[str], rows: Iterable[Sequence[str]], align_right=(0,)) -> list[str]:
@@ -37,34 +37,36 @@ def render_table(header: Sequence[str], rows: Iterable[Sequence[str]], align_rig
     return [fmt(header), "-+-".join("-" * w for w in widths), *(fmt(r) for r in rows)]
 
 
-def cell(record: Mapping[str, Any]) -> str:
-    verdict = record.get("verdict")
-    if verdict in ("skipped", "remote"):
-        return {"skipped": "skipped", "remote": "rank 0 elsewhere"}[verdict]
-    if verdict == "data-only" and record.get("data"):
-        loader = record["data"]
+CELLS = {Status.SKIPPED: "skipped", Status.REMOTE: "rank 0 elsewhere"}
+
+
+def cell(result: CaseResult) -> str:
+    """``measured / baseline (difference)`` with its mark; or what became of a case not measured."""
+    verdict = result.verdict
+    if verdict in CELLS:
+        return CELLS[verdict]
+    if verdict is Status.DATA_ONLY and result.data:
+        loader = result.data
         return f"{fmt_value(loader['samples_per_second'])} data-only ({loader['megabytes_per_second']:.1f} MB/s)"
-    if record.get("throughput") is None:
-        return "ERROR" if verdict == "error" else "-"
-    text = fmt_value(record["throughput"])
-    if record.get("baseline"):
-        text += f" / {fmt_value(record['baseline']['throughput'])} ({100 * record['difference']:+.1f}%)"
+    if not result.measured:
+        return "ERROR" if verdict is Status.ERROR else "-"
+    text = fmt_value(result.throughput)
+    if result.baseline is not None:
+        text += f" / {fmt_value(result.baseline.throughput)} ({100 * result.difference:+.1f}%)"
     else:
         text += " / -"
     # The throughput's own verdict: a case that failed only its scaling gate is marked there.
-    return text + MARKS.get(record.get("throughput_verdict", verdict), "")
+    return text + MARKS.get(result.throughput_verdict or verdict, "")
 
 
-def scaling_cell(scaling: Mapping[str, Any]) -> str:
-    mark = " FAIL" if scaling["minimum"] is not None and scaling["efficiency"] < scaling["minimum"] else ""
-    return f"{scaling['speedup']:.2f}x ({100 * scaling['efficiency']:.0f}%){mark}"
+def scaling_cell(scaling: Scaling) -> str:
+    """``6.77x (85%)``, with `` FAIL`` when the efficiency is below the gate's minimum."""
+    return f"{scaling.speedup:.2f}x ({100 * scaling.efficiency:.0f}%){' FAIL' if scaling.failed else ''}"
 
 
-def _column(case: Case, max_batch: Mapping[str, Any] | None = None) -> str:
+def _column(case: Case, chosen_batch: int | None = None) -> str:
     """``amp bs256 img160``; a ``"max"`` batch with the one its search chose, ``amp bs=max_144``."""
-    batch = f"bs{case.batch_size}"
-    if max_batch and max_batch.get("chosen"):
-        batch = f"bs=max_{max_batch['chosen']}"
+    batch = f"bs=max_{chosen_batch}" if chosen_batch else f"bs{case.batch_size}"
     return " ".join([case.precision, batch, *case.settings_parts])
 
 
@@ -78,21 +80,21 @@ UTILIZATION_TITLE = "FLOPs and utilization (over the measured windows; CPU: whol
 UTILIZATION_HEADER = ("case", "TFLOP/s", "MFU", "GPU util mean / max", "CPU util mean", "RSS max")
 
 
-def utilization_rows(records: Sequence[Mapping[str, Any]]) -> tuple[list[list[str]], list[str]]:
+def utilization_rows(results: Sequence[CaseResult]) -> tuple[list[list[str]], list[str]]:
     """Rows of the "FLOPs and utilization" table (:data:`UTILIZATION_HEADER`) for the measured
     cases that have FLOPs or telemetry, and the distinct reasons GPU telemetry was unavailable."""
     rows: list[list[str]] = []
     reasons: list[str] = []
-    for rec in records:
-        if rec.get("throughput") is None or not (rec.get("flops") or rec.get("telemetry")):
+    for result in results:
+        if not result.measured or not (result.flops or result.telemetry):
             continue
-        flops = rec.get("flops") or {}
-        summaries = telemetry_summaries(rec)
+        flops = result.flops or {}
+        summaries = telemetry_summaries(result)
         gpus = gpu_utilizations(summaries)
         cpu = host_metric(summaries, "cpu_percent", "mean")
         rss = host_metric(summaries, "rss_bytes", "max")
         rows.append([
-            rec["id"],
+            result.id,
             _fmt_tflops(flops["tflops"]) if flops.get("tflops") is not None else "-",
             f"{100 * flops['mfu']:.1f}%" if flops.get("mfu") is not None else "-",
             (f"{sum(g[1] for g in gpus) / len(gpus):.0f}% / {max(g[2] for g in gpus):.0f}%" if gpus else "-"),
@@ -111,9 +113,9 @@ def telemetry_note(reason: str) -> str:
     return f"telemetry: GPU {what} (host metrics only)"
 
 
-def utilization_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+def utilization_lines(results: Sequence[CaseResult]) -> list[str]:
     """The "FLOPs and utilization" section, and once per session why GPU telemetry was unavailable."""
-    rows, reasons = utilization_rows(records)
+    rows, reasons = utilization_rows(results)
     if not rows:
         return []
     lines = [UTILIZATION_TITLE]
@@ -130,7 +132,7 @@ class ModelGrid:
     model: str
     unit: str
     columns: list[str]
-    records: dict[int, dict[str, Mapping[str, Any]]]  # gpus -> column -> record
+    records: dict[int, dict[str, CaseResult]]  # gpus -> column -> record
 
     @property
     def gpu_counts(self) -> list[int]:
@@ -139,37 +141,38 @@ class ModelGrid:
     @property
     def scaled_columns(self) -> set[str]:
         """Columns with a speedup figure in some row (a multi-GPU case that has one)."""
-        return {col for row in self.records.values() for col, rec in row.items() if rec.get("scaling")}
+        return {col for row in self.records.values() for col, rec in row.items() if rec.scaling is not None}
 
 
-def model_grids(records: Sequence[Mapping[str, Any]]) -> list[ModelGrid]:
+def model_grids(results: Sequence[CaseResult]) -> list[ModelGrid]:
     """The records grouped per model, in the order models first appear; a later duplicate cell wins."""
     grids: dict[str, ModelGrid] = {}
-    for rec in records:
-        case = Case.from_dict(rec["case"])
+    for result in results:
+        case = result.case
         grid = grids.setdefault(case.model, ModelGrid(case.model, "", [], defaultdict(dict)))
-        col = _column(case, rec.get("max_batch"))
+        col = _column(case, result.chosen_batch)
         if col not in grid.columns:
             grid.columns.append(col)
-        grid.records[case.gpus][col] = rec
+        grid.records[case.gpus][col] = result
     for grid in grids.values():
-        units = {r["unit"] for row in grid.records.values() for r in row.values() if r.get("unit")}
+        units = {r.unit for row in grid.records.values() for r in row.values() if r.unit}
         grid.unit = units.pop() if len(units) == 1 else "throughput"
     return list(grids.values())
 
 
-def speedup_cell(record: Mapping[str, Any]) -> str | None:
+def speedup_cell(result: CaseResult) -> str | None:
     """Speedup (efficiency) of a multi-GPU case; ``1.00x`` for a measured 1-GPU case; else None."""
-    if record.get("scaling"):
-        return scaling_cell(record["scaling"])
-    if record["case"].get("gpus", 1) == 1 and record.get("throughput") is not None:
+    if result.scaling is not None:
+        return scaling_cell(result.scaling)
+    if result.case.gpus == 1 and result.measured:
         return "1.00x"
     return None
 
 
-def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | None = None) -> list[str]:
+def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = None) -> list[str]:
+    """The ``dlperf summary`` section: a table per model, utilization, then what needs attention."""
     lines: list[str] = []
-    for grid in model_grids(records):
+    for grid in model_grids(results):
         scaled = grid.scaled_columns
         header = [c for col in grid.columns for c in ([col, col + " speedup"] if col in scaled else [col])]
         rows = []
@@ -185,33 +188,33 @@ def summary_lines(records: Sequence[Mapping[str, Any]], baseline_path: str | Non
                      "speedup over 1 GPU (efficiency))")
         lines.extend(render_table(["gpus", *header], rows))
         lines.append("")
-    lines.extend(utilization_lines(records))
+    lines.extend(utilization_lines(results))
 
-    def section(title: str, verdicts: tuple[str, ...]) -> None:
-        chosen = [r for r in records if r.get("verdict") in verdicts]
+    def section(title: str, verdicts: tuple[Status, ...]) -> None:
+        chosen = [r for r in results if r.verdict in verdicts]
         if chosen:
             lines.append(f"{title} ({len(chosen)}):")
             for r in chosen:
-                text = f"{r['id']}: {r['message']}" if r["verdict"] == "skipped" else r["message"].splitlines()[0]
+                text = f"{r.id}: {r.message}" if r.verdict is Status.SKIPPED else r.message.splitlines()[0]
                 lines.append(f"  {text}")
 
-    section("regressions and errors", (FAIL, "error"))
-    section("improved: update the baseline", (IMPROVED,))
-    section("no baseline" + (f" in {baseline_path}" if baseline_path else ""), (NO_BASELINE,))
-    section("data-only: the data loader alone, not judged", ("data-only",))
-    remeasured = [r for r in records if r.get("verdict") == PASS and len(r.get("attempts", [])) > 1]
+    section("regressions and errors", (Status.FAIL, Status.ERROR))
+    section("improved: update the baseline", (Status.IMPROVED,))
+    section("no baseline" + (f" in {baseline_path}" if baseline_path else ""), (Status.NO_BASELINE,))
+    section("data-only: the data loader alone, not judged", (Status.DATA_ONLY,))
+    remeasured = [r for r in results if r.verdict is Status.PASS and len(r.attempts) > 1]
     if remeasured:
         # Passed, but only on re-measurement: worth a look before it becomes a regression.
         lines.append(f"passed on re-measurement ({len(remeasured)}):")
-        lines.extend(f"  {r['message'].splitlines()[0]}" for r in remeasured)
-    section("skipped", ("skipped",))
-    lines.append("dlperf: " + verdict_counts(records))
+        lines.extend(f"  {r.message.splitlines()[0]}" for r in remeasured)
+    section("skipped", (Status.SKIPPED,))
+    lines.append("dlperf: " + verdict_counts(results))
     return lines
 
 
-def verdict_counts(records: Iterable[Mapping[str, Any]]) -> str:
+def verdict_counts(results: Iterable[CaseResult]) -> str:
     """``1 fail, 3 pass, 1 skipped``: how many cases got each verdict, verdicts sorted by name."""
     counts: dict[str, int] = defaultdict(int)
-    for rec in records:
-        counts[rec.get("verdict", "?")] += 1
+    for result in results:
+        counts[result.verdict.value if result.verdict is not None else "?"] += 1
     return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))

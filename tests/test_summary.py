@@ -2,6 +2,7 @@
 
 from pytest_dlperf.cases import Case
 from pytest_dlperf.reporting.summary import render_table, summary_lines
+from pytest_dlperf.results import CaseResult
 
 
 def record(model="resnet50", precision="amp", batch=256, gpus=1, verdict="pass", throughput=100.0,
@@ -14,6 +15,11 @@ def record(model="resnet50", precision="amp", batch=256, gpus=1, verdict="pass",
             **extra}
 
 
+def typed(records):
+    """The records as the reports take them: typed, as ``--dlperf-json`` reads back."""
+    return [CaseResult.from_dict(r) for r in records]
+
+
 def test_rows_are_gpu_counts_and_columns_precision_and_batch():
     records = [
         record(gpus=1, throughput=790.0, baseline=790.0),
@@ -22,7 +28,7 @@ def test_rows_are_gpu_counts_and_columns_precision_and_batch():
                         "speedup": 6.77, "efficiency": 0.846, "minimum": 0.8}),
         record(precision="fp32", gpus=1, throughput=370.2, verdict="no-baseline"),
     ]
-    assert summary_lines(records)[:6] == [
+    assert summary_lines(typed(records))[:6] == [
         "resnet50 (img/s; measured / baseline (difference); speedup over 1 GPU (efficiency))",
         "gpus | amp bs256                    | amp bs256 speedup | fp32 bs256",
         "-----+------------------------------+-------------------+-----------",
@@ -40,7 +46,7 @@ def test_sections_say_what_needs_attention():
         record(precision="bf16", verdict="pass", attempts=2, message="c: within; passed on re-measurement"),
         record(precision="tf32", verdict="skipped", throughput=None, message="CUDA not available"),
     ]
-    lines = summary_lines(records, "baselines/v100.json")
+    lines = summary_lines(typed(records), "baselines/v100.json")
     text = "\n".join(lines)
     assert "regressions and errors (1):\n  a: 1.0 img/s is 99% below the baseline" in text
     assert "improved: update the baseline (1):\n  b: improved" in text
@@ -56,6 +62,6 @@ def test_render_table_aligns_columns():
 
 def test_columns_come_from_the_case_not_from_parsing_its_id():
     # A model whose name contains "-gpu" must not split its column in the wrong place.
-    lines = summary_lines([record(model="my-gpu-net", precision="fp32", batch=8, throughput=10.0,
-                                  verdict="no-baseline")])
+    lines = summary_lines(typed([record(model="my-gpu-net", precision="fp32", batch=8, throughput=10.0,
+                                        verdict="no-baseline")]))
     assert lines[1] == "gpus | fp32 bs8"

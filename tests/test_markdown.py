@@ -13,6 +13,7 @@ import pytest
 from conftest import tiny_case
 from pytest_dlperf import cli, jsonio
 from pytest_dlperf.reporting import markdown as markdown_report
+from pytest_dlperf.reporting import markdown_tables
 from pytest_dlperf.cases import Case
 
 SECTIONS = ["# Training throughput report", "## Environment", "### GPU topology", "## Method", "## Throughput", "### tiny (img/s)",
@@ -234,7 +235,7 @@ def test_an_invalid_document_writes_nothing(tmp_path):
 
 
 def test_cells_escape_pipes_and_newlines():
-    assert markdown_report.table(["a"], [["x | y\nz"]])[-1] == "| x \\| y z |"
+    assert markdown_tables.table(["a"], [["x | y\nz"]])[-1] == "| x \\| y z |"
 
 
 HANGS = '''
