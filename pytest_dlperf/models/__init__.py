@@ -14,7 +14,7 @@ from .registry import (OPTIMIZERS, UNITS, ModelSpec, Task, UnknownModelError, cr
                        get_model_spec, get_task, list_models, list_tasks, module_available, register_model,
                        register_task, restore, snapshot)
 
-from . import language, vision  # noqa: E402,F401  isort: skip  (they register themselves)
+from . import tasks, language, vision  # noqa: E402,F401  isort: skip  (they register themselves)
 
 __all__ = ["OPTIMIZERS", "UNITS", "ModelSpec", "Task", "UnknownModelError", "create_model", "ensure_registered",
            "get_model_spec", "get_task", "list_models", "list_tasks", "module_available", "register_model",
