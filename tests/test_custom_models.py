@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -257,3 +259,38 @@ def test_bad_settings_are_clear_errors(task, setting, value, message):
     spec = models.get_task(task)
     with pytest.raises(ValueError, match=message):
         spec.make_batch(2, {**spec.defaults, setting: value}, "cpu")
+
+
+# --------------------------------------------------------------------------- the examples
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# Each example folder: the models its conftest.py registers and the unit each reports.
+EXAMPLE_UNITS = {
+    "custom_vision": {"my-convnet": "img/s"},
+    "custom_lm": {"my-lm": "tokens/s", "my-classifier": "seq/s"},
+    "custom_regression": {"my-mlp": "samples/s"},
+    "custom_task": {"my-recommender": "samples/s"},
+}
+COMMAND = re.compile(r"pytest -p no:cacheprovider -m dlperf --dlperf-model (\S+) --dlperf-device cpu --dlperf-steps 5")
+
+
+def test_every_example_is_tested_and_its_command_is_in_its_docstring_and_the_docs():
+    assert sorted(p.name for p in EXAMPLES.iterdir() if (p / "conftest.py").exists()) == sorted(EXAMPLE_UNITS)
+    documented = COMMAND.findall((EXAMPLES.parent / "docs" / "models.md").read_text())
+    for folder, units in EXAMPLE_UNITS.items():
+        named = COMMAND.findall((EXAMPLES / folder / "conftest.py").read_text())
+        assert named == [",".join(units)], folder
+        assert ",".join(units) in documented, folder
+
+
+@pytest.mark.parametrize("folder", list(EXAMPLE_UNITS))
+def test_the_example_trains_through_the_plugin(dlperf, folder):
+    units = EXAMPLE_UNITS[folder]
+    dlperf.pytester.makeconftest((EXAMPLES / folder / "conftest.py").read_text())
+    result = dlperf.run("-m", "dlperf", "--dlperf-model", ",".join(units), "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=len(units))
+    records = dlperf.results()["cases"]
+    assert {record["case"]["model"]: record["unit"] for record in records} == units
+    for record in records:
+        assert record["verdict"] == "no-baseline" and record["throughput"] > 0
+        assert record["flops"]["flops_per_sample"] > 0  # counted: the batch and loss work on the meta device too
