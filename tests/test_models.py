@@ -93,3 +93,15 @@ def test_missing_requirements_become_skip_reasons():
 
     assert models.get_model_spec("needs-lib").missing_requirements() == [
         "needs the fancy extra (module 'no_such_module_dlperf' is not installed)"]
+
+
+def test_the_built_ins_name_their_tasks():
+    names = ("tiny", "resnet50", "gpt2", "bert-base", "bert-tiny")
+    assert {name: models.get_model_spec(name).task for name in names} == {
+        "tiny": "image-classification", "resnet50": "image-classification", "gpt2": "language-modeling",
+        "bert-base": "bert-pretraining", "bert-tiny": "bert-pretraining"}
+    gpt2 = models.get_model_spec("gpt2")
+    # The task's next-token loss and count of tokens; GPT-2's own batch, which checks its config's settings.
+    assert gpt2.loss is models.get_task("language-modeling").loss
+    assert gpt2.items_per_sample is models.get_task("language-modeling").items_per_sample
+    assert gpt2.make_batch is not models.get_task("language-modeling").make_batch

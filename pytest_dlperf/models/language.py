@@ -25,9 +25,11 @@ Data is synthetic, made on the device once (:mod:`pytest_dlperf.worker.training`
   next-sentence label.  The loss is the MLM cross entropy plus the NSP cross entropy, as
   ``BertForPreTraining`` and NVIDIA's pretraining criterion compute it: the MLM head
   projects every position onto the vocabulary, masked or not.  Throughput: sequences/s.
-* GPT-2: random token ids; each position predicts the next token (the last predicts
-  nothing).  Throughput: tokens/s, every token of the batch
-  (``ModelSpec.items_per_sample`` is ``seq_len``), so FLOPs are counted per token too.
+  Registered as the ``bert-pretraining`` task, which both BERT models name.
+* GPT-2: the ``language-modeling`` task (:mod:`.tasks`): random token ids; each position
+  predicts the next token (the last predicts nothing).  Throughput: tokens/s, every token
+  of the batch (``ModelSpec.items_per_sample`` is ``seq_len``), so FLOPs are counted per
+  token too.
 
 Both train with AdamW (:func:`pytest_dlperf.worker.training.make_optimizer`), not LAMB.  DLPerf's
 NGC PyTorch BERT runs, the figures in ``baselines/v100.json``, replaced NVIDIA's FusedLAMB
@@ -44,10 +46,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .registry import register_model
+from .registry import Task, register_model, register_task
+from .tasks import IGNORE_INDEX, LANGUAGE_MODELING, positive_int, token_batch
 
 MLM_PROBABILITY = 0.15
-IGNORE_INDEX = -100  # cross entropy skips these labels (torch's default ignore_index)
+BERT_PRETRAINING = "bert-pretraining"
 REQUIRES = {"transformers": "transformers"}
 
 # Config knobs as settings: shared names for BERT and GPT-2 (GPT2Config's own names differ).
@@ -77,14 +80,6 @@ _GPT2_SMALL = {
 # --------------------------------------------------------------------------- settings
 
 
-def _positive_int(settings: Mapping[str, Any], key: str) -> int:
-    """``settings[key]`` as a positive int, or a ``ValueError`` that names the setting."""
-    value = settings[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"setting {key}={value!r}: expected a positive integer")
-    return value
-
-
 def _shape(settings: Mapping[str, Any]) -> dict[str, int]:
     """The integer knobs of a transformer's settings, checked against each other.
 
@@ -92,7 +87,7 @@ def _shape(settings: Mapping[str, Any]) -> dict[str, int]:
     and must fit the position embeddings; the heads must split the hidden size evenly.
     """
     keys = [k for k in (*_BERT_BASE, *_GPT2_SMALL) if k in settings]
-    shape = {key: _positive_int(settings, key) for key in dict.fromkeys(keys)}
+    shape = {key: positive_int(settings, key) for key in dict.fromkeys(keys)}
     if shape["seq_len"] < 2:
         raise ValueError(f"setting seq_len={shape['seq_len']}: a sequence needs 2 tokens at least")
     if shape["seq_len"] > shape["max_position_embeddings"]:
@@ -179,10 +174,21 @@ def _bert(settings: Mapping[str, Any]):
     return BertForPreTraining(bert_config(settings))
 
 
+# A task of its own, so that a user's BERT variant (any model whose output has
+# ``prediction_logits`` and ``seq_relationship_logits``) can name it.
+register_task(Task(
+    name=BERT_PRETRAINING,
+    make_batch=bert_batch,
+    loss=bert_pretraining_loss,
+    unit="seq/s",
+    defaults=_BERT_BASE,
+    optimizer="adamw",
+    description="BERT's MLM + NSP: two-segment token ids, 15% MLM labels, a next-sentence label",
+))
+
 # Batch 32: DLPerf's FP32 batch for BERT-base on a 16 GB V100 (their largest was 48); it
 # fits every precision there.  DLPerf's AMP runs used 64 (largest 96): baselines name it.
-_BERT_REGISTRATION = dict(make_batch=bert_batch, loss=bert_pretraining_loss, unit="seq/s",
-                          optimizer="adamw", batch_size=32, requires=REQUIRES)
+_BERT_REGISTRATION = {"task": BERT_PRETRAINING, "batch_size": 32, "requires": REQUIRES}
 
 
 @register_model("bert-base", defaults=_BERT_BASE, **_BERT_REGISTRATION)
@@ -213,37 +219,19 @@ def gpt2_config(settings: Mapping[str, Any]):
 
 
 def causal_lm_batch(batch_size: int, settings: Mapping[str, Any], device) -> dict[str, Any]:
-    """Random token ids and their targets: the next token, ``-100`` after the last one.
+    """The ``language-modeling`` task's batch (:func:`.tasks.token_batch`), with GPT-2's settings checked.
 
-    The targets are shifted here, once, so the loss need not copy the logits every step.
+    Random token ids and their targets: the next token, ``-100`` after the last one.
     """
-    import torch
-    import torch.nn.functional as F
-
-    shape = _shape(settings)
-    input_ids = torch.randint(0, shape["vocab_size"], (batch_size, shape["seq_len"]), device=device)
-    targets = F.pad(input_ids[:, 1:], (0, 1), value=IGNORE_INDEX)
-    return {"input_ids": input_ids, "targets": targets}
-
-
-def causal_lm_loss(model, batch: Mapping[str, Any]):
-    """Next-token cross entropy over every position that has a next token."""
-    import torch.nn.functional as F
-
-    logits = model(input_ids=batch["input_ids"]).logits
-    return F.cross_entropy(logits.flatten(0, 1), batch["targets"].flatten(), ignore_index=IGNORE_INDEX)
-
-
-def tokens_per_sequence(settings: Mapping[str, Any]) -> int:
-    """Units of throughput in one sequence: every token counts (tokens/s)."""
-    return _positive_int(settings, "seq_len")
+    _shape(settings)
+    return token_batch(batch_size, settings, device)
 
 
 # Batch 8 (8 x 1024 tokens): the Hugging Face Trainer's default per-device batch.  By estimate,
 # not measured here: about 10 GB under AMP, 15 GB in FP32 (the FP32 logits alone are 1.6 GB).
-@register_model("gpt2", defaults=_GPT2_SMALL, make_batch=causal_lm_batch, loss=causal_lm_loss,
-                unit="tokens/s", optimizer="adamw", batch_size=8, requires=REQUIRES,
-                items_per_sample=tokens_per_sequence)
+# The task gives the loss (next-token cross entropy), tokens/s with every token counted, and AdamW.
+@register_model("gpt2", task=LANGUAGE_MODELING, defaults=_GPT2_SMALL, make_batch=causal_lm_batch,
+                batch_size=8, requires=REQUIRES)
 def gpt2(settings):
     """GPT-2 small (124M) causal language modelling, transformers' GPT2LMHeadModel; tokens/s."""
     from transformers import GPT2LMHeadModel

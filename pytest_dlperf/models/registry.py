@@ -31,7 +31,10 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-UNITS = ("img/s", "seq/s", "tokens/s")
+from .validation import check_callable, check_choice, check_mapping
+
+#: Throughput units.  ``samples/s`` is the generic one: a sample is whatever one batch row is.
+UNITS = ("img/s", "seq/s", "tokens/s", "samples/s")
 
 
 class UnknownModelError(LookupError):
@@ -47,7 +50,12 @@ class UnknownModelError(LookupError):
 
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """What a family of models shares: how a batch is made and how the loss is computed."""
+    """What a family of models shares: how a batch is made and how the loss is computed.
+
+    ``items_per_sample(settings)``, if given, is how many units of throughput one batch row
+    is (``seq_len`` for a tokens/s task); models of the task inherit it, as they inherit
+    the rest.  ``description`` is one line for the docs and ``list_tasks``.
+    """
 
     name: str
     make_batch: Callable[[int, Mapping[str, Any], Any], Any]
@@ -56,6 +64,8 @@ class Task:
     defaults: Mapping[str, Any]
     channels_last: bool = False
     optimizer: str = "sgd"
+    items_per_sample: Callable[[Mapping[str, Any]], int] | None = None
+    description: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +122,28 @@ OPTIMIZERS = ("sgd", "adamw")
 
 
 def register_task(task: Task) -> Task:
+    """Register ``task`` under its name, after the checks :func:`register_model` makes too."""
+    who = f"task {task.name!r}"
+    check_callable(who, "make_batch", task.make_batch)
+    check_callable(who, "loss", task.loss)
+    if task.items_per_sample is not None:
+        check_callable(who, "items_per_sample", task.items_per_sample)
+    check_choice(who, "unit", task.unit, UNITS)
+    check_choice(who, "optimizer", task.optimizer, OPTIMIZERS)
+    check_mapping(who, "defaults", task.defaults, "setting names to values")
     _TASKS[task.name] = task
     return task
+
+
+def list_tasks() -> list[str]:
+    return sorted(_TASKS)
+
+
+def get_task(name: str) -> Task:
+    try:
+        return _TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(_TASKS))}") from None
 
 
 def register_model(
@@ -135,10 +165,14 @@ def register_model(
     """Register a model factory under ``name`` (default: the function's name).
 
     Use as a decorator, or call with ``factory=``.  ``task`` supplies ``make_batch``,
-    ``loss``, ``unit``, ``defaults`` and ``channels_last``; anything given explicitly wins.
+    ``loss``, ``unit``, ``optimizer``, ``defaults``, ``channels_last`` and
+    ``items_per_sample``; anything given explicitly wins (``defaults`` are merged).
     ``requires`` maps an importable module to the extra that provides it, e.g.
     ``{"transformers": "transformers"}``: a case of this model is skipped with that reason
-    where the module is missing.
+    where the module is missing.  The worker calls ``factory(settings)``,
+    ``make_batch(batch_size, settings, device)`` and ``loss(model, batch)``; what is given
+    is checked here (:mod:`.validation`), and a mistake is one ``ValueError`` naming the model.
+    docs/models.md is the whole contract.
     """
 
     def decorator(fn: Callable) -> Callable:
@@ -154,30 +188,36 @@ def register_model(
         return fn
 
     def _build_spec(model_name: str, fn: Callable) -> ModelSpec:
+        who = f"model {model_name!r}"
         base = None
         if task is not None:
             if task not in _TASKS:
-                raise ValueError(
-                    f"model {model_name!r}: unknown task {task!r}; known tasks: "
-                    f"{', '.join(sorted(_TASKS))}"
-                )
+                raise ValueError(f"{who}: unknown task {task!r}; known tasks: {', '.join(sorted(_TASKS))}")
             base = _TASKS[task]
-        batch_fn = make_batch or (base.make_batch if base else None)
-        loss_fn = loss or (base.loss if base else None)
+        check_callable(who, "factory", fn)
+        if defaults is not None:
+            check_mapping(who, "defaults", defaults, "setting names to values")
+        if requires is not None:
+            check_mapping(who, "requires", requires, "importable modules to the extras that provide them")
+        batch_fn = make_batch if make_batch is not None else (base.make_batch if base else None)
+        loss_fn = loss if loss is not None else (base.loss if base else None)
         if batch_fn is None or loss_fn is None:
-            raise ValueError(
-                f"model {model_name!r}: give a task, or both make_batch and loss"
-            )
+            raise ValueError(f"{who}: give a task, or both make_batch and loss; known tasks: "
+                             f"{', '.join(sorted(_TASKS))}")
+        check_callable(who, "make_batch", batch_fn)
+        check_callable(who, "loss", loss_fn)
         the_unit = unit or (base.unit if base else "img/s")
-        if the_unit not in UNITS:
-            raise ValueError(f"model {model_name!r}: unit must be one of {UNITS}, not {the_unit!r}")
+        check_choice(who, "unit", the_unit, UNITS)
+        # The task's count of units per row goes with the task's unit (tokens per sequence
+        # means nothing to a model that reports seq/s instead).
+        per_sample = items_per_sample if items_per_sample is not None else (
+            base.items_per_sample if base and the_unit == base.unit else None)
+        if per_sample is not None:
+            check_callable(who, "items_per_sample", per_sample)
         the_optimizer = optimizer or (base.optimizer if base else "sgd")
-        if the_optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"model {model_name!r}: optimizer must be one of {OPTIMIZERS}, not {the_optimizer!r}"
-            )
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"model {model_name!r}: batch_size must be a positive integer")
+        check_choice(who, "optimizer", the_optimizer, OPTIMIZERS)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"{who}: batch_size must be a positive integer, not {batch_size!r}")
         merged_defaults = dict(base.defaults) if base else {}
         merged_defaults.update(defaults or {})
         return ModelSpec(
@@ -191,7 +231,7 @@ def register_model(
             defaults=merged_defaults,
             channels_last=channels_last if channels_last is not None else bool(base and base.channels_last),
             requires=dict(requires or {}),
-            items_per_sample=items_per_sample,
+            items_per_sample=per_sample,
             description=description or (inspect.getdoc(fn) or "").split("\n")[0],
             source=_source_file(fn),
             module=getattr(fn, "__module__", None),
