@@ -21,6 +21,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+import warnings
 from typing import Any
 
 from ..protocol import Progress
@@ -42,11 +43,12 @@ def describe(label: str, run: int, runs: int, progress: Progress | None, elapsed
         key = f"{attempt}/{run}/warm-up"
     elif progress.windows_total and (progress.windows_done or 0) >= progress.windows_total:
         where = "windows done"
+        key = f"{attempt}/{run}/done"
     else:
         where = f"window {(progress.windows_done or 0) + 1}/{progress.windows_total or '?'}"
-        if progress.last_throughput is not None:
-            where += f" (last {fmt_value(progress.last_throughput)} {unit})"
         key = f"{attempt}/{run}/window{progress.windows_done}"
+    if progress.phase == "measuring" and progress.last_throughput is not None:
+        where += f" (last {fmt_value(progress.last_throughput)} {unit})"
     left = time_left(progress, run, runs, elapsed, setup_seconds)
     return f"{head}{where}" + (f", {left} left" if left else ""), key
 
@@ -89,6 +91,14 @@ class LiveProgress:
                elapsed: float) -> None:
         if not self.enabled:
             return
+        try:
+            self._update(label, unit, attempt, run, runs, progress, elapsed)
+        except Exception as exc:  # noqa: BLE001 - a display never fails a case: it goes quiet instead
+            self.enabled = False
+            warnings.warn(f"dlperf: live progress turned off: {type(exc).__name__}: {exc}", stacklevel=1)
+
+    def _update(self, label: str, unit: str, attempt: int, run: int, runs: int, progress: Progress | None,
+                elapsed: float) -> None:
         if progress is not None and progress.phase is not None and self._setup is None:
             self._setup = elapsed  # the first run's start-up: process, imports, model, first step
         line, key = describe(label, run, runs, progress, elapsed, unit, attempt, self._setup)
