@@ -41,7 +41,7 @@ def test_scaling_efficiency_is_reported_against_this_sessions_one_rank_case(dlpe
     result.assert_outcomes(passed=2)
     # 1-rank cases run first, whatever the order they were asked for in.
     result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1*", "*tiny-fp32-bs32-gpu2*",
-                                 "gpus | fp32 bs32 * | fp32 bs32 speedup",
+                                 "gpus | fp32 bs32*| fp32 bs32 speedup",
                                  "   1 | * | 1.00x",
                                  "   2 | * | *x (*%)"])
     one, two = dlperf.results()["cases"]
