@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,7 +161,8 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
     if not session.results:
         return
     terminalreporter.write_sep("=", "dlperf summary")
-    for line in summary.summary_lines(session.results, session.baseline.path if session.baseline else None):
+    for line in summary.summary_lines(session.results, session.baseline.path if session.baseline else None,
+                                     width=shutil.get_terminal_size().columns):
         terminalreporter.write_line(line)
     mismatch = hardware_mismatch(session)
     if mismatch:

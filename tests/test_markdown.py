@@ -59,7 +59,8 @@ def test_a_session_writes_the_report_with_filled_tables_and_working_log_links(dl
     assert "| GPUs | fp32 bs32 |" in throughput
     assert re.search(r"^\| 1 \| [\d.]+ / 1\.0 \(\+[\d.]+%\) \+ \|$", throughput, re.M), throughput
     assert re.search(r"^\| 2 \| [\d.]+ / - \|$", throughput, re.M), throughput
-    assert re.search(r"^\| 2 \| [\d.]+x \(\d+%\) \|$", throughput, re.M), throughput  # speedup (efficiency)
+    # speedup (efficiency), marked ~ where the windows are too noisy for it
+    assert re.search(r"^\| 2 \| [\d.]+x \(\d+%\)( ~)? \|$", throughput, re.M), throughput
     comparison = section(text, "## Comparison with the baseline")
     assert re.search(r"^\| tiny-fp32-bs32-gpu1 \| [\d.]+ \| 1\.0 \| \+[\d.]+% \| ±5% \| improved \| "
                      r"fixture, far too low \|$", comparison, re.M), comparison

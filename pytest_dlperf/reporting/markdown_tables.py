@@ -134,8 +134,11 @@ def throughput_section(results: Sequence[CaseResult]) -> list[str]:
 
 def _speedup(grid: report.ModelGrid) -> list[str]:
     """The speedup grid of one model, and which 1-GPU figures it divides by."""
-    rows = [[gpus] + [(report.speedup_cell(grid.records[gpus][col]) or "") if col in grid.records[gpus] else ""
-                      for col in grid.columns] for gpus in grid.gpu_counts]
+    def cell(gpus: int, col: str) -> str:
+        rec = grid.records[gpus].get(col)
+        return (report.speedup_cell(rec, grid.records.get(1, {}).get(col)) or "") if rec else ""
+
+    rows = [[gpus] + [cell(gpus, col) for col in grid.columns] for gpus in grid.gpu_counts]
     scalings = [rec.scaling for row in grid.records.values() for rec in row.values() if rec.scaling is not None]
     sources = sorted({s.reference_source for s in scalings})
     minima = sorted({s.minimum for s in scalings if s.minimum is not None})
@@ -143,6 +146,8 @@ def _speedup(grid: report.ModelGrid) -> list[str]:
     lines = [f"Speedup over 1 GPU (efficiency = speedup / GPUs); the 1-GPU figure is from "
              f"{' and '.join(sources)}.{gate}", ""]
     lines += table(["GPUs", *grid.columns], rows, align_right=range(len(grid.columns) + 1))
+    if any(c.endswith(" ~") for row in rows for c in row[1:]):
+        lines += ["", report.NOISY_NOTE]
     return lines + [""]
 
 

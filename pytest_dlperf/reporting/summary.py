@@ -160,18 +160,56 @@ def model_grids(results: Sequence[CaseResult]) -> list[ModelGrid]:
     return list(grids.values())
 
 
-def speedup_cell(result: CaseResult) -> str | None:
-    """Speedup (efficiency) of a multi-GPU case; ``1.00x`` for a measured 1-GPU case; else None."""
+#: Windows that vary more than this (CV) make a speedup built on them unreliable (marked ``~``).
+NOISY_CV = 0.10
+NOISY_NOTE = (f"~: the windows of the case or of its 1-GPU reference vary by more than {NOISY_CV:.0%} (CV): "
+              "the speedup is not a reliable figure (measure more runs: --dlperf-runs)")
+
+
+def noisy(result: CaseResult | None) -> bool:
+    return result is not None and bool(result.stats) and result.stats.get("cv", 0.0) > NOISY_CV
+
+
+def speedup_cell(result: CaseResult, reference: CaseResult | None = None) -> str | None:
+    """Speedup (efficiency) of a multi-GPU case; ``1.00x`` for a measured 1-GPU case; else None.
+
+    ``~`` follows a speedup whose case, or its 1-GPU ``reference`` in this session, is noisy.
+    """
     if result.scaling is not None:
-        return scaling_cell(result.scaling)
+        mark = " ~" if noisy(result) or (result.scaling.reference_source == "this session" and noisy(reference)) \
+            else ""
+        return scaling_cell(result.scaling) + mark
     if result.case.gpus == 1 and result.measured:
         return "1.00x"
     return None
 
 
-def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = None) -> list[str]:
-    """The ``dlperf summary`` section: a table per model, utilization, then what needs attention."""
+def fit_columns(header: Sequence[str], rows: Sequence[Sequence[str]], width: int | None) -> list[list[int]]:
+    """Groups of the data columns (1..n; column 0, the row label, goes with each) whose tables fit ``width``."""
+    columns = list(range(1, len(header)))
+    if not width or not columns:
+        return [columns]
+    cell_width = {i: max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))}
+    groups: list[list[int]] = [[]]
+    used = cell_width[0]
+    for i in columns:
+        need = 3 + cell_width[i]  # " | " and the cell
+        if groups[-1] and used + need > width:
+            groups.append([])
+            used = cell_width[0]
+        groups[-1].append(i)
+        used += need
+    return groups
+
+
+def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = None,
+                  width: int | None = None) -> list[str]:
+    """The ``dlperf summary`` section: a table per model, utilization, then what needs attention.
+
+    A table wider than ``width`` (the terminal's) is split into several, each with the GPU counts.
+    """
     lines: list[str] = []
+    noisy_speedups = False
     for grid in model_grids(results):
         scaled = grid.scaled_columns
         header = [c for col in grid.columns for c in ([col, col + " speedup"] if col in scaled else [col])]
@@ -182,12 +220,19 @@ def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = Non
                 rec = grid.records[gpus].get(col)
                 row.append(cell(rec) if rec else "")
                 if col in scaled:
-                    row.append((speedup_cell(rec) or "") if rec else "")
+                    speedup = (speedup_cell(rec, grid.records.get(1, {}).get(col)) or "") if rec else ""
+                    noisy_speedups |= speedup.endswith(" ~")
+                    row.append(speedup)
             rows.append(row)
-        lines.append(f"{grid.model} ({grid.unit}; measured / baseline (difference); "
-                     "speedup over 1 GPU (efficiency))")
-        lines.extend(render_table(["gpus", *header], rows))
-        lines.append("")
+        title = f"{grid.model} ({grid.unit}; measured / baseline (difference); speedup over 1 GPU (efficiency))"
+        full = ["gpus", *header]
+        for part, group in enumerate(fit_columns(full, rows, width)):
+            lines.append(title if part == 0 else f"{grid.model}, continued")
+            lines.extend(render_table([full[0], *(full[i] for i in group)], [[r[0], *(r[i] for i in group)]
+                                                                             for r in rows]))
+            lines.append("")
+    if noisy_speedups:
+        lines.insert(len(lines) - 1, NOISY_NOTE)
     lines.extend(utilization_lines(results))
 
     def section(title: str, verdicts: tuple[Status, ...]) -> None:
