@@ -59,6 +59,7 @@ def active_session(config: pytest.Config) -> Any | None:
     ``--benchmark-compare`` the cases stay out: pytest-benchmark would only print a second
     table of what the dlperf summary already shows.
     """
+    # pytest-benchmark keeps its session only as this attribute; it offers no public accessor.
     session = getattr(config, "_benchmarksession", None)
     if session is None or session.disabled:
         return None

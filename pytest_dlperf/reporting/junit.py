@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..results import CaseResult, gpu_utilizations, host_metric, telemetry_summaries
+from ..results import CaseResult, Status, gpu_utilizations, host_metric, telemetry_summaries
 
 
 def properties(result: CaseResult) -> list[tuple[str, Any]]:
@@ -45,6 +45,6 @@ def properties(result: CaseResult) -> list[tuple[str, Any]]:
 
 def data_only_properties(loader: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """The properties of a ``--dlperf-data-only`` case: the loader's figures."""
-    return [("dlperf_verdict", "data-only"),
+    return [("dlperf_verdict", Status.DATA_ONLY.value),
             ("dlperf_data_samples_per_second", round(loader["samples_per_second"], 3)),
             ("dlperf_data_mb_per_second", round(loader["megabytes_per_second"], 3))]
