@@ -58,7 +58,8 @@ EVENT_PROBE = textwrap.dedent("""
         if STARTS and len(ENDS) < len(STARTS) < DUMP_AT:
             ENDS.append(event())
 
-    register_optimizer_step_post_hook(after_step)
+    if os.environ.get("DLPERF_RUN_ID"):  # in a worker, not in the controller that imports this too
+        register_optimizer_step_post_hook(after_step)
 
     @register_model("evprobe", task="image-classification", batch_size=128)
     def evprobe(settings):
