@@ -56,7 +56,8 @@
 #
 # Environment: DLPERF_PYTHON (interpreter, default python3), DLPERF_CHECK_BUDGET (seconds
 # per part, default 540), DLPERF_CHECK_WARMUP / _STEPS / _REPEATS / _RUNS (the seed cases'
-# measurement, default 20 / 30 / 3 / 3), DLPERF_CHECK_KEEP=1 (keep the scratch folder).
+# measurement, default 20 / 30 / 3 / 3), DLPERF_CHECK_KEEP=1 (keep the scratch folder),
+# DLPERF_CHECK_COMMIT (the commit under test, for a copy of the tree without .git).
 set -euo pipefail
 
 usage() {
@@ -115,6 +116,27 @@ export PYTHONUNBUFFERED=1
 
 q() { printf '%q ' "$@"; }
 
+# The commit under test: DLPERF_CHECK_COMMIT (for a copy of the tree without .git), else git's.
+commit_text() {
+    if [[ -n "${DLPERF_CHECK_COMMIT:-}" ]]; then
+        echo "$DLPERF_CHECK_COMMIT (DLPERF_CHECK_COMMIT)"
+    elif command -v git >/dev/null 2>&1 && git -C "$ROOT" rev-parse --verify -q HEAD >/dev/null 2>&1; then
+        local dirty=""
+        if ! git -C "$ROOT" diff --quiet HEAD 2>/dev/null; then dirty="+dirty"; fi
+        echo "$(git -C "$ROOT" rev-parse --short=10 HEAD)$dirty"
+    else
+        echo "unknown (no git checkout; set DLPERF_CHECK_COMMIT)"
+    fi
+}
+
+# `timeout` from coreutils, where there is one.
+if command -v timeout >/dev/null 2>&1; then
+    TIMEOUT=(timeout --signal=INT --kill-after=30)
+else
+    echo "gpu_check.sh: no timeout command: steps run without their time limits" >&2
+    TIMEOUT=()
+fi
+
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 PART_START=$SECONDS
@@ -162,7 +184,11 @@ run_step() {
     if declare -F "$1" >/dev/null; then
         "$@" 2>&1 | tee "$log"
     else
-        timeout --signal=INT --kill-after=30 "$limit" "$@" 2>&1 | tee "$log"
+        if ((${#TIMEOUT[@]})); then
+            "${TIMEOUT[@]}" "$limit" "$@" 2>&1 | tee "$log"
+        else
+            "$@" 2>&1 | tee "$log"
+        fi
     fi
     status=${PIPESTATUS[0]}
     set -e
@@ -314,7 +340,7 @@ write_summary() {
     {
         echo "$title"
         echo "date: $(now); dry run: $DRY; budget ${BUDGET} s; part took $((SECONDS - PART_START)) s"
-        echo "checkout: $ROOT, git $(git -C "$ROOT" rev-parse --short=10 HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo '+dirty')"
+        echo "checkout: $ROOT, commit $(commit_text)"
         echo "python: $("$PY" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)"
         echo
         echo "steps (name, status, seconds, note):"
@@ -400,11 +426,13 @@ part2() {
     local outputs=(--dlperf-json "$logs/results.json" --dlperf-report "$report/report.md" --dlperf-plot "$report/plots"
         --dlperf-save-baseline "$baseline" --dlperf-log-dir "$logs/worker-logs" --junitxml "$report/seeds.xml"
         --basetemp "$logs/basetemp" "${benchmark[@]}")
-    local seeds=("$PY" -m pytest -p no:cacheprovider -m dlperf --dlperf-device cuda
+    # `benchmarks`, a folder without tests, as the path: the session collects the dlperf cases
+    # alone, not the plugin's own test suite (testpaths), which it would only deselect.
+    local seeds=("$PY" -m pytest benchmarks -p no:cacheprovider -m dlperf --dlperf-device cuda
         --dlperf-model resnet50,vgg16,bert-base,gpt2 --dlperf-precision fp32,tf32,amp,bf16 --dlperf-batch-size 256,128,64,8
         -k "$select" --dlperf-runs "$runs" --dlperf-warmup-steps "$warmup" --dlperf-steps "$steps"
         --dlperf-repeats "$repeats" "${outputs[@]}")
-    DRY_CMD=("$PY" -m pytest -p no:cacheprovider -m dlperf --dlperf-device cpu --dlperf-model tiny
+    DRY_CMD=("$PY" -m pytest benchmarks -p no:cacheprovider -m dlperf --dlperf-device cpu --dlperf-model tiny
         --dlperf-precision fp32,bf16 --dlperf-batch-size 32 -k "tiny-fp32-bs32-gpu1"
         --dlperf-runs 1 --dlperf-warmup-steps 1 --dlperf-steps 2 --dlperf-repeats 1 "${outputs[@]}")
     run_step seeds 520 "$report/seeds.log" -- "${seeds[@]}"
@@ -412,7 +440,7 @@ part2() {
     local baseline_note="no baseline written (see the seeds step)"
     if [[ -f "$baseline" ]]; then
         local notes
-        notes="Measured by benchmarks/gpu_check.sh --part 2$( ((DRY)) && echo ' --dry-run (CPU, tiny: not a measurement)') at git $(git -C "$ROOT" rev-parse --short=10 HEAD 2>/dev/null || echo '?'): warm-up ${warmup} steps, then ${repeats} windows of ${steps} steps per run, ${runs} runs per case in fresh processes (the median of their windows); synthetic data. Shorter windows than the seeds' 100 x 5 steps: a reference for regression gating on this GPU model, not a published figure."
+        notes="Measured by benchmarks/gpu_check.sh --part 2$( ((DRY)) && echo ' --dry-run (CPU, tiny: not a measurement)') at commit $(commit_text): warm-up ${warmup} steps, then ${repeats} windows of ${steps} steps per run, ${runs} runs per case in fresh processes (the median of their windows); synthetic data. Shorter windows than the seeds' 100 x 5 steps: a reference for regression gating on this GPU model, not a published figure."
         "$PY" - "$baseline" "$notes" "$slug" <<'PYEOF'
 import json, sys
 path, notes, slug = sys.argv[1:4]
