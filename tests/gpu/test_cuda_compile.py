@@ -1,0 +1,27 @@
+"""``compile=true`` on CUDA: inductor's Triton kernels, the compile time kept out of the windows."""
+
+from __future__ import annotations
+
+from .support import GPU_TEST, files_under, first_run, only_case
+
+pytestmark = GPU_TEST
+
+
+def test_a_compiled_case_runs_triton_kernels_outside_the_windows(gpu, monkeypatch):
+    cache = gpu.path / "inductor-cache"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))  # a fresh cache: the compile is real
+    result = gpu.run("--dlperf-model", "tiny", "--dlperf-precision", "amp", "--dlperf-set", "compile=true",
+                     "--dlperf-warmup-steps", "0", "--dlperf-steps", "20",
+                     "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*tiny-amp-bs32-gpu1-compile: * img/s, *compile * s, outside the measured windows*"])
+    record = only_case(gpu.results())
+    run = first_run(record)
+    assert run["device"]["type"] == "cuda" and run["settings"]["compile"] is True
+    timing = run["timing"]
+    assert 0 < timing["compile_seconds"] < timing["compile_steps_seconds"]
+    assert record["compile_seconds"] > 0
+    # Warm-up 0: the compiling step ran before the first window, not in it.
+    assert max(w["seconds"] for w in run["windows"]) < timing["compile_seconds"]
+    kernels = [p for p in files_under(cache, "*.py") if "@triton.jit" in p.read_text(errors="replace")]
+    assert kernels, f"inductor wrote no Triton kernel under {cache}"
