@@ -260,14 +260,20 @@ def git_info(root: str | os.PathLike | None) -> dict[str, Any] | None:
     """The commit of the code under test: HEAD of the checkout that holds ``root``.
 
     None when ``root`` is not in a git checkout with a commit, or git is not installed.
-    ``dirty``: tracked files differ from HEAD (untracked files do not count).
+    ``dirty``: tracked files differ from HEAD (untracked files do not count).  A copy of the
+    code without its ``.git`` (a GPU machine's copy, a container) names its commit in
+    ``DLPERF_GIT_COMMIT`` (and ``DLPERF_GIT_BRANCH``); the checkout's own HEAD wins.
     """
     if root is None:
         return None
     root = os.fspath(root)
     commit = _git(root, "rev-parse", "--verify", "HEAD")
     if not commit:
-        return None
+        given = os.environ.get("DLPERF_GIT_COMMIT", "").strip()
+        if not re.fullmatch(r"[0-9a-fA-F]{7,64}", given):
+            return None
+        return {"commit": given, "short": given[:10], "branch": os.environ.get("DLPERF_GIT_BRANCH") or None,
+                "dirty": False, "root": None}
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
     return {"commit": commit, "short": commit[:10], "branch": None if branch in (None, "HEAD") else branch,

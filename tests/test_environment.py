@@ -264,3 +264,16 @@ def test_a_gpu_baseline_on_a_cpu_run_is_noted_in_the_verdict_summary_and_results
     assert record["hardware_mismatch"].startswith("baseline measured on Tesla V100-SXM2-16GB; this run is on the CPU")
     assert record["message"].endswith(record["hardware_mismatch"])
     assert data["environment"]["gpus"]["count"] == environment.collect(dlperf.path)["gpus"]["count"]
+
+
+def test_a_copy_without_git_names_its_commit_through_the_environment(tmp_path, monkeypatch):
+    from pytest_dlperf.environment import git_info
+
+    monkeypatch.delenv("DLPERF_GIT_COMMIT", raising=False)
+    assert git_info(tmp_path) is None
+    monkeypatch.setenv("DLPERF_GIT_COMMIT", "3fa2c1e9b04d7e")
+    monkeypatch.setenv("DLPERF_GIT_BRANCH", "main")
+    assert git_info(tmp_path) == {"commit": "3fa2c1e9b04d7e", "short": "3fa2c1e9b0", "branch": "main",
+                                  "dirty": False, "root": None}
+    monkeypatch.setenv("DLPERF_GIT_COMMIT", "not a commit; rm -rf /")
+    assert git_info(tmp_path) is None
