@@ -117,6 +117,8 @@ export PYTHONUNBUFFERED=1
 q() { printf '%q ' "$@"; }
 
 # The commit under test: DLPERF_CHECK_COMMIT (for a copy of the tree without .git), else git's.
+# The plugin records it in the results and the baseline through DLPERF_GIT_COMMIT.
+if [[ -n "${DLPERF_CHECK_COMMIT:-}" ]]; then export DLPERF_GIT_COMMIT="$DLPERF_CHECK_COMMIT"; fi
 commit_text() {
     if [[ -n "${DLPERF_CHECK_COMMIT:-}" ]]; then
         echo "$DLPERF_CHECK_COMMIT (DLPERF_CHECK_COMMIT)"
