@@ -28,6 +28,7 @@ from typing import Any
 from . import environment as environment_mod
 from . import jsonio
 from .cases import Case
+from .tolerance import Widened, noise_tolerance
 from .verdict import Expected
 
 DEFAULT_TOLERANCE = 0.05
@@ -220,9 +221,15 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping[str, Any],
-                      tolerance: float = DEFAULT_TOLERANCE,
-                      steps: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """A baseline document from measured cases (``records``: case dict, throughput, unit)."""
+                      tolerance: float = DEFAULT_TOLERANCE, steps: Mapping[str, int] | None = None,
+                      widened: list[Widened] | None = None) -> dict[str, Any]:
+    """A baseline document from measured cases (``records``: case dict, throughput, unit; as
+    ``--dlperf-json`` writes them, with their attempts and stats).
+
+    Each entry's tolerance is ``tolerance`` (or the record's own ``tolerance``), widened to
+    what its measured spread supports (:func:`noise_tolerance`); each widened case is appended
+    to ``widened`` when given, and noted in its entry's ``notes``.
+    """
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     host = environment.get("host", {})
     software = {k: v for k, v in environment.get("versions", {}).items() if v is not None}
@@ -235,8 +242,20 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         entry["throughput"] = round(float(rec["throughput"]), 3)
         entry["unit"] = rec["unit"]
         entry["source"] = f"measured by pytest-dlperf on {host.get('hostname', 'unknown host')} {now.date()}"
+        notes = []
         if rec.get("max_batch"):
-            entry["notes"] = f"batch_size max: the search chose {rec['max_batch']['chosen']} per device"
+            notes.append(f"batch_size max: the search chose {rec['max_batch']['chosen']} per device")
+        requested = rec.get("tolerance") or tolerance
+        saved, wide = noise_tolerance(rec.get("id") or Case.from_dict(rec["case"]).id, rec, requested)
+        if saved != tolerance:
+            entry["tolerance"] = saved
+        if wide is not None:
+            notes.append(f"tolerance {round(100 * saved)}%, not {round(100 * requested)}%: "
+                         f"{wide.spread.describe()} when measured")
+            if widened is not None:
+                widened.append(wide)
+        if notes:
+            entry["notes"] = "; ".join(notes)
         # Step counts the session-wide defaults do not give: so the figure is re-measured the same way.
         measured_with = rec.get("parameters") or {}
         for key in STEP_FIELDS:

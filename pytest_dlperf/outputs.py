@@ -21,6 +21,7 @@ from . import environment, jsonio
 from .reporting import markdown, plots, summary
 from .results import as_dicts
 from .session import params_summary
+from .tolerance import Widened, summary_line
 
 if TYPE_CHECKING:
     from .session import DlperfSession
@@ -146,12 +147,17 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
         return
     measured = [r.to_dict() for r in session.results if r.measured]
     steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
-    document = baseline_mod.from_measurements(measured, env,
-                                              tolerance=session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE,
-                                              steps=steps)
+    tolerance = session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
+    widened: list[Widened] = []
+    document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps, widened=widened)
     baseline_mod.save(path, document)
     if tr:
+        for wide in widened:
+            tr.write_line(f"dlperf: {wide.line()}", yellow=True)
         tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
+        if widened:
+            tr.write_line(f"dlperf: {summary_line(len(measured), widened, tolerance, session.options.runs)}",
+                          yellow=True)
 
 
 def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter) -> None:
