@@ -113,18 +113,17 @@ def measured_on(hardware: Mapping[str, Any], environment: Mapping[str, Any]) -> 
 def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapping[str, Any]) -> str | None:
     """A note when this run's ``device`` (the worker's ``{"type", "name"}``) is not the baseline's.
 
-    Different GPU models (compared by :func:`environment.same_gpu_model`) or a CPU run
-    against a GPU baseline (and the reverse); two CPUs are not compared. None when they
-    match or either side is unknown.
+    Different GPU models (compared by :func:`environment.same_gpu_model`), different CPU
+    models on a CPU run (:func:`environment.same_cpu_model`), or a CPU run against a GPU
+    baseline (and the reverse). None when they match or either side is unknown.
     """
     if baseline_device is None or not device.get("type"):
         return None
     kind, model = baseline_device
     name = device.get("name")
-    if kind == "cpu" and device["type"] == "cpu":
-        return None
-    if kind == "cuda" and device["type"] == "cuda":
-        if not (model and name) or environment_mod.same_gpu_model(model, name):
+    if kind == device["type"]:
+        same = environment_mod.same_cpu_model if kind == "cpu" else environment_mod.same_gpu_model
+        if not (model and name) or same(model, name):
             return None
         return f"baseline measured on {model}; this machine has {name}"
     if device["type"] == "cpu":
@@ -215,6 +214,8 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
     cpu = device.get("name") if kind == "cpu" and device.get("name") else host.get("cpu")
     if cpu:
         hardware["cpu"] = cpu
+    if kind == "cpu" and host.get("cpu_count"):
+        hardware["cpu_count"] = host["cpu_count"]  # a CPU run's figures are this many CPUs'
     if host.get("memory_bytes"):
         hardware["memory"] = f"{host['memory_bytes'] / 2**30:.0f} GiB"
     return hardware

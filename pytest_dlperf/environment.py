@@ -320,6 +320,31 @@ def same_gpu_model(a: str, b: str) -> bool:
     return bool(shorter) and longer[:len(shorter)] == shorter
 
 
+# --------------------------------------------------------------------------- CPU names
+
+
+_CPU_NOISE = re.compile(r"\((?:r|tm|c)\)|@.*$|\b\d+-core\b|\b(?:cpu|processor)\b")
+
+
+def normalize_cpu_name(name: str) -> str:
+    """A CPU name for comparison: lower case, without the trademark signs, the clock after "@",
+    "N-Core" and the words "CPU" / "Processor" ("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    -> "intel xeon platinum 8481c", "AMD EPYC 7B13 64-Core Processor" -> "amd epyc 7b13")."""
+    text = _CPU_NOISE.sub(" ", name.lower())
+    return " ".join(w for w in re.split(r"[\s_,()]+", text) if w)
+
+
+def same_cpu_model(a: str, b: str) -> bool:
+    """Whether two CPU names mean the same model; the less specific name may stop early, as for
+    GPUs ("AMD EPYC", a virtual machine's name, matches "AMD EPYC 7B13"), but a vendor alone
+    matches nothing ("Intel" does not match "Intel Xeon Platinum 8481C")."""
+    wa, wb = normalize_cpu_name(a).split(), normalize_cpu_name(b).split()
+    if wa == wb:
+        return bool(wa)
+    shorter, longer = sorted((wa, wb), key=len)
+    return len(shorter) >= 2 and longer[:len(shorter)] == shorter
+
+
 # --------------------------------------------------------------------------- header
 
 
