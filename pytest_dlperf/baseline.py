@@ -48,6 +48,9 @@ class Entry:
     index: int  # position in the file's "cases", for error messages
     min_scaling_efficiency: float | None = None
     min_gpu_utilization: float | None = None  # least mean GPU utilization, as a fraction
+    # Why this case runs unjudged (a folder with no figure for this machine: :mod:`.machines`).
+    unjudged: str | None = None
+    file: str | None = None  # the file the entry comes from, where it is not the baseline's own path
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -59,6 +62,7 @@ class Baseline:
     path: str
     data: dict[str, Any]
     entries: list[Entry]
+    selection: Any = None  # picked from a folder for this machine: a machines.Selection
 
     @property
     def defaults(self) -> Mapping[str, Any]:
@@ -82,9 +86,9 @@ class Baseline:
         return device_mismatch(self.measured_on, device)
 
     def reference(self, case: Case) -> Entry | None:
-        """The 1-GPU entry of the same model, precision, batch and settings."""
+        """The 1-GPU entry of the same model, precision, batch and settings (one with a figure to judge by)."""
         for entry in self.entries:
-            if entry.case.gpus == 1 and entry.case.same_config(case):
+            if entry.case.gpus == 1 and entry.case.same_config(case) and entry.unjudged is None:
                 return entry
         return None
 
