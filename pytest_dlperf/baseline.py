@@ -28,6 +28,7 @@ from typing import Any
 from . import environment as environment_mod
 from . import jsonio
 from .cases import Case
+from .tolerance import Widened, noise_tolerance
 from .verdict import Expected
 
 DEFAULT_TOLERANCE = 0.05
@@ -47,6 +48,9 @@ class Entry:
     index: int  # position in the file's "cases", for error messages
     min_scaling_efficiency: float | None = None
     min_gpu_utilization: float | None = None  # least mean GPU utilization, as a fraction
+    # Why this case runs unjudged (a folder with no figure for this machine: :mod:`.machines`).
+    unjudged: str | None = None
+    file: str | None = None  # the file the entry comes from, where it is not the baseline's own path
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -58,6 +62,7 @@ class Baseline:
     path: str
     data: dict[str, Any]
     entries: list[Entry]
+    selection: Any = None  # picked from a folder for this machine: a machines.Selection
 
     @property
     def defaults(self) -> Mapping[str, Any]:
@@ -81,9 +86,9 @@ class Baseline:
         return device_mismatch(self.measured_on, device)
 
     def reference(self, case: Case) -> Entry | None:
-        """The 1-GPU entry of the same model, precision, batch and settings."""
+        """The 1-GPU entry of the same model, precision, batch and settings (one with a figure to judge by)."""
         for entry in self.entries:
-            if entry.case.gpus == 1 and entry.case.same_config(case):
+            if entry.case.gpus == 1 and entry.case.same_config(case) and entry.unjudged is None:
                 return entry
         return None
 
@@ -112,18 +117,17 @@ def measured_on(hardware: Mapping[str, Any], environment: Mapping[str, Any]) -> 
 def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapping[str, Any]) -> str | None:
     """A note when this run's ``device`` (the worker's ``{"type", "name"}``) is not the baseline's.
 
-    Different GPU models (compared by :func:`environment.same_gpu_model`) or a CPU run
-    against a GPU baseline (and the reverse); two CPUs are not compared. None when they
-    match or either side is unknown.
+    Different GPU models (compared by :func:`environment.same_gpu_model`), different CPU
+    models on a CPU run (:func:`environment.same_cpu_model`), or a CPU run against a GPU
+    baseline (and the reverse). None when they match or either side is unknown.
     """
     if baseline_device is None or not device.get("type"):
         return None
     kind, model = baseline_device
     name = device.get("name")
-    if kind == "cpu" and device["type"] == "cpu":
-        return None
-    if kind == "cuda" and device["type"] == "cuda":
-        if not (model and name) or environment_mod.same_gpu_model(model, name):
+    if kind == device["type"]:
+        same = environment_mod.same_cpu_model if kind == "cpu" else environment_mod.same_gpu_model
+        if not (model and name) or same(model, name):
             return None
         return f"baseline measured on {model}; this machine has {name}"
     if device["type"] == "cpu":
@@ -214,15 +218,23 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
     cpu = device.get("name") if kind == "cpu" and device.get("name") else host.get("cpu")
     if cpu:
         hardware["cpu"] = cpu
+    if kind == "cpu" and host.get("cpu_count"):
+        hardware["cpu_count"] = host["cpu_count"]  # a CPU run's figures are this many CPUs'
     if host.get("memory_bytes"):
         hardware["memory"] = f"{host['memory_bytes'] / 2**30:.0f} GiB"
     return hardware
 
 
 def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping[str, Any],
-                      tolerance: float = DEFAULT_TOLERANCE,
-                      steps: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """A baseline document from measured cases (``records``: case dict, throughput, unit)."""
+                      tolerance: float = DEFAULT_TOLERANCE, steps: Mapping[str, int] | None = None,
+                      widened: list[Widened] | None = None) -> dict[str, Any]:
+    """A baseline document from measured cases (``records``: case dict, throughput, unit; as
+    ``--dlperf-json`` writes them, with their attempts and stats).
+
+    Each entry's tolerance is ``tolerance`` (or the record's own ``tolerance``), widened to
+    what its measured spread supports (:func:`noise_tolerance`); each widened case is appended
+    to ``widened`` when given, and noted in its entry's ``notes``.
+    """
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     host = environment.get("host", {})
     software = {k: v for k, v in environment.get("versions", {}).items() if v is not None}
@@ -235,8 +247,20 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         entry["throughput"] = round(float(rec["throughput"]), 3)
         entry["unit"] = rec["unit"]
         entry["source"] = f"measured by pytest-dlperf on {host.get('hostname', 'unknown host')} {now.date()}"
+        notes = []
         if rec.get("max_batch"):
-            entry["notes"] = f"batch_size max: the search chose {rec['max_batch']['chosen']} per device"
+            notes.append(f"batch_size max: the search chose {rec['max_batch']['chosen']} per device")
+        requested = rec.get("tolerance") or tolerance
+        saved, wide = noise_tolerance(rec.get("id") or Case.from_dict(rec["case"]).id, rec, requested)
+        if saved != tolerance:
+            entry["tolerance"] = saved
+        if wide is not None:
+            notes.append(f"tolerance {round(100 * saved)}%, not {round(100 * requested)}%: "
+                         f"{wide.spread.describe()} when measured")
+            if widened is not None:
+                widened.append(wide)
+        if notes:
+            entry["notes"] = "; ".join(notes)
         # Step counts the session-wide defaults do not give: so the figure is re-measured the same way.
         measured_with = rec.get("parameters") or {}
         for key in STEP_FIELDS:

@@ -49,7 +49,7 @@ def _where(baseline: baseline_mod.Baseline | None, entry: baseline_mod.Entry | N
            option: str) -> str:
     """Where a case came from, for its usage errors: ``FILE: $.cases[3].FIELD`` or the option."""
     if entry is not None and baseline is not None:
-        return f"{baseline.path}: $.cases[{entry.index}].{field}"
+        return f"{entry.file or baseline.path}: $.cases[{entry.index}].{field}"
     return option
 
 

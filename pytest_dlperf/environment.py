@@ -260,9 +260,8 @@ def git_info(root: str | os.PathLike | None) -> dict[str, Any] | None:
     """The commit of the code under test: HEAD of the checkout that holds ``root``.
 
     None when ``root`` is not in a git checkout with a commit, or git is not installed.
-    ``dirty``: tracked files differ from HEAD (untracked files do not count).  A copy of the
-    code without its ``.git`` (a GPU machine's copy, a container) names its commit in
-    ``DLPERF_GIT_COMMIT`` (and ``DLPERF_GIT_BRANCH``); the checkout's own HEAD wins.
+    ``dirty``: tracked files differ from HEAD (untracked files do not count).  A copy without
+    ``.git`` names its commit in ``DLPERF_GIT_COMMIT`` (and ``DLPERF_GIT_BRANCH``).
     """
     if root is None:
         return None
@@ -270,10 +269,9 @@ def git_info(root: str | os.PathLike | None) -> dict[str, Any] | None:
     commit = _git(root, "rev-parse", "--verify", "HEAD")
     if not commit:
         given = os.environ.get("DLPERF_GIT_COMMIT", "").strip()
-        if not re.fullmatch(r"[0-9a-fA-F]{7,64}", given):
-            return None
-        return {"commit": given, "short": given[:10], "branch": os.environ.get("DLPERF_GIT_BRANCH") or None,
-                "dirty": False, "root": None}
+        return None if not re.fullmatch(r"[0-9a-fA-F]{7,64}", given) else {
+            "commit": given, "short": given[:10], "branch": os.environ.get("DLPERF_GIT_BRANCH") or None,
+            "dirty": False, "root": None}
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
     return {"commit": commit, "short": commit[:10], "branch": None if branch in (None, "HEAD") else branch,
@@ -324,6 +322,31 @@ def same_gpu_model(a: str, b: str) -> bool:
     wa, wb = normalize_gpu_name(a).split(), normalize_gpu_name(b).split()
     shorter, longer = sorted((wa, wb), key=len)
     return bool(shorter) and longer[:len(shorter)] == shorter
+
+
+# --------------------------------------------------------------------------- CPU names
+
+
+_CPU_NOISE = re.compile(r"\((?:r|tm|c)\)|@.*$|\b\d+-core\b|\b(?:cpu|processor)\b")
+
+
+def normalize_cpu_name(name: str) -> str:
+    """A CPU name for comparison: lower case, without the trademark signs, the clock after "@",
+    "N-Core" and the words "CPU" / "Processor" ("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
+    -> "intel xeon platinum 8481c", "AMD EPYC 7B13 64-Core Processor" -> "amd epyc 7b13")."""
+    text = _CPU_NOISE.sub(" ", name.lower())
+    return " ".join(w for w in re.split(r"[\s_,()]+", text) if w)
+
+
+def same_cpu_model(a: str, b: str) -> bool:
+    """Whether two CPU names mean the same model; the less specific name may stop early, as for
+    GPUs ("AMD EPYC", a virtual machine's name, matches "AMD EPYC 7B13"), but a vendor alone
+    matches nothing ("Intel" does not match "Intel Xeon Platinum 8481C")."""
+    wa, wb = normalize_cpu_name(a).split(), normalize_cpu_name(b).split()
+    if wa == wb:
+        return bool(wa)
+    shorter, longer = sorted((wa, wb), key=len)
+    return len(shorter) >= 2 and longer[:len(shorter)] == shorter
 
 
 # --------------------------------------------------------------------------- header

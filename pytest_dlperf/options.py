@@ -41,7 +41,11 @@ def add_options(parser: pytest.Parser) -> None:
         if ini_type is not None:
             parser.addini(dest, help=help.replace("%%", "%"), type=ini_type, default=None)
 
-    option("baseline", "baseline JSON: its cases are collected and judged against it.", metavar="PATH")
+    option("baseline", "baseline JSON: its cases are collected and judged against it; or a folder of baselines, "
+                       "one per machine class: the file whose hardware matches this machine.", metavar="PATH")
+    option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
+                              "describes, which the next session on this machine gates against (default "
+                              ".dlperf/baselines under the rootdir).", metavar="DIR")
     option("model", "models for cases without a baseline entry (comma list).", metavar="NAMES", action="append")
     option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).",
            metavar="LIST", action="append")
@@ -172,6 +176,7 @@ class Options:
 
     def __init__(self, config: pytest.Config):
         self.baseline_path = _option(config, "baseline")
+        self.baseline_record = str(_option(config, "baseline-record") or config.rootpath / ".dlperf" / "baselines")
         self.models = parse_list("--dlperf-model", _option(config, "model"))
         self.precisions = parse_precisions("--dlperf-precision", _option(config, "precision"))
         self.batch_sizes = parse_batch_sizes("--dlperf-batch-size", _option(config, "batch-size"))

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import environment, jsonio
+from . import environment, jsonio, machines
 from .reporting import markdown, plots, summary
 from .results import CaseResult, as_dicts
 from .session import params_summary
+from .tolerance import Widened, summary_line
 
 if TYPE_CHECKING:
     from .session import DlperfSession
@@ -59,7 +60,9 @@ def hardware_mismatch(session: DlperfSession) -> str | None:
 def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, Any]:
     """The ``--dlperf-json`` document (``schemas/results.schema.json``)."""
     base = session.baseline
-    return {
+    if base is not None and base.entries and all(e.unjudged for e in base.entries):
+        base = None  # a folder with no file for this machine: nothing was judged against a baseline
+    document = {
         "schema_version": 1,
         "kind": "dlperf-results",
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -70,6 +73,9 @@ def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, A
             "hardware_mismatch": hardware_mismatch(session)},
         "cases": as_dicts(session.results),
     }
+    if base is not None and base.selection is not None:
+        document["baseline"]["selection"] = base.selection.line()
+    return document
 
 
 def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> bool:
@@ -107,6 +113,9 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
             outputs.plot_notes.append(f"plots not written: {exc}")
     if opts.save_baseline:
         attempt("--dlperf-save-baseline", lambda: _save_baseline(session, outputs.environment, exitstatus))
+    selection = session.baseline.selection if session.baseline is not None else None
+    if selection is not None and selection.record_path is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
+        attempt("--dlperf-baseline-record", lambda: _record_machine(session, outputs.environment))
     return ok
 
 
@@ -148,12 +157,29 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
         return
     measured = [r.to_dict() for r in session.results if r.measured]
     steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
-    document = baseline_mod.from_measurements(measured, env,
-                                              tolerance=session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE,
-                                              steps=steps)
+    tolerance = session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
+    widened: list[Widened] = []
+    document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps, widened=widened)
     baseline_mod.save(path, document)
     if tr:
+        for wide in widened:
+            tr.write_line(f"dlperf: {wide.line()}", yellow=True)
         tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
+        if widened:
+            tr.write_line(f"dlperf: {summary_line(len(measured), widened, tolerance, session.options.runs)}",
+                          yellow=True)
+
+
+def _record_machine(session: DlperfSession, env: dict[str, Any]) -> None:
+    """The cases of a baseline folder that had no figure for this machine, recorded for the next session."""
+    selection = session.baseline.selection
+    count, widened = machines.record(session.baseline, session.results, env,
+                                     session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE)
+    if count:
+        noisy = f"; {len(widened)} with a tolerance widened for their measured noise" if widened else ""
+        _say(session.config, f"dlperf: recorded {count} case(s) of this machine ({selection.machine.describe()}) "
+                             f"in {selection.recorded}{noisy}; the next session of {selection.folder} here gates "
+                             "against them")
 
 
 def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter) -> None:
@@ -161,9 +187,14 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
     if not session.results:
         return
     terminalreporter.write_sep("=", "dlperf summary")
-    for line in summary.summary_lines(session.results, session.baseline.path if session.baseline else None,
-                                     width=shutil.get_terminal_size().columns):
+    selection = session.baseline.selection if session.baseline is not None else None
+    label = session.baseline.path if session.baseline else None
+    if selection is not None and selection.how == "none":
+        label = f"{selection.folder} for this machine"
+    for line in summary.summary_lines(session.results, label, width=shutil.get_terminal_size().columns):
         terminalreporter.write_line(line)
+    if selection is not None and terminalreporter.verbosity < 0:
+        terminalreporter.write_line(f"dlperf: {selection.line()}")  # -q: the header that says it was not shown
     mismatch = hardware_mismatch(session)
     if mismatch:
         terminalreporter.write_line(f"dlperf: {mismatch}", yellow=True)
@@ -180,6 +211,8 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
 def header_lines(session: DlperfSession) -> list[str]:
     """pytest's header: the device (what ``auto`` resolved to), the baseline, and this machine in one line."""
     src = f"baseline {session.options.baseline_path}" if session.options.baseline_path else "no baseline"
+    if session.baseline is not None and session.baseline.selection is not None:
+        src = session.baseline.selection.line()  # which file of the folder, and why
     device = session.options.device
     if device == "auto":
         choice = session.device_choice

@@ -12,8 +12,7 @@ import signal
 
 import pytest
 
-from . import baseline as baseline_mod
-from . import collect, jsonio, models, options, outputs, process
+from . import collect, jsonio, machines, models, options, outputs, process
 from .cases import PRECISIONS, OptionError
 from .reporting import benchmark_json
 from .results import Status
@@ -66,7 +65,8 @@ def pytest_configure(config: pytest.Config) -> None:
         opts = options.Options(config)
         if opts.active:
             opts.check_outputs()
-        baseline = baseline_mod.load(opts.baseline_path) if opts.baseline_path else None
+        baseline = machines.load(opts.baseline_path, opts.device, opts.baseline_record,
+                                 config.rootpath) if opts.baseline_path else None
     except (OptionError, jsonio.DocumentError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[collect.STASH] = DlperfSession(config, opts, baseline)

@@ -165,7 +165,7 @@ class DlperfSession:
                          **chosen)
 
     def expected(self, entry: baseline_mod.Entry | None, unit: str) -> Expected | None:
-        if entry is None:
+        if entry is None or entry.unjudged:
             return None
         return entry.expected(unit, self.options.tolerance or baseline_mod.DEFAULT_TOLERANCE)
 
@@ -322,7 +322,8 @@ class DlperfSession:
         ranks = last.ranks()
         expected = self.expected(entry, last.unit)
         mismatch = self.baseline.device_mismatch(last.device) if expected is not None else None
-        notes = [f"compile {compiled:.1f} s, outside the measured windows"] if compiled is not None else []
+        notes = [entry.unjudged] if entry is not None and entry.unjudged else []
+        notes += [f"compile {compiled:.1f} s, outside the measured windows"] if compiled is not None else []
         notes += last.warnings
         notes += [f"input: {data.describe(loader, last.unit)}"] if loader is not None else []
         notes += [note for note in (last.straggler(ranks), mismatch) if note]

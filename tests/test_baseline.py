@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from pytest_dlperf import baseline, jsonio
+from pytest_dlperf import baseline, jsonio, tolerance
 from pytest_dlperf.cases import Case
 
 
@@ -170,3 +170,79 @@ def test_an_entry_stands_for_its_step_counts_then_the_defaults_then_the_built_in
     baseline.record_method(entry, {"warmup_steps": 2, "steps": 100, "repeats": 3}, {"repeats": 3})
     assert entry == {"warmup_steps": 2}  # steps 100 and repeats 3 are what the defaults give
     assert baseline.method(entry, {"repeats": 3}) == {"warmup_steps": 2, "steps": 100, "repeats": 3}
+
+
+# --------------------------------------------------------------------------- noise-aware tolerance on save
+
+
+def measured_record(*runs, precision="fp32"):
+    """A results record (as --dlperf-json writes it) whose last attempt's runs had these windows."""
+    case = Case.make("tiny", precision, 32, 1)
+    return {"id": case.id, "case": case.to_dict(), "unit": "img/s", "throughput": 100.0,
+            "attempts": [{"throughput": 100.0, "runs": [{"windows": [{"throughput": w} for w in run]}
+                                                        for run in runs]}]}
+
+
+def test_a_quiet_case_is_saved_with_the_tolerance_asked_for():
+    widened = []
+    document = baseline.from_measurements([measured_record([100.0, 101.0, 99.0, 100.5, 99.5])], {},
+                                          tolerance=0.05, widened=widened)
+    jsonio.validate(document, "baseline")
+    assert widened == [] and "tolerance" not in document["cases"][0] and "notes" not in document["cases"][0]
+    assert document["defaults"]["tolerance"] == 0.05
+
+
+def test_a_noisy_case_is_saved_with_what_its_windows_spread_supports():
+    windows = [100.0, 110.0, 90.0, 105.0, 95.0]  # CV 7.9%: 3 x CV = 23.7% -> 24%
+    widened = []
+    document = baseline.from_measurements([measured_record(windows)], {}, tolerance=0.05, widened=widened)
+    jsonio.validate(document, "baseline")
+    entry = document["cases"][0]
+    assert entry["tolerance"] == 0.24
+    assert entry["notes"] == "tolerance 24%, not 5%: windows varied 8% (CV) when measured"
+    (wide,) = widened
+    assert (wide.case_id, wide.requested, wide.tolerance, wide.noisy) == ("tiny-fp32-bs32-gpu1", 0.05, 0.24, False)
+    assert wide.line() == ("tiny-fp32-bs32-gpu1: windows varied 8% (CV); saved with tolerance 24% (3 x CV), not 5%, "
+                           "which this noise would fail by chance")
+    # A wider tolerance asked for stays.
+    assert "tolerance" not in baseline.from_measurements([measured_record(windows)], {}, tolerance=0.3)["cases"][0]
+
+
+def test_with_three_runs_or_more_the_spread_is_the_runs_medians():
+    # Each run's windows vary 30%, but their medians agree within 1%: the median is what is gated.
+    runs = [[70.0, 100.0, 130.0], [71.0, 101.0, 131.0], [69.0, 99.0, 129.0]]
+    spread = tolerance.measured_spread(measured_record(*runs))
+    assert (spread.over, spread.count) == ("runs", 3) and spread.cv == pytest.approx(0.01)
+    assert "tolerance" not in baseline.from_measurements([measured_record(*runs)], {}, tolerance=0.05)["cases"][0]
+    # Two runs: two medians give no usable spread, so both runs' windows do.
+    assert tolerance.measured_spread(measured_record(*runs[:2])).over == "windows"
+
+
+def test_a_case_too_noisy_to_gate_is_saved_capped_and_flagged():
+    windows = [100.0, 40.0, 160.0, 70.0, 130.0]  # CV 47%: 3 x CV = 142%, more than a baseline takes
+    widened = []
+    document = baseline.from_measurements([measured_record(windows)], {}, tolerance=0.05, widened=widened)
+    jsonio.validate(document, "baseline")  # the schema's tolerance is below 1
+    assert document["cases"][0]["tolerance"] == tolerance.MAX_SAVED_TOLERANCE == 0.9
+    (wide,) = widened
+    assert wide.noisy
+    assert wide.line() == (
+        "tiny-fp32-bs32-gpu1: windows varied 47% (CV); saved with tolerance 90%, the widest a baseline takes "
+        "(3 x CV is 142%), not 5%, which this noise would fail by chance; too noisy to catch a slowdown under 90%: "
+        "measure it on a quieter machine or with more --dlperf-runs")
+    assert tolerance.summary_line(2, widened, 0.05, runs=1) == (
+        "1 of 2 saved case(s) got a tolerance wider than the 5% asked for: their measured noise needs it (1 of them "
+        "too noisy to catch a slowdown under 50%); --dlperf-runs 3 would also measure the noise between runs, "
+        "often larger")
+
+
+def test_a_saved_tolerance_is_rounded_up_to_a_whole_percent():
+    record = measured_record([100.0, 104.0, 96.0])  # CV 4%: 3 x CV = 12% exactly
+    assert baseline.from_measurements([record], {}, tolerance=0.05)["cases"][0]["tolerance"] == 0.12
+    record = measured_record([100.0, 104.1, 96.0])
+    assert baseline.from_measurements([record], {}, tolerance=0.05)["cases"][0]["tolerance"] == 0.13
+
+
+def test_a_record_without_windows_keeps_the_tolerance_asked_for():
+    record = {"case": Case.make("tiny", "fp32", 32, 1).to_dict(), "throughput": 5.0, "unit": "img/s"}
+    assert tolerance.noise_tolerance("x", record, 0.05) == (0.05, None)

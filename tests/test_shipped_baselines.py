@@ -7,10 +7,12 @@ import pytest
 
 from pytest_dlperf import baseline, data, jsonio, models
 
-BASELINES = sorted((Path(__file__).parent.parent / "baselines").glob("*.json"))
+SHIPPED = Path(__file__).parent.parent / "baselines"
+BASELINES = sorted(SHIPPED.rglob("*.json"))  # baselines/cpu-smoke/ is a folder: one file per machine class
+IDS = [p.relative_to(SHIPPED).as_posix() for p in BASELINES]
 
 
-@pytest.mark.parametrize("path", BASELINES, ids=[p.name for p in BASELINES])
+@pytest.mark.parametrize("path", BASELINES, ids=IDS)
 def test_a_shipped_baseline_is_valid_and_names_its_sources(path):
     document = json.loads(path.read_text())
     jsonio.validate(document, "baseline", path)
@@ -27,7 +29,7 @@ def test_a_shipped_baseline_is_valid_and_names_its_sources(path):
             assert entry.throughput / one.throughput / entry.case.gpus >= entry.min_scaling_efficiency
 
 
-@pytest.mark.parametrize("path", BASELINES, ids=[p.name for p in BASELINES])
+@pytest.mark.parametrize("path", BASELINES, ids=IDS)
 def test_a_shipped_baseline_collects(dlperf, path, tmp_path):
     # Cases with a real data backend need a data folder (the main job makes one with `dlperf dataset`).
     data.write_image_folder(tmp_path / "images", classes=2, per_class=1)

@@ -1,0 +1,255 @@
+"""Baseline folders: one baseline per machine class, and the one that describes this machine.
+
+``--dlperf-baseline DIR`` names a folder of one suite's baselines (``baselines/cpu-smoke/``),
+one file per machine class, each naming its machine in ``hardware``.  The same case can run
+ten times faster on one CPU than on another, so a figure is only judged on the machine class
+it was measured on.  :func:`load` picks, in this order:
+
+1. the folder's file whose hardware matches this machine (:meth:`Machine.matches`): on a GPU
+   run the GPU model, whatever the count; on a CPU run the CPU model and, where the file
+   gives ``cpu_count``, the number of logical CPUs; the most specific one when several match;
+2. else the file this machine recorded for the folder in an earlier session, in the record
+   folder (``--dlperf-baseline-record``, default ``.dlperf/baselines``, under the suite's name);
+3. else none: the cases of the folder's reference file (the only file, or the one that says
+   ``"reference": true``) run unjudged, and at the end of the session their figures are
+   recorded for this machine (:func:`record`), which step 2 then picks.
+
+The folder's reference file always says which cases run: a picked file gives the figures of
+the cases it has, and a recorded file gains the ones it lacks.  The session says which file
+it picked and why in one line (:meth:`Selection.line`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from . import baseline as baseline_mod
+from . import environment, jsonio
+from .baseline import Baseline, Entry
+from .cases import OptionError
+from .tolerance import Widened
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """A machine class: a GPU model, or a CPU model and (where known) its number of logical CPUs."""
+
+    kind: str  # "cuda" or "cpu"
+    model: str | None
+    cpus: int | None = None
+
+    def describe(self) -> str:
+        name = self.model or f"an unknown {'CPU' if self.kind == 'cpu' else 'GPU'}"
+        return f"{name}, {self.cpus} CPUs" if self.kind == "cpu" and self.cpus else name
+
+    def words(self) -> list[str]:
+        normalize = environment.normalize_cpu_name if self.kind == "cpu" else environment.normalize_gpu_name
+        return normalize(self.model or "").split()
+
+    def slug(self) -> str:
+        """A file name for this machine's recorded baseline: ``intel-xeon-platinum-8481c-2cpus``."""
+        text = re.sub(r"[^a-z0-9.+]+", "-", "-".join(self.words())).strip("-.") or f"unknown-{self.kind}"
+        return f"{text}-{self.cpus}cpus" if self.kind == "cpu" and self.cpus else text
+
+    def matches(self, other: Machine | None) -> bool:
+        """Whether a file measured on ``other`` describes this machine."""
+        if other is None or other.kind != self.kind or not (self.model and other.model):
+            return False
+        if self.kind == "cpu":
+            if other.cpus is not None and self.cpus is not None and other.cpus != self.cpus:
+                return False
+            return environment.same_cpu_model(self.model, other.model)
+        return environment.same_gpu_model(self.model, other.model)
+
+
+def measured_on(loaded: Baseline) -> Machine | None:
+    """The machine a baseline file's figures were measured on, from its ``hardware`` (or environment)."""
+    measured = loaded.measured_on
+    if measured is None:
+        return None
+    kind, model = measured
+    cpus = loaded.hardware.get("cpu_count") if kind == "cpu" else None
+    return Machine(kind, model, cpus if isinstance(cpus, int) else None)
+
+
+def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
+    """The machine this session's cases run on: ``--dlperf-device`` against what the environment found."""
+    gpus = env.get("gpus") or {}
+    host = env.get("host") or {}
+    if device == "cuda" or (device == "auto" and gpus.get("count")):
+        return Machine("cuda", gpus.get("model"))
+    return Machine("cpu", host.get("cpu"), host.get("cpu_count"))
+
+
+def shown(path: str | os.PathLike) -> str:
+    """A path as a user reads it: relative to the current folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+@dataclasses.dataclass
+class Selection:
+    """Which file of a folder this session judges against, why, and where this machine's figures go."""
+
+    folder: str
+    machine: Machine
+    how: str  # "matches": a file of the folder; "recorded": this machine's own; "none"
+    chosen: Baseline | None  # the file picked (None: no file matches)
+    reference: Baseline
+    files: list[tuple[Baseline, Machine | None]]  # the folder's files, each with its machine
+    record_path: Path | None = None  # where cases without a figure are recorded at the end
+
+    @property
+    def recorded(self) -> str:
+        return shown(self.record_path) if self.record_path is not None else ""
+
+    def line(self) -> str:
+        """The one line that says which baseline this session judges against, and why."""
+        mine = self.machine.describe()
+        if self.how == "matches":
+            theirs = measured_on(self.chosen)
+            return (f"baseline {shown(self.chosen.path)}: its hardware ({theirs.describe()}) matches this "
+                    f"machine ({mine})")
+        if self.how == "recorded":
+            date = str(self.chosen.data.get("provenance", {}).get("date", "?"))[:10]
+            return (f"baseline {shown(self.chosen.path)}: recorded on this machine ({mine}) on {date}; no file "
+                    f"in {self.folder} matches it")
+        files = "; ".join(f"{Path(b.path).name}: {m.describe() if m else 'no hardware'}" for b, m in self.files)
+        return (f"no baseline for this machine ({mine}) in {self.folder} ({files}): the cases of "
+                f"{Path(self.reference.path).name} run unjudged and are recorded in {self.recorded} for the next run")
+
+    def missing_note(self) -> str:
+        """A case's note when the picked file has no figure for it (or no file was picked)."""
+        if self.how == "none":
+            return (f"not judged: no baseline for this machine ({self.machine.describe()}) in {self.folder}; "
+                    f"recorded in {self.recorded} for the next run")
+        if self.how == "recorded":
+            return f"not judged: {shown(self.chosen.path)} has no figure for this case yet; recorded there for the next run"
+        return f"not judged: {shown(self.chosen.path)}, this machine's baseline, has no figure for this case"
+
+
+def load(path: str, device: str, record_root: str | os.PathLike, root: str | os.PathLike | None) -> Baseline:
+    """``--dlperf-baseline``: a file as it is, or the file of a folder that describes this machine."""
+    if not Path(path).is_dir():
+        return baseline_mod.load(path)
+    return select(path, this_machine(device, environment.collect(root)), record_root)
+
+
+def _files(folder: Path) -> list[Baseline]:
+    return [baseline_mod.load(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def _best(machine: Machine, candidates: Iterable[tuple[Baseline, Machine | None]]) -> Baseline | None:
+    """The most specific file whose machine matches (more words in its name, then a CPU count)."""
+    matching = [(b, m) for b, m in candidates if machine.matches(m)]
+    if not matching:
+        return None
+    return max(matching, key=lambda bm: (len(bm[1].words()), bm[1].cpus is not None))[0]
+
+
+def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Baseline:
+    """The baseline of ``folder`` for ``machine`` (see the module's text); raises ``jsonio.DocumentError``
+    for a file that cannot be read and :class:`OptionError` for a folder without a reference."""
+    loaded = _files(Path(folder))
+    if not loaded:
+        raise OptionError(f"--dlperf-baseline: {folder}: a folder without baseline files (*.json)")
+    marked = [b for b in loaded if b.data.get("reference")]
+    if len(loaded) > 1 and len(marked) != 1:
+        raise OptionError(f"--dlperf-baseline: {folder}: {len(marked)} of its {len(loaded)} files say "
+                          '"reference": true; exactly one must (its cases run on a machine that no file describes)')
+    reference = marked[0] if marked else loaded[0]
+    files = [(b, measured_on(b)) for b in loaded]
+    record_dir = Path(record_root) / Path(folder).resolve().name
+    record_path = record_dir / f"{machine.slug()}.json"
+    chosen, how = _best(machine, files), "matches"
+    if chosen is None:
+        recorded = [(b, measured_on(b)) for b in _files(record_dir)]
+        chosen, how = _best(machine, recorded), "recorded"
+        if chosen is not None:
+            record_path = Path(chosen.path)
+    if chosen is None:
+        how = "none"
+    selection = Selection(shown(folder), machine, how, chosen, reference, files,
+                          None if how == "matches" else record_path)
+    entries = _entries(reference, chosen, selection.missing_note())
+    if selection.record_path is not None and any(e.unjudged for e in entries):
+        try:
+            jsonio.check_writable(selection.record_path)
+        except OSError as exc:
+            raise OptionError(f"--dlperf-baseline-record: {exc}") from None
+    else:
+        selection.record_path = None
+    base = chosen or reference
+    return Baseline(base.path, base.data, entries, selection)
+
+
+def _entries(reference: Baseline, chosen: Baseline | None, missing: str) -> list[Entry]:
+    """The reference's cases, with the chosen file's figures where it has them, then its other cases.
+
+    Every entry carries its step counts (its own, else its file's defaults): the session reads
+    the chosen file's defaults, which need not be the reference's.
+    """
+    def own(entry: Entry, of: Baseline, **changes: Any) -> Entry:
+        steps = baseline_mod.method(dict(entry.overrides), of.defaults)
+        return dataclasses.replace(entry, overrides=steps, file=of.path, **changes)
+
+    if chosen is reference:
+        return list(reference.entries)
+    out = []
+    for ref in reference.entries:
+        figure = chosen.find(ref.case) if chosen is not None else None
+        if figure is None:
+            out.append(own(ref, reference, unjudged=missing))
+            continue
+        gates = {key: getattr(ref, key) for key in ("min_scaling_efficiency", "min_gpu_utilization")
+                 if getattr(figure, key) is None}
+        out.append(own(figure, chosen, **gates))
+    if chosen is not None:
+        out.extend(own(e, chosen) for e in chosen.entries if reference.find(e.case) is None)
+    return out
+
+
+def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
+           default_tolerance: float) -> tuple[int, list[Widened]]:
+    """Write the measured cases that ran unjudged into this machine's recorded baseline.
+
+    ``results``: the session's :class:`~pytest_dlperf.results.CaseResult`\\ s.  A new file for a
+    machine no file described; an existing recorded file gains the cases it lacked (its figures
+    stay: a recorded baseline is not a moving average).  Returns how many cases were written and
+    which got a wider tolerance for their measured noise.
+    """
+    selection: Selection = loaded.selection
+    records, entries = [], []
+    for result in results:
+        entry = loaded.find(result.case)
+        if result.measured and entry is not None and entry.unjudged:
+            tolerance = entry.tolerance if entry.tolerance is not None else default_tolerance
+            records.append({**result.to_dict(), "tolerance": tolerance})
+            entries.append(entry)
+    if not records:
+        return 0, []
+    widened: list[Widened] = []
+    document = baseline_mod.from_measurements(records, env, tolerance=default_tolerance, widened=widened)
+    for case, entry in zip(document["cases"], entries):
+        case.setdefault("tolerance", default_tolerance)  # its own: a recorded file's defaults may differ
+        for key in ("min_scaling_efficiency", "min_gpu_utilization"):
+            if getattr(entry, key) is not None:
+                case[key] = getattr(entry, key)
+    if selection.how == "recorded":
+        existing = dict(selection.chosen.data)
+        existing["cases"] = [*existing["cases"], *document["cases"]]
+        document = existing
+    else:
+        document["name"] = f"{Path(selection.folder).name} on {selection.machine.describe()}"
+        document["provenance"]["notes"] = (
+            f"Recorded by pytest-dlperf: the cases of {selection.folder} measured on a machine that no file of it "
+            "describes. The next sessions of the folder on this machine gate against it; delete it to record anew.")
+    baseline_mod.save(selection.record_path, document)
+    return len(records), widened
