@@ -263,6 +263,31 @@ def check_settings(settings: Mapping[str, Any], model_defaults: Mapping[str, Any
             raise ValueError(f"{where}.data: {value!r} is not one of {', '.join(DATA_BACKENDS)}")
         if key in ("channels_last", "compile") and not isinstance(value, bool):
             raise ValueError(f"{where}.{key}: {value!r} is not true or false")
+        if key in model_defaults:
+            check_setting_value(key, value, model_defaults[key], where)
+
+
+def check_setting_value(key: str, value: Any, default: Any, where: str) -> None:
+    """A setting's value is of its default's type: an integer for an integer setting (a positive one
+    where the default is positive: sizes, counts), a number, true or false, or text as its default."""
+    if default is None or value is None:
+        return
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}.{key}: {value!r} is not true or false")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}.{key}: {value!r} is not an integer; expected one like the default {default}")
+        if default > 0 and value <= 0:
+            raise ValueError(f"{where}.{key}: {value} is not allowed; expected a positive integer "
+                             f"(the default is {default})")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError(f"{where}.{key}: {value!r} is not a number; expected one like the default {default}")
+        if default > 0 and value <= 0:
+            raise ValueError(f"{where}.{key}: {value} is not allowed; expected a positive number")
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise ValueError(f"{where}.{key}: {value!r} is not text; expected text like the default {default!r}")
 
 
 def matrix(models: list[str], precisions: list[str], batch_sizes: list[int | str],

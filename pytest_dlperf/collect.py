@@ -62,6 +62,9 @@ def _check_case(case: Case, entry: baseline_mod.Entry | None, baseline: baseline
         check_settings(case.settings_dict, spec.defaults, _where(baseline, entry, "settings", "--dlperf-set"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    too_big = _too_big(case, spec)
+    if too_big:
+        raise pytest.UsageError(f"{_where(baseline, entry, 'settings', '--dlperf-set')}: {case.id}: {too_big}")
     if entry is not None and entry.unit and entry.unit != spec.unit:
         raise pytest.UsageError(f"{_where(baseline, entry, 'unit', '')}: {entry.unit!r} does not match "
                                 f"model {case.model!r}, which reports {spec.unit!r}")
@@ -139,3 +142,34 @@ class DlperfItem(pytest.Item):
     def reportinfo(self):
         # A case has no source line: skip reports (-rs) name it by its node id.
         return self.config.rootpath / self.nodeid, 0, f"dlperf {self.case.id}"
+
+
+def input_bytes(spec: models.ModelSpec, settings: dict[str, Any], batch_size: int) -> int | None:
+    """The bytes of one batch of the case's input, made on the meta device (nothing allocated); None
+    when the model's ``make_batch`` cannot run there."""
+    import torch
+
+    try:
+        batch = spec.make_batch(batch_size, settings, torch.device("meta"))
+    except Exception:  # noqa: BLE001 - a custom make_batch that needs real memory: not estimated
+        return None
+    tensors = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else [batch]
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+def _too_big(case: Case, spec: models.ModelSpec) -> str | None:
+    """Why one batch of the case's input cannot fit this machine (its memory, or its largest GPU's)."""
+    if not isinstance(case.batch_size, int):
+        return None
+    size = input_bytes(spec, spec.settings(case.settings_dict), case.batch_size)
+    if size is None:
+        return None
+    import psutil
+
+    from .environment import gpu_info
+
+    room = max([psutil.virtual_memory().total] + [d.get("memory_bytes") or 0 for d in gpu_info().get("devices", [])])
+    if size <= room:
+        return None
+    return (f"one batch of input is {size / 2**30:,.0f} GiB, more than this machine's memory or any of its GPUs' "
+            f"({room / 2**30:,.0f} GiB): check the settings and the batch size")

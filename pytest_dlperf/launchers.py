@@ -124,6 +124,10 @@ class LocalLauncher(Launcher):
         super().__init__(extra_args)
         self.force_distributed = force_distributed
 
+    def reach(self, device: str, cuda_count: int) -> int | None:
+        """The visible GPUs, or for CPU ranks this node's CPUs: a rank per CPU at most."""
+        return cuda_count if device == "cuda" else (os.cpu_count() or 1)
+
     def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
         if ranks == 1 and not self.force_distributed:
             return LaunchPlan([sys.executable, *WORKER], {}, distributed=False)
@@ -174,7 +178,7 @@ class TorchrunLauncher(LocalLauncher):
         return None
 
     def reach(self, device: str, cuda_count: int) -> int | None:
-        return cuda_count * self.nnodes if device == "cuda" else None
+        return (cuda_count if device == "cuda" else (os.cpu_count() or 1)) * self.nnodes
 
     def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
         if ranks % self.nnodes:
