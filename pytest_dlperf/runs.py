@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -192,13 +193,40 @@ def first_failed_rank(world: int, results: dict[int, dict[str, Any]],
     return errors[0] if errors else None
 
 
+def _status_text(code: int | None) -> str:
+    """An exit status in one wording (``signal SIGSEGV``, ``exit status 1``), with what a SIGKILL may mean."""
+    text = process.describe_returncode(code)
+    if code == -signal.SIGKILL:
+        text += " (killed: perhaps by the kernel's out-of-memory killer; `dmesg` says)"
+    return text
+
+
+def _timeout_message(case: Case, outcome: process.WorkerOutcome, launcher: Launcher, timeout_given: bool) -> str:
+    """A run killed at its time limit: which ranks had not finished, with their own stderr, and what set the limit."""
+    limit = ("--dlperf-timeout" if timeout_given else
+             "the limit set from the worker's step time: 3 x its remaining steps + 60 s; --dlperf-timeout sets one")
+    text = f"{case.id}: timed out after {outcome.time_limit:.0f} s ({limit}); the worker's process group was killed"
+    if case.gpus == 1:
+        return text + _tail_block(outcome.stderr_path)
+    waiting = [r for r in range(case.gpus) if r not in outcome.rank_results]
+    if not waiting:
+        return text + _tail_block(outcome.stderr_path)
+    text += f"; rank(s) {', '.join(map(str, waiting))} had not finished"
+    for rank in waiting[:2]:
+        path = launcher.rank_stderr(outcome.run_dir, rank)
+        tail = process.tail(path) if path else ""
+        if tail:
+            text += f"\n--- last lines of rank {rank}'s stderr ({path}) ---\n{tail}"
+    return text
+
+
 def failure_message(case: Case, outcome: process.WorkerOutcome,
-                    launcher: Launcher | None = None) -> tuple[str, str]:
+                    launcher: Launcher | None = None, timeout_given: bool = True) -> tuple[str, str]:
     """(kind, message) for a run that produced no measurement.
 
     For several ranks it names the rank that failed first: one whose result says so, or
     the one the launcher reports (torchrun's root cause, srun's task, mpirun's process),
-    with that rank's own stderr.
+    with that rank's own stderr.  Exit statuses read alike whoever reports them.
     """
     launcher = launcher or LocalLauncher()
     results = outcome.rank_results
@@ -212,13 +240,12 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
     by_rank = case.gpus > 1 and failed is not None
     if by_rank:
         known = reported is not None and reported[0] == failed and reported[1] is not None
-        status = f" (exit status {reported[1]})" if known else ""
+        status = f" ({_status_text(reported[1])})" if known else ""
         who = f"rank {failed}{status}"
         stderr = launcher.rank_stderr(outcome.run_dir, failed) or stderr
     result = _result(results.get(failed) if failed is not None else outcome.result)
     if outcome.timed_out:
-        return "timeout", (f"{case.id}: timed out after {outcome.time_limit:.0f} s; the worker's "
-                           f"process group was killed (--dlperf-timeout){_tail_block(outcome.stderr_path)}")
+        return "timeout", _timeout_message(case, outcome, launcher, timeout_given)
     if result is not None and result.status == Status.OOM:
         device = result.device
         where = device.get("name") or device.get("type", "the device")
@@ -232,9 +259,9 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
         return "error", f"{case.id}: {who} failed: {err['type']}: {err['message']}{_tail_block(stderr)}"
     why = outcome.result_error or "wrote no result"
     if by_rank:
-        return "crash", f"{case.id}: {who} died; the job ended with {process.describe_returncode(outcome.returncode)}" \
+        return "crash", f"{case.id}: {who} died; the job ended with {_status_text(outcome.returncode)}" \
                         f"{_tail_block(stderr)}"
-    return "crash", (f"{case.id}: the worker ended with {process.describe_returncode(outcome.returncode)} "
+    return "crash", (f"{case.id}: the worker ended with {_status_text(outcome.returncode)} "
                      f"and {why}{_tail_block(stderr)}")
 
 
@@ -264,7 +291,7 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         if outcome.result is None and local_ok and outcome.returncode == 0:
             raise RemoteRankZero(sorted(outcome.rank_results), runs)
         if outcome.result is None or record["status"] != Status.OK or outcome.returncode != 0:
-            kind, message = failure_message(case, outcome, launcher)
+            kind, message = failure_message(case, outcome, launcher, timeout_given=params.timeout is not None)
             raise CaseError(message, kind, runs)
     windows = [w["throughput"] for run in runs for w in run["windows"]]
     first = runs[0]

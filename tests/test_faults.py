@@ -96,7 +96,7 @@ def test_a_hung_worker_is_killed_with_its_whole_process_group(dlperf):
     result = dlperf.run("--dlperf-model", "faulty-hang,tiny", "--dlperf-timeout", "20")
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines([
-        "faulty-hang-fp32-bs32-gpu1: timed out after 20 s; the worker's process group was killed (--dlperf-timeout)"])
+        "faulty-hang-fp32-bs32-gpu1: timed out after 20 s (--dlperf-timeout); the worker's process group was killed"])
     pids = [int(p) for p in (dlperf.path / "pids").read_text().split()]
     assert wait_gone(pids, 2.0) == []
     assert time.monotonic() - started < 120
