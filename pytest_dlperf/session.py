@@ -18,6 +18,7 @@ import dataclasses
 import datetime as _dt
 import functools
 import os
+import re
 import statistics
 import time
 from pathlib import Path
@@ -113,6 +114,12 @@ class DlperfSession:
             self._workdir = base / f"session-{stamp}-{os.getpid()}"
             self._workdir.mkdir(parents=True, exist_ok=True)
         return self._workdir
+
+    def case_dir(self, case: Case) -> Path:
+        """The case's folder in the session's: its id, with anything that is no plain name character
+        replaced, so that a setting's text (``x=../../etc``) cannot lead out of the log folder."""
+        name = re.sub(r"[^A-Za-z0-9_.+=-]", "_", case.id).replace("..", "__")
+        return self.workdir / name
 
     def skip_reason(self, case: Case) -> str | None:
         spec = models.get_model_spec(case.model)
@@ -224,7 +231,7 @@ class DlperfSession:
         if one not in self._references:
             try:
                 attempt = measure(one, models.get_model_spec(one.model), dataclasses.replace(params, runs=1,
-                                  launcher="local"), self.workdir / case.id / "reference", get_launcher("local"))
+                                  launcher="local"), self.case_dir(case) / "reference", get_launcher("local"))
                 self._references[one] = attempt.summary.median
             except CaseError as exc:
                 self._references[one] = None
@@ -264,12 +271,12 @@ class DlperfSession:
             measured = case
             if case.searches_batch:
                 measured, result.max_batch = self.searches.resolve(case, spec, params,
-                                                                   self.workdir / case.id / "max-batch")
+                                                                   self.case_dir(case) / "max-batch")
             for index in range(1 + self.options.confirm):
                 self.live.start()
                 shown = functools.partial(self.live.update, self.searches.label(case, self.device), spec.unit, index)
                 try:
-                    attempt = measure(measured, spec, params, self.workdir / case.id / f"attempt{index}",
+                    attempt = measure(measured, spec, params, self.case_dir(case) / f"attempt{index}",
                                       self.launcher, on_progress=shown)
                 finally:
                     self.live.finish()

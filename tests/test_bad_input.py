@@ -47,3 +47,21 @@ def test_more_cpu_ranks_than_cpus_are_skipped_without_starting_anything(dlperf):
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines([f"*needs {many} ranks, the local launcher reaches {os.cpu_count() or 1}"])
     assert not (dlperf.path / "logs").exists() or not any((dlperf.path / "logs").rglob("run0"))
+
+
+def test_a_settings_text_cannot_lead_the_logs_out_of_their_folder(dlperf):
+    dlperf.pytester.makeconftest("""
+        from pytest_dlperf import register_model
+        from pytest_dlperf.models import get_model_spec
+
+        TINY = get_model_spec("tiny")
+        register_model("named", task="image-classification", batch_size=8,
+                       defaults={**TINY.defaults, "label": "plain"}, factory=lambda settings: TINY.factory(settings))
+    """)
+    result = dlperf.run("--dlperf-model", "named", "--dlperf-set", "label=../../../../escaped", "--dlperf-log-dir",
+                        "logs/inner", "--dlperf-report", "out/report.md")
+    result.assert_outcomes(passed=1)
+    assert not list(dlperf.path.rglob("*escaped*")) or all(
+        str(p).startswith(str(dlperf.path / "logs" / "inner")) or str(p).startswith(str(dlperf.path / "out"))
+        for p in dlperf.path.rglob("*escaped*"))
+    assert not (dlperf.path.parent / "escaped").exists() and not (dlperf.path / "escaped").exists()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -63,8 +64,9 @@ class RunLogs:
 
     @property
     def relative(self) -> str:
-        """Where the run's folder goes inside the logs folder."""
-        return f"{self.case_id}/attempt{self.attempt}/run{self.run}"
+        """Where the run's folder goes inside the logs folder (a setting's text in the id cannot lead out of it)."""
+        name = re.sub(r"[^A-Za-z0-9_.+=-]", "_", self.case_id).replace("..", "__")
+        return f"{name}/attempt{self.attempt}/run{self.run}"
 
 
 def logs_folder(report_path: str | os.PathLike) -> Path:
