@@ -191,7 +191,9 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
     label = session.baseline.path if session.baseline else None
     if selection is not None and selection.how == "none":
         label = f"{selection.folder} for this machine"
-    for line in summary.summary_lines(session.results, label, width=shutil.get_terminal_size().columns):
+    # Split to fit a terminal; a log (CI's) has no width to fit, and keeps one table per model.
+    width = shutil.get_terminal_size().columns if terminalreporter.isatty() else None
+    for line in summary.summary_lines(session.results, label, width=width):
         terminalreporter.write_line(line)
     if selection is not None and terminalreporter.verbosity < 0:
         terminalreporter.write_line(f"dlperf: {selection.line()}")  # -q: the header that says it was not shown
