@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from pytest_dlperf.protocol import Progress
-from pytest_dlperf.reporting.live import describe
+from pytest_dlperf.reporting.live import LiveProgress, describe
 
 
 def test_each_phase_reads_as_a_user_expects():
@@ -26,10 +26,10 @@ def test_each_phase_reads_as_a_user_expects():
     assert describe(label, 0, 1, done, 50, "seq/s")[0] == "tiny-fp32-bs32-gpu1: windows done (last 99.0 seq/s)"
 
 
-def test_a_ci_log_gets_plain_lines_and_quiet_gets_none(dlperf):
+def test_a_ci_log_gets_plain_lines(dlperf):
     args = ("--dlperf-model", "tiny", "--dlperf-warmup-steps", "10", "--dlperf-steps", "20", "--dlperf-repeats",
             "2", "--dlperf-device", "cpu", "-p", "no:cacheprovider", "-p", "no:benchmark")
-    result = dlperf.run_subprocess(*args, fast=False)
+    result = dlperf.run(*args, fast=False)
     assert result.ret == 0
     lines = result.stdout.lines
     shown = [line for line in lines if line.startswith("dlperf: tiny-fp32-bs32-gpu1: ")]
@@ -37,5 +37,11 @@ def test_a_ci_log_gets_plain_lines_and_quiet_gets_none(dlperf):
     assert len(shown) == len(set(shown)) <= 8  # one line per phase or window, not one a second
     # pytest's own line starts again after them, so the result letter is not left alone on a line.
     assert any(line.startswith("dlperf ?") for line in lines), lines
-    quiet = dlperf.run_subprocess(*args, "-q", fast=False)
-    assert not [line for line in quiet.stdout.lines if line.startswith("dlperf: tiny-fp32-bs32-gpu1: ")]
+
+
+def test_quiet_shows_no_progress(pytester):
+    config = pytester.parseconfig("-q")
+    config.pluginmanager.register(object(), "terminalreporter")  # a terminal exists, and -q still turns it off
+    live = LiveProgress(config)
+    live.start()
+    assert not live.enabled
