@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 from pytest_dlperf import data, jsonio, models
 
 CLASSES = 4

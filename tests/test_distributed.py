@@ -8,11 +8,10 @@ import time
 
 import pytest
 
-from conftest import tiny_case
 from pytest_dlperf import jsonio
 from pytest_dlperf.worker.distributed import Ranks, global_windows, ranks_from_env
 from pytest_dlperf.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
-from test_faults import wait_gone
+from tests.fixtures import tiny_case, wait_gone
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
