@@ -4,23 +4,26 @@ The plugin is tested as pytest plugins are: ``pytester`` runs an inner pytest se
 temporary folder, and that session's cases launch real worker processes that train the
 registry's ``tiny`` convnet on the CPU for a few steps.
 
-Fixtures: ``dlperf`` (a :class:`DlperfTester`) and ``make_tiny_case`` (:func:`tiny_case`).
-Test modules that need a helper outside a test (a module constant, a parametrization)
-import it: ``from tests.fixtures import FAST``.
+Fixtures: ``dlperf`` (a :class:`DlperfTester`), ``shared_run`` (an inner session that several
+tests read, run once) and ``make_tiny_case`` (:func:`tiny_case`). Test modules that need a
+helper outside a test (a module constant, a parametrization) import it:
+``from tests.fixtures import FAST``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["FAST", "DlperfTester", "alive", "dlperf", "make_tiny_case", "nvml_works", "tiny_case", "wait_gone"]
+__all__ = ["FAST", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_case", "nvml_works", "shared_run",
+           "tiny_case", "wait_gone"]
 
 # A few steps are enough to exercise the whole path; each case still starts a fresh worker.
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
@@ -63,6 +66,43 @@ class DlperfTester:
 @pytest.fixture
 def dlperf(pytester: pytest.Pytester) -> DlperfTester:
     return DlperfTester(pytester)
+
+
+@dataclasses.dataclass
+class SharedRun:
+    """An inner session several tests read: its result, the tester whose folder it ran in, how long it took."""
+
+    result: pytest.RunResult
+    tester: DlperfTester
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def _shared_runs() -> dict[str, SharedRun]:
+    return {}
+
+
+@pytest.fixture
+def shared_run(dlperf: DlperfTester, _shared_runs: dict[str, SharedRun]):
+    """``shared_run(key, *args, setup=None, fast=True)``: the inner session ``key``, run once per outer session.
+
+    Each worker process costs seconds, so tests that check different facts of the same
+    session share it: the first test that asks runs it (in-process, as ``dlperf.run``) in
+    its own folder, after ``setup(dlperf)`` writes what the session needs there; later tests
+    get the same :class:`SharedRun` and read its files through ``.tester``. Any one of them
+    may run alone. ``key`` names the session: one key, one set of arguments.
+    """
+    def get(key: str, *args: str, setup: Callable[[DlperfTester], object] | None = None,
+            fast: bool = True) -> SharedRun:
+        if key not in _shared_runs:
+            if setup is not None:
+                setup(dlperf)
+            started = time.monotonic()
+            result = dlperf.run(*args, fast=fast)
+            _shared_runs[key] = SharedRun(result, dlperf, time.monotonic() - started)
+        return _shared_runs[key]
+
+    return get
 
 
 def tiny_case(throughput: float, **fields: Any) -> dict[str, Any]:
