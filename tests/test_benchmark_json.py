@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import FAST, tiny_case
+from tests.fixtures import FAST, tiny_case
 from pytest_dlperf.reporting import benchmark_json
 from pytest_dlperf import environment
 from pytest_dlperf.results import CaseResult

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 
 # Collection-only runs start no worker, so they take a moment each.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 from pytest_dlperf import data, jsonio, models
 
 CLASSES = 4
@@ -174,10 +174,14 @@ def test_the_window_meter_counts_only_between_start_and_stop(image_folder):
 # --------------------------------------------------------------------------- through the plugin
 
 
-def run_data(dlperf, image_folder, *args, data_dir=True):
+def data_args(image_folder, *args, data_dir=True):
     extra = ("--dlperf-data-dir", str(image_folder)) if data_dir else ()
-    return dlperf.run("--dlperf-batch-size", str(BATCH), "--dlperf-data-workers", "1", *extra,
-                      "--dlperf-json", "results.json", "-v", *args)
+    return ("--dlperf-batch-size", str(BATCH), "--dlperf-data-workers", "1", *extra, "--dlperf-json", "results.json",
+            "-v", *args)
+
+
+def run_data(dlperf, image_folder, *args, data_dir=True):
+    return dlperf.run(*data_args(image_folder, *args, data_dir=data_dir))
 
 
 def check_loader_figures(loader, backend, mode, image_folder, ranks=1):
@@ -191,14 +195,23 @@ def check_loader_figures(loader, backend, mode, image_folder, ranks=1):
     assert loader["megabytes_per_second"] == pytest.approx(loader["bytes"] / loader["seconds"] / 1e6)
 
 
+def training_on_one_and_two_ranks(shared_run, image_folder, backend):
+    """One session per backend: tiny on 1 rank, then on 2 (whose scaling reference is the 1-rank case: a
+    2-rank case alone would measure a 1-rank reference of its own)."""
+    return shared_run(f"data: training with {backend} on 1 and 2 ranks",
+                      *data_args(image_folder, "--dlperf-model", "tiny", "--dlperf-set", f"data={backend}",
+                                 "--dlperf-gpus", "1,2"))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_training_reads_batches_from_the_backend_and_reports_its_mb_per_second(dlperf, image_folder, backend):
-    result = run_data(dlperf, image_folder, "--dlperf-model", "tiny", "--dlperf-set", f"data={backend}")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"*tiny-fp32-bs16-gpu1-{backend} PASSED (no baseline)*"])
-    document = dlperf.results()
+def test_training_reads_batches_from_the_backend_and_reports_its_mb_per_second(shared_run, image_folder, backend):
+    session = training_on_one_and_two_ranks(shared_run, image_folder, backend)
+    session.result.assert_outcomes(passed=2)
+    session.result.stdout.fnmatch_lines([f"*tiny-fp32-bs16-gpu1-{backend} PASSED (no baseline)*"])
+    document = session.tester.results()
     jsonio.validate(document, "results")
     record = document["cases"][0]
+    assert record["id"] == f"tiny-fp32-bs16-gpu1-{backend}"
     assert record["case"]["settings"] == {"data": backend}
     check_loader_figures(record["data"], backend, "training", image_folder)
     assert record["data"]["samples_per_second"] == pytest.approx(record["throughput"])
@@ -210,11 +223,11 @@ def test_training_reads_batches_from_the_backend_and_reports_its_mb_per_second(d
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_two_ranks_shard_the_data(dlperf, image_folder, backend):
-    result = run_data(dlperf, image_folder, "--dlperf-model", "tiny", "--dlperf-set", f"data={backend}",
-                      "--dlperf-gpus", "2")
-    result.assert_outcomes(passed=1)
-    record = dlperf.results()["cases"][0]
+def test_two_ranks_shard_the_data(shared_run, image_folder, backend):
+    session = training_on_one_and_two_ranks(shared_run, image_folder, backend)
+    session.result.assert_outcomes(passed=2)
+    record = session.tester.results()["cases"][1]
+    assert record["id"] == f"tiny-fp32-bs16-gpu2-{backend}"
     check_loader_figures(record["data"], backend, "training", image_folder, ranks=2)
     run = record["attempts"][0]["runs"][0]
     per_rank = [r["data"] for r in run["ranks"]]

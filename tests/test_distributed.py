@@ -9,20 +9,32 @@ import time
 
 import pytest
 
-from conftest import tiny_case
 from pytest_dlperf import jsonio
 from pytest_dlperf.worker.distributed import Ranks, global_windows, ranks_from_env
 from pytest_dlperf.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
-from test_faults import wait_gone
+from tests.fixtures import tiny_case, wait_gone
+
+
+#: CPU ranks are bounded by the CPUs: the 4-rank case runs where there are 4.
+RANKS = [4, 2, 1] if (os.cpu_count() or 1) >= 4 else [2, 1]
+
+
+def one_two_and_four_ranks(shared_run):
+    """One session of the tiny case on 4 (where there are 4 CPUs), 2 and 1 rank(s), asked for in that order (3 jobs,
+    not the 6 that a session per rank count would take: each multi-rank case alone would measure a 1-rank
+    reference too)."""
+    return shared_run(f"distributed: tiny on {RANKS} rank(s)", "--dlperf-model", "tiny", "--dlperf-gpus",
+                      ",".join(map(str, RANKS)), "--dlperf-json", "results.json", "-v")
 
 
 @pytest.mark.parametrize("ranks", [2, pytest.param(4, marks=pytest.mark.skipif(
-    (os.cpu_count() or 1) < 4, reason="CPU ranks are bounded by the CPUs: 4 ranks need 4"))])
-def test_global_throughput_is_the_ranks_together(dlperf, ranks):
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-gpus", str(ranks), "--dlperf-json", "results.json")
-    result.assert_outcomes(passed=1)
-    record = dlperf.results()["cases"][0]
-    jsonio.validate(dlperf.results(), "results")
+    4 not in RANKS, reason="CPU ranks are bounded by the CPUs: 4 ranks need 4"))])
+def test_global_throughput_is_the_ranks_together(shared_run, ranks):
+    session = one_two_and_four_ranks(shared_run)
+    session.result.assert_outcomes(passed=len(RANKS))
+    results = session.tester.results()
+    jsonio.validate(results, "results")
+    record = next(c for c in results["cases"] if c["case"]["gpus"] == ranks)
     run = record["attempts"][0]["runs"][0]
     assert [r["rank"] for r in run["ranks"]] == list(range(ranks))
     for index, window in enumerate(run["windows"]):
@@ -38,20 +50,23 @@ def test_global_throughput_is_the_ranks_together(dlperf, ranks):
     assert [r["rank"] for r in record["ranks"]] == list(range(ranks))
 
 
-def test_scaling_efficiency_is_reported_against_this_sessions_one_rank_case(dlperf):
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-gpus", "2,1", "--dlperf-json", "results.json", "-v")
-    result.assert_outcomes(passed=2)
+def test_scaling_efficiency_is_reported_against_this_sessions_one_rank_case(shared_run):
+    session = one_two_and_four_ranks(shared_run)
+    session.result.assert_outcomes(passed=len(RANKS))
     # 1-rank cases run first, whatever the order they were asked for in.
-    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1*", "*tiny-fp32-bs32-gpu2*",
-                                 "gpus | fp32 bs32*| fp32 bs32 speedup",
-                                 "   1 | * | 1.00x",
-                                 "   2 | * | *x (*%)*"])
-    one, two = dlperf.results()["cases"]
-    scaling = two["scaling"]
-    assert scaling["reference"] == one["throughput"] and scaling["reference_source"] == "this session"
-    assert scaling["speedup"] == pytest.approx(two["throughput"] / one["throughput"])
-    assert scaling["efficiency"] == pytest.approx(scaling["speedup"] / 2)
-    assert scaling["minimum"] is None
+    many_ranks = sorted(RANKS)[1:]
+    session.result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1*", *(f"*tiny-fp32-bs32-gpu{n}*" for n in many_ranks),
+                                         "gpus | fp32 bs32*| fp32 bs32 speedup",
+                                         "   1 | * | 1.00x",
+                                         *(f"   {n} | * | *x (*%)*" for n in many_ranks)])
+    one, *more = session.tester.results()["cases"]
+    assert [one["case"]["gpus"]] + [c["case"]["gpus"] for c in more] == sorted(RANKS)
+    for many in more:
+        scaling = many["scaling"]
+        assert scaling["reference"] == one["throughput"] and scaling["reference_source"] == "this session"
+        assert scaling["speedup"] == pytest.approx(many["throughput"] / one["throughput"])
+        assert scaling["efficiency"] == pytest.approx(scaling["speedup"] / many["case"]["gpus"])
+        assert scaling["minimum"] is None
 
 
 def test_scaling_efficiency_is_gated_both_ways(dlperf):
@@ -114,8 +129,12 @@ def rank_pids(path, ranks=2):
 
 def test_a_rank_that_dies_fails_the_case_naming_it(dlperf):
     dlperf.pytester.makeconftest(RANK_FAULTS)
+    # The session goes on to tiny on 2 ranks, whose 1-rank scaling reference is the baseline's
+    # (-m gpu2 leaves out the baseline's own 1-rank case): no 1-rank reference run is measured.
+    path = dlperf.baseline([tiny_case(1.0)])
     started = time.monotonic()
-    result = dlperf.run("--dlperf-model", "rank-exit,tiny", "--dlperf-gpus", "2")
+    result = dlperf.run("-m", "gpu2", "--dlperf-baseline", path, "--dlperf-model", "rank-exit,tiny",
+                        "--dlperf-gpus", "2")
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines([
         "rank-exit-fp32-bs8-gpu2: rank 1 (exit status 7) died; the job ended with exit status 1",

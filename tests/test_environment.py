@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 from pytest_dlperf import baseline, environment, jsonio
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -1,16 +1,15 @@
 """Faults: crashing, out-of-memory, hung and interrupted workers; no process is left behind."""
 
-import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from pytest_dlperf import process as launch
+from tests.fixtures import wait_gone
 
 FAULTY = textwrap.dedent("""
     import os, subprocess, sys, time
@@ -47,24 +46,6 @@ FAULTY = textwrap.dedent("""
                        defaults={"image_size": 4, "num_classes": 2},
                        factory=lambda settings, kind=kind: Faulty(kind))
 """)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie waiting for its reaper is gone for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_gone(pids, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.1)
-    return [p for p in pids if alive(p)]
 
 
 def test_a_crashing_worker_fails_its_case_and_the_session_goes_on(dlperf):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import FAST
+from tests.fixtures import FAST
 from pytest_dlperf import jsonio
 from tests.cluster import free_port
 

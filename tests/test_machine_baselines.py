@@ -19,7 +19,7 @@ from pytest_dlperf import environment, jsonio, machines
 from pytest_dlperf import baseline as baseline_mod
 from pytest_dlperf.cases import OptionError
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 
 ROOT = Path(__file__).parent.parent
 OTHER_CPU = "Fictional(R) Quantum(R) QX-9000 CPU @ 9.90GHz"  # no machine of this world

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 from pytest_dlperf import cli, jsonio
 from pytest_dlperf.reporting import markdown as markdown_report
 from pytest_dlperf.reporting import markdown_tables

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 from pytest_dlperf import baseline, batchsearch, jsonio
 from pytest_dlperf.worker import memory
 from pytest_dlperf.batchsearch import ERROR, OK, OOM, midpoint, resolution, search

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 from pytest_dlperf import jsonio
 
 

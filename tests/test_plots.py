@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import tiny_case
+from tests.fixtures import tiny_case
 from pytest_dlperf.reporting import plot_data, plots
 from pytest_dlperf.cases import Case
 from pytest_dlperf.results import CaseResult, cases_from

@@ -10,18 +10,9 @@ import pytest
 
 from pytest_dlperf.worker import telemetry
 from pytest_dlperf.worker.telemetry import Telemetry, decode_clock_reasons, nvml_index
+from tests.fixtures import nvml_works
 
 HOST_METRICS = {"cpu_percent", "process_cpu_percent", "rss_bytes"}
-
-
-def _nvml_works() -> bool:
-    pynvml = pytest.importorskip("pynvml")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return False
-    pynvml.nvmlShutdown()
-    return True
 
 
 def _busy(seconds: float) -> int:
@@ -57,7 +48,7 @@ def test_host_only_sampling_of_busy_work() -> None:
 
 
 def test_without_nvml_the_gpu_part_is_unavailable_and_logged_once(monkeypatch, caplog) -> None:
-    if _nvml_works():
+    if nvml_works():
         pytest.skip("NVML works on this machine")
     monkeypatch.setattr(telemetry, "_warned_unavailable", False)
     caplog.set_level(logging.WARNING, logger="pytest_dlperf.worker.telemetry")
@@ -145,8 +136,8 @@ def test_clock_reason_bits_match_pynvml() -> None:
         assert getattr(pynvml, f"nvmlClocksThrottleReason{expected[name]}") == bit, name
 
 
-def test_gpu_sampling_where_nvml_works() -> None:
-    if not _nvml_works():
+def test_gpu_sampling_wherenvml_works() -> None:
+    if not nvml_works():
         pytest.skip("no NVML on this machine")
     with Telemetry([0], interval=0.05) as sampler:
         time.sleep(0.3)

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_case
-from test_telemetry import _nvml_works
 from pytest_dlperf import jsonio
 from pytest_dlperf.worker.flops import count_training_flops
 from pytest_dlperf.models import get_model_spec
+from tests.fixtures import nvml_works, tiny_case
 
 NVML_LINE = "telemetry: GPU unavailable: NVML library not found (host metrics only)"
 
@@ -142,7 +141,7 @@ def test_peak_tflops_gives_an_mfu_and_no_telemetry_turns_the_sampler_off(dlperf)
 
 
 def test_gpu_telemetry_without_nvml_is_said_once_per_session(dlperf):
-    if _nvml_works():
+    if nvml_works():
         pytest.skip("NVML works on this machine")
     dlperf.pytester.makeconftest(AS_IF_ON_GPU)
     # Two cases, one of them on two ranks: every rank samples "its GPU" and finds no NVML.

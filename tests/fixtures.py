@@ -1,0 +1,156 @@
+"""Fixtures and helpers shared by pytest-dlperf's own tests (a plugin: the root conftest.py lists it).
+
+The plugin is tested as pytest plugins are: ``pytester`` runs an inner pytest session in a
+temporary folder, and that session's cases launch real worker processes that train the
+registry's ``tiny`` convnet on the CPU for a few steps.
+
+Fixtures: ``dlperf`` (a :class:`DlperfTester`), ``shared_run`` (an inner session that several
+tests read, run once) and ``make_tiny_case`` (:func:`tiny_case`). Test modules that need a
+helper outside a test (a module constant, a parametrization) import it:
+``from tests.fixtures import FAST``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = ["FAST", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_case", "nvml_works", "shared_run",
+           "tiny_case", "wait_gone"]
+
+# A few steps are enough to exercise the whole path; each case still starts a fresh worker.
+FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
+        "--dlperf-repeats", "2", "-p", "no:cacheprovider", "-p", "no:benchmark")
+
+
+class DlperfTester:
+    """``pytester`` plus helpers to write baselines and run fast CPU cases."""
+
+    def __init__(self, pytester: pytest.Pytester):
+        self.pytester = pytester
+        self.path = pytester.path
+
+    def baseline(self, cases: Iterable[Mapping[str, Any]], name: str = "baseline.json",
+                 **top: Any) -> str:
+        document = {
+            "schema_version": 1,
+            "kind": "dlperf-baseline",
+            "hardware": {"device": "cpu"},
+            "provenance": {"source": "test fixture"},
+            **top,
+            "cases": [dict(c) for c in cases],
+        }
+        path = self.path / name
+        path.write_text(json.dumps(document, indent=2))
+        return str(path)
+
+    def run(self, *args: str, fast: bool = True) -> pytest.RunResult:
+        # In-process runs see pytest_dlperf already imported by the outer session.
+        return self.pytester.runpytest("-W", "ignore::pytest.PytestAssertRewriteWarning",
+                                       *(FAST if fast else ()), *args)
+
+    def run_subprocess(self, *args: str, fast: bool = True, timeout: float = 300) -> pytest.RunResult:
+        return self.pytester.runpytest_subprocess(*(FAST if fast else ()), *args, timeout=timeout)
+
+    def results(self, name: str = "results.json") -> dict[str, Any]:
+        return json.loads((self.path / name).read_text())
+
+
+@pytest.fixture
+def dlperf(pytester: pytest.Pytester) -> DlperfTester:
+    return DlperfTester(pytester)
+
+
+@dataclasses.dataclass
+class SharedRun:
+    """An inner session several tests read: its result, the tester whose folder it ran in, how long it took."""
+
+    result: pytest.RunResult
+    tester: DlperfTester
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def _shared_runs() -> dict[str, SharedRun]:
+    return {}
+
+
+@pytest.fixture
+def shared_run(dlperf: DlperfTester, _shared_runs: dict[str, SharedRun]):
+    """``shared_run(key, *args, setup=None, fast=True)``: the inner session ``key``, run once per outer session.
+
+    Each worker process costs seconds, so tests that check different facts of the same
+    session share it: the first test that asks runs it (in-process, as ``dlperf.run``) in
+    its own folder, after ``setup(dlperf)`` writes what the session needs there; later tests
+    get the same :class:`SharedRun` and read its files through ``.tester``. Any one of them
+    may run alone. ``key`` names the session: one key, one set of arguments.
+    """
+    def get(key: str, *args: str, setup: Callable[[DlperfTester], object] | None = None,
+            fast: bool = True) -> SharedRun:
+        if key not in _shared_runs:
+            if setup is not None:
+                setup(dlperf)
+            started = time.monotonic()
+            result = dlperf.run(*args, fast=fast)
+            _shared_runs[key] = SharedRun(result, dlperf, time.monotonic() - started)
+        return _shared_runs[key]
+
+    return get
+
+
+def tiny_case(throughput: float, **fields: Any) -> dict[str, Any]:
+    """A baseline entry for the tiny model (fp32, batch 32, 1 rank) unless fields say otherwise."""
+    entry = {"model": "tiny", "precision": "fp32", "batch_size": 32, "gpus": 1,
+             "throughput": throughput, "unit": "img/s"}
+    entry.update(fields)
+    return entry
+
+
+@pytest.fixture
+def make_tiny_case():
+    """:func:`tiny_case`, for tests that write baselines."""
+    return tiny_case
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie waiting for its reaper is gone for our purposes)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, seconds: float = 10.0) -> list[int]:
+    """The pids still alive after waiting up to ``seconds`` for all of them to end."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+# --------------------------------------------------------------------------- GPUs
+
+
+def nvml_works() -> bool:
+    """NVML initializes on this machine (skips the test where pynvml is not installed)."""
+    pynvml = pytest.importorskip("pynvml")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
