@@ -106,8 +106,8 @@ def test_a_hung_worker_is_killed_with_its_whole_process_group(shared_run):
 def test_sigterm_to_pytest_mid_case_leaves_no_worker(dlperf):
     dlperf.pytester.makeconftest(FAULTY)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dlperf-device", "cpu",
-         "--dlperf-model", "faulty-hang", "--dlperf-warmup-steps", "1"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+         "--dlperf-device", "cpu", "--dlperf-model", "faulty-hang", "--dlperf-warmup-steps", "1"],
         cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid_file = dlperf.path / "pids"
     deadline = time.monotonic() + 60
