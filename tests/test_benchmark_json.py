@@ -63,11 +63,21 @@ def test_machine_info_names_the_gpus_driver_and_cuda_libraries():
         "gpu_reason": None, "torch": "2.4.0", "cuda": "12.4", "cudnn": "9.1.0", "nccl": "2.21.5"}
 
 
-def test_benchmark_json_holds_the_windows_figures_and_machine(dlperf):
-    path = dlperf.baseline([tiny_case(1.0)])
-    result = run(dlperf, "--dlperf-baseline", path, "--dlperf-json", "results.json",
-                 "--benchmark-json", "out.json")
-    result.assert_outcomes(passed=1)
+def first_autosaved_run(shared_run):
+    """A run against a baseline that writes --benchmark-json and is also the first of two autosaved runs in
+    bench-storage (one session for both tests, not two)."""
+    def setup(dlperf):
+        dlperf.baseline([tiny_case(1.0)])
+
+    return shared_run("benchmark-json: a baseline run, autosaved", *WITH_BENCHMARK, "--dlperf-baseline",
+                      "baseline.json", "--dlperf-json", "results.json", "--benchmark-json", "out.json",
+                      "--benchmark-autosave", "--benchmark-storage", "bench-storage", setup=setup, fast=False)
+
+
+def test_benchmark_json_holds_the_windows_figures_and_machine(shared_run):
+    session = first_autosaved_run(shared_run)
+    session.result.assert_outcomes(passed=1)
+    dlperf = session.tester
     record = dlperf.results()["cases"][0]
     out = dlperf.results("out.json")
     (bench,) = out["benchmarks"]
@@ -87,11 +97,13 @@ def test_benchmark_json_holds_the_windows_figures_and_machine(dlperf):
     assert machine["gpu_driver"] == env["gpus"]["driver"] and machine["torch"] == env["versions"]["torch"]
 
 
-def test_autosaved_runs_are_read_by_pytest_benchmark_compare(dlperf):
-    storage = dlperf.path / "bench-storage"
-    for _ in range(2):
-        result = run(dlperf, "--dlperf-model", "tiny", "--benchmark-autosave", "--benchmark-storage", str(storage))
-        result.assert_outcomes(passed=1)
+def test_autosaved_runs_are_read_by_pytest_benchmark_compare(shared_run, dlperf):
+    first = first_autosaved_run(shared_run)
+    first.result.assert_outcomes(passed=1)
+    storage = first.tester.path / "bench-storage"
+    assert len(list(storage.glob("*/*.json"))) == 1
+    result = run(dlperf, "--dlperf-model", "tiny", "--benchmark-autosave", "--benchmark-storage", str(storage))
+    result.assert_outcomes(passed=1)
     saved = sorted(storage.glob("*/*.json"))
     assert [p.name[:4] for p in saved] == ["0001", "0002"]
     assert json.loads(saved[0].read_text())["benchmarks"][0]["extra_info"]["dlperf"] is True

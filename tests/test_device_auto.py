@@ -20,8 +20,8 @@ def test_the_header_says_auto_resolved_to_the_cpu_and_a_small_case_gets_no_warni
 
 
 def test_a_gpu_sized_case_on_the_cpu_is_warned_about_before_it_starts(dlperf):
-    # The worker is stopped after 2 s: the warning comes before the case, whatever it does.
-    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-precision", "amp", "--dlperf-timeout", "2", *STEPS,
+    # The worker is stopped after half a second: the warning comes before the case, whatever it does.
+    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-precision", "amp", "--dlperf-timeout", "0.5", *STEPS,
                         fast=False)
     lines = result.stdout.lines
     warning = next(i for i, line in enumerate(lines) if "sized for a GPU" in line)
@@ -32,7 +32,7 @@ def test_a_gpu_sized_case_on_the_cpu_is_warned_about_before_it_starts(dlperf):
 
 
 def test_an_explicit_cpu_device_is_not_warned_about(dlperf):
-    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-device", "cpu", "--dlperf-timeout", "2", *STEPS,
+    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-device", "cpu", "--dlperf-timeout", "0.5", *STEPS,
                         fast=False)
     assert "sized for a GPU" not in result.stdout.str()
     result.stdout.fnmatch_lines(["dlperf: device cpu, no baseline"])

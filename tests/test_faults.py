@@ -48,10 +48,30 @@ FAULTY = textwrap.dedent("""
 """)
 
 
-def test_a_crashing_worker_fails_its_case_and_the_session_goes_on(dlperf):
-    dlperf.pytester.makeconftest(FAULTY)
-    result = dlperf.run("--dlperf-model", "faulty-raise,faulty-exit,tiny")
-    result.assert_outcomes(failed=2, passed=1)
+def faulty_session(shared_run):
+    """One session of every fault and then tiny, which passes: the session goes on after each fault.
+
+    The time limit is for the hung worker; the others end (or fail) well within it. One
+    session, not one per fault, spares a tiny worker and a session each.
+    """
+    return shared_run("faults: raise, exit, oom, hang, then tiny",
+                      "--dlperf-model", "faulty-raise,faulty-exit,faulty-oom,faulty-hang,tiny",
+                      "--dlperf-timeout", "20", "--dlperf-json", "results.json",
+                      setup=lambda dlperf: dlperf.pytester.makeconftest(FAULTY))
+
+
+def faulty_records(session):
+    return {record["id"]: record for record in session.tester.results()["cases"]}
+
+
+def test_a_crashing_worker_fails_its_case_and_the_session_goes_on(shared_run):
+    session = faulty_session(shared_run)
+    result = session.result
+    result.assert_outcomes(failed=4, passed=1)
+    records = faulty_records(session)
+    assert records["faulty-raise-fp32-bs32-gpu1"]["verdict"] == records["faulty-exit-fp32-bs32-gpu1"]["verdict"] \
+        == "error"
+    assert records["tiny-fp32-bs32-gpu1"]["verdict"] == "no-baseline"
     out = result.stdout.str()
     assert "faulty-raise-fp32-bs32-gpu1: the worker failed: ValueError: boom in forward" in out
     assert "--- last lines of the worker's stderr" in out and 'raise ValueError("boom in forward")' in out
@@ -62,32 +82,32 @@ def test_a_crashing_worker_fails_its_case_and_the_session_goes_on(dlperf):
     ])
 
 
-def test_out_of_memory_is_named(dlperf):
-    dlperf.pytester.makeconftest(FAULTY)
-    result = dlperf.run("--dlperf-model", "faulty-oom,tiny", "--dlperf-json", "results.json")
-    result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines(["faulty-oom-fp32-bs32-gpu1: out of memory at batch size 32 on *: *"])
-    record = dlperf.results()["cases"][0]
+def test_out_of_memory_is_named(shared_run):
+    session = faulty_session(shared_run)
+    session.result.assert_outcomes(failed=4, passed=1)
+    session.result.stdout.fnmatch_lines(["faulty-oom-fp32-bs32-gpu1: out of memory at batch size 32 on *: *"])
+    record = faulty_records(session)["faulty-oom-fp32-bs32-gpu1"]
     assert record["verdict"] == "error" and record["attempts"][0]["runs"][0]["status"] == "oom"
 
 
-def test_a_hung_worker_is_killed_with_its_whole_process_group(dlperf):
-    dlperf.pytester.makeconftest(FAULTY)
-    started = time.monotonic()
-    result = dlperf.run("--dlperf-model", "faulty-hang,tiny", "--dlperf-timeout", "20")
-    result.assert_outcomes(failed=1, passed=1)
-    result.stdout.fnmatch_lines([
+def test_a_hung_worker_is_killed_with_its_whole_process_group(shared_run):
+    session = faulty_session(shared_run)
+    session.result.assert_outcomes(failed=4, passed=1)
+    session.result.stdout.fnmatch_lines([
         "faulty-hang-fp32-bs32-gpu1: timed out after 20 s (--dlperf-timeout); the worker's process group was killed"])
-    pids = [int(p) for p in (dlperf.path / "pids").read_text().split()]
+    records = faulty_records(session)
+    assert records["faulty-hang-fp32-bs32-gpu1"]["verdict"] == "error"
+    assert records["tiny-fp32-bs32-gpu1"]["verdict"] == "no-baseline"  # the session went on after the kill
+    pids = [int(p) for p in (session.tester.path / "pids").read_text().split()]
     assert wait_gone(pids, 2.0) == []
-    assert time.monotonic() - started < 120
+    assert records["faulty-hang-fp32-bs32-gpu1"]["duration"] < 120
 
 
 def test_sigterm_to_pytest_mid_case_leaves_no_worker(dlperf):
     dlperf.pytester.makeconftest(FAULTY)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dlperf-device", "cpu",
-         "--dlperf-model", "faulty-hang", "--dlperf-warmup-steps", "1"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+         "--dlperf-device", "cpu", "--dlperf-model", "faulty-hang", "--dlperf-warmup-steps", "1"],
         cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid_file = dlperf.path / "pids"
     deadline = time.monotonic() + 60

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.fixtures import FAST
+from tests.fixtures import FAST, tiny_case
 from pytest_dlperf import jsonio
 from tests.cluster import free_port
 
@@ -94,11 +94,16 @@ def test_mpi_launcher(mpirun, pytester):
     assert_scaled_two_ranks(cases)
 
 
-def test_torchrun_across_two_nodes(pytester):
+def test_torchrun_across_two_nodes(dlperf):
     """Two pytest processes on 127.0.0.1 acting as the two nodes of one job."""
+    pytester = dlperf.pytester
+    # The 1-rank scaling reference is a baseline entry's (-m gpu2 leaves its own case out), so
+    # rank 0's node measures no 1-rank reference run before it reports.
+    reference = dlperf.baseline([tiny_case(1.0)])
     endpoint = f"127.0.0.1:{free_port()}"
     common = [*INNER, "--dlperf-gpus", "2", "--dlperf-launcher", "torchrun", "--dlperf-nnodes", "2",
-              "--dlperf-rdzv-endpoint", endpoint, "-v"]  # re-measurement is off across nodes
+              "--dlperf-rdzv-endpoint", endpoint, "-v",  # re-measurement is off across nodes
+              "--dlperf-baseline", reference, "-m", "gpu2"]
     nodes = []
     for rank in (0, 1):
         folder = pytester.mkdir(f"node{rank}")
@@ -109,6 +114,7 @@ def test_torchrun_across_two_nodes(pytester):
     records = [read_results(pytester.path / f"node{r}" / "results.json")["tiny-fp32-bs32-gpu2"] for r in (0, 1)]
     reporting = [r for r in records if r["verdict"] != "remote"]
     assert len(reporting) == 1, records
+    assert reporting[0]["scaling"]["reference_source"] == "baseline"
     assert [r["rank"] for r in reporting[0]["ranks"]] == [0, 1]
     assert len({r["host"] for r in reporting[0]["ranks"]}) == 1  # both "nodes" are this machine
     other = next(r for r in records if r["verdict"] == "remote")
@@ -120,9 +126,9 @@ def test_torchrun_rendezvous_that_times_out_says_so(pytester):
     started = time.monotonic()
     result = subprocess.run([*INNER, "--dlperf-gpus", "2", "--dlperf-launcher", "torchrun", "--dlperf-nnodes", "2",
                              "--dlperf-rdzv-endpoint", endpoint, "--dlperf-node-rank", "0",
-                             "--dlperf-rdzv-timeout", "10"],
+                             "--dlperf-rdzv-timeout", "4"],
                             cwd=pytester.path, capture_output=True, text=True, timeout=180)
     assert result.returncode == 1, result.stdout
-    assert (f"tiny-fp32-bs32-gpu2: the rendezvous at {endpoint} timed out after 10 s: this node (node rank 0) "
+    assert (f"tiny-fp32-bs32-gpu2: the rendezvous at {endpoint} timed out after 4 s: this node (node rank 0) "
             "joined, not all 2 nodes did" in result.stdout), result.stdout
     assert time.monotonic() - started < 120

@@ -263,8 +263,9 @@ def hangs(settings):
 def test_an_interrupted_session_still_writes_the_results_and_the_report(dlperf):
     dlperf.pytester.makeconftest(HANGS)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "--dlperf-device", "cpu",
-         "--dlperf-model", "hangs", "--dlperf-json", "results.json", "--dlperf-report", "report.md"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:hypothesispytest",
+         "--dlperf-device", "cpu", "--dlperf-model", "hangs", "--dlperf-json", "results.json",
+         "--dlperf-report", "report.md"],
         cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
     while not (dlperf.path / "started").exists():
