@@ -1,7 +1,8 @@
 """pytest-dlperf's own tests: the plugins they use.
 
 The fixtures and shared helpers live in ``tests/fixtures.py`` (``dlperf``, ``make_tiny_case``,
-``FAST``); the private SLURM cluster and mpirun in ``tests/cluster.py``.
+``FAST``); the private SLURM cluster and mpirun in ``tests/cluster.py``; a private PostgreSQL
+server in ``tests/postgres.py``.
 """
 
 # pytester's in-process runs remove the modules an inner session imported, and torch's C
@@ -9,4 +10,4 @@ The fixtures and shared helpers live in ``tests/fixtures.py`` (``dlperf``, ``mak
 import torch  # noqa: F401  isort: skip
 import torchvision  # noqa: F401  isort: skip
 
-pytest_plugins = ("pytester", "tests.fixtures", "tests.cluster")
+pytest_plugins = ("pytester", "tests.fixtures", "tests.cluster", "tests.postgres")

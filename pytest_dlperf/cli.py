@@ -3,6 +3,7 @@
     dlperf report results.json -o report.md         # the Markdown report, logs copied beside it
     dlperf plot results.json -o plots/              # PNGs: throughput vs GPUs, measured vs baseline
     dlperf dataset DIR                              # a small JPEG ImageFolder for smoke runs
+    dlperf history sqlite:///history.db --plot hist/  # trends and change points of a --dlperf-history store
     dlperf baseline validate baselines/v100.json    # is it a usable baseline?
     dlperf baseline diff old.json new.json          # what changed between two baselines
     dlperf baseline update my.json --from results.json   # take the measured figures
@@ -25,6 +26,7 @@ from pathlib import Path
 from . import __version__, jsonio
 from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
+from .history import command as history_command
 from .results import cases_from
 from .baseline_edit import diff_lines, method_mismatches, updated_baseline
 
@@ -191,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("results", metavar="RESULTS", help="the session results (--dlperf-json)")
     plot.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder to write the PNGs to")
     plot.set_defaults(func=cmd_plot)
+
+    history_command.add_parser(commands)
 
     dataset = commands.add_parser("dataset", help="write a small JPEG ImageFolder for smoke runs",
                                   description="Write random JPEG images in the ImageFolder layout "

@@ -20,6 +20,7 @@ import pytest
 from . import batchsearch, jsonio
 from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
+from .history.store import redact
 from .launchers import LAUNCHERS
 from .reporting import plots
 from .worker import memory
@@ -108,6 +109,13 @@ def add_options(parser: pytest.Parser) -> None:
                        "data=dali cases read.", metavar="DIR")
     option("data-workers", "data loader workers (torchvision) or DALI threads per rank (default: the CPUs per "
                            "rank less one, at most 8).", metavar="N")
+    option("history", "append every judged case of the session (figures, verdict, environment) to a history "
+                      "store: sqlite:///PATH or a path (SQLite), or postgresql://USER@HOST/DB.", metavar="URL")
+    option("baseline-from-history", "judge cases without a baseline entry against their last N sessions on this "
+                                    "machine class in the --dlperf-history store.", metavar="N")
+    option("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
+                           "significant downward step, even within the tolerance.", action="store_true",
+           default=None, ini_type="bool")
     option("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image "
                         "files read; the cases pass with a data-only verdict.", action="store_true", default=None,
            ini_type="bool")
@@ -229,6 +237,9 @@ class Options:
         self.data_workers = _int_option(config, "data-workers", 0)
         self.data_only = bool(_option(config, "data-only"))
         self.max_batch_trials = _int_option(config, "max-batch-trials", 1) or batchsearch.MAX_TRIALS
+        self.history_url = _option(config, "history")
+        self.baseline_from_history = _int_option(config, "baseline-from-history", 2)
+        self.history_gate = bool(_option(config, "history-gate"))
         raw_memory = _option(config, "max-memory")
         try:
             self.max_memory = None if raw_memory is None else memory.parse_size("--dlperf-max-memory", raw_memory)
@@ -251,4 +262,7 @@ class Options:
         return bool(self.baseline_path or self.models)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v not in (None, [])}
+        out = {k: v for k, v in vars(self).items() if v not in (None, [])}
+        if self.history_url:
+            out["history_url"] = redact(str(self.history_url))  # never a password in the results
+        return out

@@ -20,6 +20,7 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import environment, jsonio, machines
+from .history import hooks as history_hooks
 from .reporting import markdown, plots, summary
 from .results import CaseResult, as_dicts
 from .session import params_summary
@@ -36,6 +37,7 @@ class Outputs:
     environment: dict[str, Any] = dataclasses.field(default_factory=dict)
     plot_files: list[Path] = dataclasses.field(default_factory=list)
     plot_notes: list[str] = dataclasses.field(default_factory=list)
+    history: history_hooks.Recorded | None = None  # --dlperf-history: what was written, the gate's findings
 
 
 def session_environment(session: DlperfSession) -> dict[str, Any]:
@@ -90,6 +92,7 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
     outputs.environment = session_environment(session)
     document = results_document(session, outputs.environment)
     ok = True
+    history_ok = True
 
     def attempt(option: str, write) -> None:
         nonlocal ok
@@ -102,6 +105,10 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
                 kept = f"; the results are kept in {_keep_results(session, document)}"
             _say(session.config, f"dlperf: {option} not written: {exc}{kept}", red=True)
 
+    if opts.history_url and exitstatus != pytest.ExitCode.INTERRUPTED:
+        attempt("--dlperf-history", lambda: setattr(outputs, "history", history_hooks.record(
+            session, outputs.environment, document, analyze=bool(opts.history_gate or opts.report_path))))
+        history_ok = not (opts.history_gate and outputs.history and outputs.history.gate_failures)
     if opts.json_path:
         attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))
     if opts.report_path:
@@ -116,7 +123,7 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
     selection = session.baseline.selection if session.baseline is not None else None
     if selection is not None and selection.record_path is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
         attempt("--dlperf-baseline-record", lambda: _record_machine(session, outputs.environment))
-    return ok
+    return ok and history_ok
 
 
 def _keep_results(session: DlperfSession, document: dict[str, Any]) -> Path:
@@ -206,6 +213,13 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
                                     f"{Path(session.options.plot_dir).resolve()}: {names}")
         for note in outputs.plot_notes:
             terminalreporter.write_line(f"  {note}")
+    if outputs.history is not None:
+        for line in outputs.history.lines:
+            terminalreporter.write_line(line)
+        gate = "--dlperf-history-gate fails the session" if session.options.history_gate else "not gated"
+        for line in outputs.history.gate_failures:
+            terminalreporter.write_line(f"dlperf: {line} ({gate})", red=bool(session.options.history_gate),
+                                        yellow=not session.options.history_gate)
     if session.workdir_if_made is not None:
         terminalreporter.write_line(f"dlperf: worker logs in {session.workdir_if_made}")
 

@@ -14,6 +14,7 @@ import pytest
 
 from . import collect, jsonio, machines, models, options, outputs, process
 from .cases import PRECISIONS, OptionError
+from .history import hooks as history_hooks
 from .reporting import benchmark_json
 from .results import Status
 from .session import DlperfSession
@@ -67,9 +68,11 @@ def pytest_configure(config: pytest.Config) -> None:
             opts.check_outputs()
         baseline = machines.load(opts.baseline_path, opts.device, opts.baseline_record,
                                  config.rootpath) if opts.baseline_path else None
+        history = history_hooks.check(opts, config.rootpath) if opts.active else None
     except (OptionError, jsonio.DocumentError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[collect.STASH] = DlperfSession(config, opts, baseline)
+    config.stash[collect.STASH].history = history
     config.stash[OUTPUTS] = outputs.Outputs()
     if opts.active:
         benchmark_json.register(config)

@@ -56,13 +56,21 @@ class Expected:
     unit: str
     tolerance: float
     source: str | None = None
+    #: The figures the expected one comes from, where there are several (a baseline from history: its
+    #: last N sessions' figures), for statistics that use their spread; None for a baseline file's figure.
+    figures: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"throughput": self.throughput, "tolerance": self.tolerance, "source": self.source, "unit": self.unit}
+        out = {"throughput": self.throughput, "tolerance": self.tolerance, "source": self.source, "unit": self.unit}
+        if self.figures is not None:
+            out["figures"] = list(self.figures)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Expected:
-        return cls(data["throughput"], data.get("unit") or "", data.get("tolerance", 0.0), data.get("source"))
+        figures = data.get("figures")
+        return cls(data["throughput"], data.get("unit") or "", data.get("tolerance", 0.0), data.get("source"),
+                   None if figures is None else tuple(figures))
 
 
 @dataclasses.dataclass(frozen=True)

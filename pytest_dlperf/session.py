@@ -77,6 +77,7 @@ class DlperfSession:
         self._workdir: Path | None = None
         self._device_choice: DeviceChoice | None = None
         self.live = LiveProgress(config)
+        self.history = None  # --dlperf-baseline-from-history: a history.hooks.HistoryBaselines
 
     # -- where and how cases run
 
@@ -171,9 +172,9 @@ class DlperfSession:
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
                          **chosen)
 
-    def expected(self, entry: baseline_mod.Entry | None, unit: str) -> Expected | None:
-        if entry is None or entry.unjudged:
-            return None
+    def expected(self, entry: baseline_mod.Entry | None, unit: str, case: Case | None = None) -> Expected | None:
+        if entry is None or entry.unjudged:  # a baseline file wins; else the case's history, if asked for
+            return self.history.expected(case, unit, self.options.tolerance) if self.history and case else None
         return entry.expected(unit, self.options.tolerance or baseline_mod.DEFAULT_TOLERANCE)
 
     def gate_minimum(self, entry: baseline_mod.Entry | None, key: str, from_option: float | None) -> float | None:
@@ -242,7 +243,7 @@ class DlperfSession:
     def judge_attempt(self, case: Case, entry: baseline_mod.Entry | None, attempt: Attempt,
                       params: RunParams) -> tuple[Verdict, Scaling | None]:
         verdict = judge(self.searches.label(case, self.device), attempt.summary, attempt.unit,
-                        self.expected(entry, attempt.unit), require_baseline=self.options.require_baseline)
+                        self.expected(entry, attempt.unit, case), require_baseline=self.options.require_baseline)
         reference = self.scaling_reference(case, params) if case.gpus > 1 else None
         if reference is None:
             return verdict, None
@@ -327,8 +328,8 @@ class DlperfSession:
         compiled = compile_seconds(last)
         loader = last.data()
         ranks = last.ranks()
-        expected = self.expected(entry, last.unit)
-        mismatch = self.baseline.device_mismatch(last.device) if expected is not None else None
+        expected = self.expected(entry, last.unit, case)
+        mismatch = self.baseline.device_mismatch(last.device) if expected is not None and entry else None
         notes = [entry.unjudged] if entry is not None and entry.unjudged else []
         notes += [f"compile {compiled:.1f} s, outside the measured windows"] if compiled is not None else []
         notes += last.warnings
@@ -360,7 +361,7 @@ class DlperfSession:
         taken as a 1-rank scaling reference or judged; it lives in ``result.data``.
         """
         loader = attempt.data()
-        expected = self.expected(entry, attempt.unit)
+        expected = self.expected(entry, attempt.unit, result.case)
         message = data.data_only_message(result.case.id, loader, attempt.unit,
                                          expected.throughput if expected is not None else None)
         result.verdict, result.message = Status.DATA_ONLY, "; ".join([message, *attempt.warnings])

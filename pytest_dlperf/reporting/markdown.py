@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsonio
+from ..history import text as history_text
 from ..results import CaseResult, cases_from
 from . import summary as report
 from .markdown_tables import (comparison_section, fmt_bytes, get_path, link, method_section, table,
@@ -284,6 +285,7 @@ def render(document: Mapping[str, Any], runs: Sequence[RunLogs] = (), logs_note:
     lines += windows_section(results)
     lines += utilization_section(results)
     lines += verdicts_section(results)
+    lines += history_text.markdown_section(document.get("history"))
     lines += _logs(runs, logs_note)
     return "\n".join(lines).rstrip() + "\n"
 

@@ -1,0 +1,97 @@
+"""What a case's history shows: its series per machine class, change points with the environment
+difference across each, its trend; and a baseline made of its last N sessions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Iterable, Sequence
+
+from . import changepoints
+from .changepoints import Step, Trend
+from .records import Point, SessionRow, environment_changes
+
+#: Figures in a compact trend line.
+TREND_LENGTH = 10
+#: The trend test looks at the newest figures since the last change point, at most this many.
+TREND_WINDOW = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangePoint:
+    """A step of a case's series, the session after it, and what changed across it."""
+
+    step: Step
+    session: SessionRow  # the first session after the change
+    previous: SessionRow  # the last session before it
+    changes: tuple[str, ...]  # "torch 2.13.0 -> 2.14.1", "git 3fa2c1e..9b04d7e"
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseHistory:
+    """One case on one machine class: its figures, oldest first, and what they show."""
+
+    case_id: str
+    machine: str
+    unit: str | None
+    points: tuple[Point, ...]
+    change_points: tuple[ChangePoint, ...]
+    trend: Trend | None  # since the last change point (at most TREND_WINDOW figures)
+    newest_step: Step | None  # --dlperf-history-gate's finding
+
+    @property
+    def figures(self) -> list[float]:
+        return [p.case.throughput for p in self.points]
+
+    @property
+    def drifting(self) -> bool:
+        return self.trend is not None and self.trend.pvalue <= changepoints.ALPHA
+
+
+def series(points: Iterable[Point]) -> dict[tuple[str, str], list[Point]]:
+    """Measured points grouped by (machine class, case id), oldest first."""
+    out: dict[tuple[str, str], list[Point]] = {}
+    for point in points:
+        if point.case.throughput is not None:
+            out.setdefault((point.session.machine, point.case.case_id), []).append(point)
+    return out
+
+
+def analyze(points: Sequence[Point], *, alpha: float = changepoints.ALPHA) -> CaseHistory:
+    """Change points, trend and newest step of one case's series (one machine class)."""
+    figures = [p.case.throughput for p in points]
+    found = []
+    for step in changepoints.find(figures, alpha=alpha):
+        after, before = points[step.index].session, points[step.index - 1].session
+        found.append(ChangePoint(step, after, before, tuple(environment_changes(before, after))))
+    start = found[-1].step.index if found else 0
+    recent = figures[max(start, len(figures) - TREND_WINDOW):]
+    first = points[0]
+    return CaseHistory(first.case.case_id, first.session.machine, first.case.unit, tuple(points), tuple(found),
+                       changepoints.trend(recent), changepoints.newest_step(figures, alpha=alpha))
+
+
+def analyze_all(points: Iterable[Point], *, alpha: float = changepoints.ALPHA) -> list[CaseHistory]:
+    return [analyze(group, alpha=alpha) for _, group in sorted(series(points).items())]
+
+
+@dataclasses.dataclass(frozen=True)
+class HistoryBaseline:
+    """``--dlperf-baseline-from-history N``: a case's expected figure from its last sessions here."""
+
+    throughput: float  # the median of ``figures``
+    figures: tuple[float, ...]  # the last N sessions' figures, oldest first
+    description: str  # "history: last 8 sessions on AMD EPYC, 2 CPUs (2026-11-01 .. 2026-11-23)"
+
+
+def baselines(points: Iterable[Point], count: int) -> dict[str, HistoryBaseline]:
+    """Per case id, the baseline of its last ``count`` measured sessions (points of one machine class)."""
+    out = {}
+    for (machine, case_id), group in series(points).items():
+        last = group[-count:]
+        figures = tuple(p.case.throughput for p in last)
+        span = f"{last[0].session.created[:10]} .. {last[-1].session.created[:10]}"
+        out[case_id] = HistoryBaseline(statistics.median(figures), figures,
+                                       f"history: last {len(last)} session(s) on {machine} ({span})")
+    return out

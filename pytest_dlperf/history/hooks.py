@@ -1,0 +1,108 @@
+"""What a pytest session does with its history: check the store before any case, judge cases against their
+last N sessions (``--dlperf-baseline-from-history``), append every judged case at the end
+(``--dlperf-history``) and fail the session whose newest figures start a downward step
+(``--dlperf-history-gate``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from .. import environment
+from ..cases import Case, OptionError
+from ..results import Expected
+from ..tolerance import MAX_SAVED_TOLERANCE, NOISE_SIGMAS
+from . import analysis, text
+from .records import case_rows, machine_class, session_row
+from .store import StoreError, store_for
+
+#: The default tolerance of a baseline from history, where --dlperf-tolerance gives none.
+DEFAULT_TOLERANCE = 0.05
+
+
+@dataclasses.dataclass
+class HistoryBaselines:
+    """``--dlperf-baseline-from-history N``: per case id, its last N sessions on this machine class."""
+
+    count: int
+    machine: str
+    baselines: dict[str, analysis.HistoryBaseline]
+
+    def expected(self, case: Case, unit: str, tolerance: float | None) -> Expected | None:
+        """The case's expected figure from history: the median of its last N sessions here, judged with
+        the tolerance asked for, or 3 x the spread of those sessions where that is wider."""
+        found = self.baselines.get(case.id)
+        if found is None:
+            return None
+        asked = tolerance or DEFAULT_TOLERANCE
+        spread = (statistics.stdev(found.figures) / found.throughput) if len(found.figures) >= 3 else 0.0
+        needed = min(MAX_SAVED_TOLERANCE, math.ceil(100 * NOISE_SIGMAS * spread) / 100)
+        note = f"; tolerance {round(100 * needed)}% (3 x the sessions' CV)" if needed > asked else ""
+        return Expected(found.throughput, unit, max(asked, needed), found.description + note,
+                        figures=found.figures)
+
+
+def check(options: Any, root: Any) -> HistoryBaselines | None:
+    """Before any case: the history options make sense and the store opens (its schema created on first use).
+
+    Returns the baselines from history when ``--dlperf-baseline-from-history`` asks for them.
+    Raises :class:`OptionError` with one line naming the option and the problem.
+    """
+    url = options.history_url
+    if not url:
+        for flag, value in (("--dlperf-baseline-from-history", options.baseline_from_history),
+                            ("--dlperf-history-gate", options.history_gate)):
+            if value:
+                raise OptionError(f"{flag}: needs a history store: give --dlperf-history URL")
+        return None
+    try:
+        with store_for(url).open() as store:
+            if not options.baseline_from_history:
+                return None
+            machine = machine_class(options.device, environment.collect(root))
+            points = store.points(machine=machine)
+    except StoreError as exc:
+        raise OptionError(f"--dlperf-history: {exc}") from None
+    count = options.baseline_from_history
+    return HistoryBaselines(count, machine, analysis.baselines(points, count))
+
+
+@dataclasses.dataclass
+class Recorded:
+    """What :func:`record` did, for the terminal summary and the exit status."""
+
+    lines: list[str] = dataclasses.field(default_factory=list)
+    gate_failures: list[str] = dataclasses.field(default_factory=list)
+
+
+def record(session: Any, env: Mapping[str, Any], document: dict[str, Any], *, analyze: bool) -> Recorded:
+    """Append the session's judged cases to the store; with ``analyze``, put each case's history (trend,
+    change points, newest step) in the results ``document`` and apply the gate.  Raises OSError."""
+    opts = session.options
+    device = session.probed_device or opts.device
+    row = session_row(env, device)
+    cases = case_rows(session.results)
+    done = Recorded()
+    try:
+        with store_for(opts.history_url).open() as store:
+            store.append(row, cases)
+            if not analyze:
+                done.lines.append(f"dlperf: history: {len(cases)} case(s) of this session ({row.machine}) "
+                                  f"written to {store.url}")
+                return done
+            points = store.points(machine=row.machine, case_ids=[c.case_id for c in cases])
+    except StoreError as exc:
+        raise OSError(str(exc)) from None
+    histories = analysis.analyze_all(points)
+    document["history"] = text.document(store.url, histories)
+    steps = sum(len(h.change_points) for h in histories)
+    done.lines.append(f"dlperf: history: {len(cases)} case(s) of this session ({row.machine}) written to "
+                      f"{store.url}; {steps} change point(s) in their history (dlperf history {store.url})")
+    for history in histories:
+        if history.newest_step is not None and history.points[-1].session.id == row.id:
+            done.gate_failures.append(text.gate_line(history, history.newest_step))
+    return done

@@ -1,0 +1,190 @@
+"""The nightly history: the SQLite and PostgreSQL stores, change points, the gate, ``dlperf history``,
+and one real session that writes history, is judged against it and is gated by it."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_dlperf import cli, environment
+from pytest_dlperf.history import analysis, changepoints, hooks
+from pytest_dlperf.history.records import CaseRow, SessionRow, machine_class
+from pytest_dlperf.history.store import SCHEMA_VERSION, StoreError, open_store, store_for
+
+MACHINE = "AMD EPYC, 2 CPUs"
+CASE = {"model": "resnet50", "precision": "amp", "batch_size": 256, "gpus": 8, "settings": {}}
+START = _dt.datetime(2026, 10, 1, 2, 0, tzinfo=_dt.timezone.utc)
+
+
+def synthetic(kind: str, seed: int = 3, count: int = 40) -> np.ndarray:
+    """40 nightly figures around 5000: flat, a 6% step down at session 25 (noise 2%), or a 3% drift
+    down over sessions 20-39 (noise 0.5%, so that no figure crosses a 5% tolerance)."""
+    rng = np.random.default_rng(seed)
+    level = np.ones(count)
+    noise = 0.02
+    if kind == "step":
+        level[25:] *= 0.94
+    elif kind == "drift":
+        level[20:] = 1 - 0.03 * np.arange(1, count - 19) / 20
+        noise = 0.005
+    return 5000 * level * (1 + noise * rng.standard_normal(count))
+
+
+def write_sessions(url: str, figures, *, torch_at: int | None = None, case_id: str = "resnet50-amp-bs256-gpu8",
+                   machine: str = MACHINE, start: int = 0) -> None:
+    with open_store(url) as store:
+        for i, figure in enumerate(figures, start):
+            new = torch_at is not None and i >= torch_at
+            session = SessionRow(id=f"s{i:03d}-{machine[:3]}", created=(START + _dt.timedelta(days=i)).isoformat(
+                timespec="microseconds"), machine=machine, hostname="node1", torch="2.14.1" if new else "2.13.0",
+                git_commit=("9b04d7e" if new else "3fa2c1e") + "0" * 33, git_branch="main",
+                environment={"host": {"hostname": "node1"}})
+            runs = (float(figure) * 0.99, float(figure), float(figure) * 1.01)
+            store.append(session, [CaseRow(case_id, CASE, "img/s", float(figure), runs, "pass")])
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'history.db'}"
+    return request.getfixturevalue("postgres_url")
+
+
+@pytest.mark.parametrize("kind", ["step", "none", "drift"])
+def test_history_finds_the_step_its_size_and_what_changed(store_url, kind, capsys):
+    figures = synthetic(kind)
+    write_sessions(store_url, figures, torch_at=25 if kind == "step" else None)
+    status = cli.main(["history", store_url])
+    out = capsys.readouterr().out
+    assert status == 0, out  # no step starts at the newest figures
+    with open_store(store_url) as store:
+        (history,) = analysis.analyze_all(store.points())
+    assert len(history.points) == 40
+    if kind == "none":
+        assert history.change_points == () and "no change point" in out
+        return
+    if kind == "drift":
+        assert min(figures[20:]) > 5000 * 0.95 and min(figures[20:]) > np.median(figures[:20]) * 0.95
+        # Reported as a change, not missed: a downward change point, and the drift since it or over the series.
+        assert history.change_points and all(p.step.down for p in history.change_points), out
+        assert "change point at session" in out
+        return
+    (point,) = [p for p in history.change_points if abs(p.step.change) > 0.03]
+    assert abs(point.step.index - 25) <= 1, out
+    true = figures[25:].mean() / figures[:25].mean() - 1
+    assert abs(point.step.change - (-0.06)) <= 0.02 and point.step.low < true < point.step.high, out
+    assert "torch 2.13.0 -> 2.14.1" in point.changes and "git 3fa2c1e..9b04d7e" in point.changes
+    assert "torch 2.13.0 -> 2.14.1" in out and "git 3fa2c1e..9b04d7e" in out and "change point at session 2" in out
+
+
+WRITER = textwrap.dedent("""
+    import datetime, sys, time
+    from pathlib import Path
+    from pytest_dlperf.history.records import CaseRow, SessionRow
+    from pytest_dlperf.history.store import open_store
+    url, name, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    while not go.exists():
+        time.sleep(0.01)
+    for i in range(40):
+        with open_store(url) as store:
+            now = datetime.datetime.now(datetime.timezone.utc).isoformat()
+            store.append(SessionRow(id=f"{name}-{i}", created=now, machine="m"),
+                         [CaseRow(f"case{j}", {}, "img/s", 100.0 + j, (100.0,), "pass") for j in range(5)])
+""")
+
+
+def test_two_concurrent_writers_lose_nothing(store_url, tmp_path):
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    open_store(store_url).close()  # the first session's schema; the writers race on rows
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, store_url, name, str(go)], env=env,
+                                stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
+    go.touch()
+    for writer in writers:
+        assert writer.wait(timeout=120) == 0, writer.stderr.read()
+    with open_store(store_url) as store:
+        assert store.session_count() == 80
+        points = store.points()
+    assert len(points) == 400 and len({(p.session.id, p.case.case_id) for p in points}) == 400
+
+
+def test_first_use_creates_a_versioned_schema_and_a_newer_one_is_refused(tmp_path):
+    path = tmp_path / "h.db"
+    with open_store(str(path)) as store:  # a plain path is SQLite
+        assert store.session_count() == 0
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM dlperf_meta").fetchone() == (str(SCHEMA_VERSION),)
+        conn.execute("UPDATE dlperf_meta SET value = '99'")
+    with pytest.raises(StoreError, match=r"schema version 99, written by a newer pytest-dlperf"):
+        open_store(f"sqlite:///{path}")
+    with pytest.raises(StoreError, match=r"unknown history URL scheme 'mysql'"):
+        store_for("mysql://u:secret@h/db")
+    with pytest.raises(StoreError, match=r"postgresql://u:\*\*\*@127.0.0.1:1/db: ") as caught:
+        open_store("postgresql://u:secret@127.0.0.1:1/db")
+    assert "secret" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_gate_catches_a_step_at_the_newest_figures_only():
+    rng = np.random.default_rng(5)
+    flat = 1000 * (1 + 0.01 * rng.standard_normal(30))
+    assert changepoints.newest_step(flat) is None
+    step = changepoints.newest_step([*flat, 960.0])  # -4%: within a 5% tolerance, 4 sigma of this noise
+    assert step is not None and step.index == 30 and -0.05 < step.change < -0.03
+    assert changepoints.newest_step([*flat, 1040.0]) is None  # faster is no regression
+    assert changepoints.newest_step([*flat[:20], *(flat[20:] * 0.96)]) is None  # an old step: not tonight's
+
+
+def test_baseline_from_history_is_the_median_of_the_last_sessions_with_their_spread():
+    from pytest_dlperf.cases import Case
+
+    points = []
+    for i, figure in enumerate([50.0] * 5 + [100.0, 104.0, 96.0, 100.0]):
+        session = SessionRow(id=str(i), created=f"2026-11-{i + 1:02d}T00:00:00", machine=MACHINE)
+        points.append(analysis.Point(session, CaseRow("tiny-fp32-bs32-gpu1", {}, "img/s", figure, (), "pass")))
+    found = hooks.HistoryBaselines(4, MACHINE, analysis.baselines(points, 4))
+    case = Case("tiny", "fp32", 32, 1)
+    expected = found.expected(case, "img/s", 0.05)
+    assert expected.throughput == 100.0 and expected.figures == (100.0, 104.0, 96.0, 100.0)
+    assert expected.source.startswith(f"history: last 4 session(s) on {MACHINE} (2026-11-06 .. 2026-11-09)")
+    assert expected.tolerance == 0.1  # 3 x the CV of 3.3%, not the 5% asked for
+    assert found.expected(Case("tiny", "fp32", 16, 1), "img/s", 0.05) is None
+
+
+def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
+    """One real session: its case is judged against its last 8 sessions here (which a slow machine
+    never reaches), it is written to the store, the report gains the history section, and the
+    gate fails the session because the newest figure starts a downward step."""
+    url = f"sqlite:///{dlperf.path / 'history.db'}"
+    machine = machine_class("cpu", environment.collect(dlperf.path))
+    rng = np.random.default_rng(1)
+    write_sessions(url, 1e7 * (1 + 0.01 * rng.standard_normal(12)), case_id="tiny-fp32-bs32-gpu1",
+                   machine=machine)
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-batch-size", "32", "--dlperf-history", url,
+                        "--dlperf-baseline-from-history", "8", "--dlperf-history-gate",
+                        "--dlperf-json", "r.json", "--dlperf-report", "r.md")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert f"history: last 8 session(s) on {machine}" in out
+    assert "tiny-fp32-bs32-gpu1 on " in out and "the newest figure starts a downward step" in out
+    assert "--dlperf-history-gate fails the session" in out
+    document = dlperf.results("r.json")
+    (case,) = document["cases"]
+    assert len(case["baseline"]["figures"]) == 8 and case["verdict"] == "fail"
+    assert document["history"]["cases"][0]["sessions"] == 13 and document["history"]["cases"][0]["newest_step"]
+    assert "## History" in (dlperf.path / "r.md").read_text()
+    with open_store(url) as store:
+        assert store.session_count() == 13
+    bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-gate")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--dlperf-history-gate: needs a history store: give --dlperf-history URL" in bad.stderr.str()
+    assert json.loads(json.dumps(document["options"]))["history_url"] == url
