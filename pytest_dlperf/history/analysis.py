@@ -62,14 +62,15 @@ def analyze(points: Sequence[Point], *, alpha: float = changepoints.ALPHA) -> Ca
     """Change points, trend and newest step of one case's series (one machine class)."""
     figures = [p.case.throughput for p in points]
     found = []
-    for step in changepoints.find(figures, alpha=alpha):
+    steps = changepoints.find(figures, alpha=alpha)
+    for step in steps:
         after, before = points[step.index].session, points[step.index - 1].session
         found.append(ChangePoint(step, after, before, tuple(environment_changes(before, after))))
     start = found[-1].step.index if found else 0
     recent = figures[max(start, len(figures) - TREND_WINDOW):]
     first = points[0]
     return CaseHistory(first.case.case_id, first.session.machine, first.case.unit, tuple(points), tuple(found),
-                       changepoints.trend(recent), changepoints.newest_step(figures, alpha=alpha))
+                       changepoints.trend(recent), changepoints.newest_step(figures, alpha=alpha, steps=steps))
 
 
 def analyze_all(points: Iterable[Point], *, alpha: float = changepoints.ALPHA) -> list[CaseHistory]:

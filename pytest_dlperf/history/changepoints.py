@@ -160,25 +160,27 @@ def trend(values: Sequence[float]) -> Trend | None:
 
 
 def newest_step(values: Sequence[float], *, alpha: float = ALPHA, newest: int = NEWEST,
-                min_before: int = MIN_BEFORE) -> Step | None:
+                min_before: int = MIN_BEFORE, steps: Sequence[Step] | None = None) -> Step | None:
     """A significant downward step that the newest 1..``newest`` figures start, or None.
 
     Each newest k is tested, one-sided, against the figures since the last change point before
     them (Student's t-test; for k = 1 this is the prediction interval of one new figure); the
     smallest p-value, times ``newest`` (Bonferroni), must be at most ``alpha``, and the newest
-    figure must be below that level.
+    figure must be below that level.  ``steps``: the series' change points (:func:`find`), when known.
     """
     import numpy as np
     from scipy import stats
 
     x = np.asarray(values, dtype=float)
+    if len(x) < min_before + 1:
+        return None
+    # The level is that since the last change point before the newest figures (one that they
+    # start themselves, found with MIN_SIZE of them, is the step under test).
+    steps = find(x, alpha=alpha) if steps is None else steps
+    start = max([s.index for s in steps if s.index < len(x) - newest], default=0)
     best: Step | None = None
     for k in range(1, newest + 1):
-        earlier = x[:-k]
-        if len(earlier) < min_before:
-            break
-        steps = find(earlier, alpha=alpha)
-        before = earlier[steps[-1].index:] if steps else earlier
+        before = x[start:len(x) - k]
         if len(before) < min_before or x[-1] >= np.mean(before):
             continue
         after = x[-k:]

@@ -22,6 +22,9 @@ from .store import StoreError, store_for
 
 #: The default tolerance of a baseline from history, where --dlperf-tolerance gives none.
 DEFAULT_TOLERANCE = 0.05
+#: A session analyzes each case's last this many sessions (two months of nightly runs); ``dlperf
+#: history`` analyzes them all.  It keeps the end of a session short whatever the store's age.
+SESSION_WINDOW = 60
 
 
 @dataclasses.dataclass
@@ -97,7 +100,8 @@ def record(session: Any, env: Mapping[str, Any], document: dict[str, Any], *, an
             points = store.points(machine=row.machine, case_ids=[c.case_id for c in cases])
     except StoreError as exc:
         raise OSError(str(exc)) from None
-    histories = analysis.analyze_all(points)
+    recent = [group[-SESSION_WINDOW:] for _, group in sorted(analysis.series(points).items())]
+    histories = [analysis.analyze(group) for group in recent]
     document["history"] = text.document(store.url, histories)
     steps = sum(len(h.change_points) for h in histories)
     done.lines.append(f"dlperf: history: {len(cases)} case(s) of this session ({row.machine}) written to "
