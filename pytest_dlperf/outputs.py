@@ -106,8 +106,9 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
             _say(session.config, f"dlperf: {option} not written: {exc}{kept}", red=True)
 
     if opts.history_url and exitstatus != pytest.ExitCode.INTERRUPTED:
+        analyze = bool(opts.history_gate or (opts.report_path and not history_hooks.changepoints.missing("")))
         attempt("--dlperf-history", lambda: setattr(outputs, "history", history_hooks.record(
-            session, outputs.environment, document, analyze=bool(opts.history_gate or opts.report_path))))
+            session, outputs.environment, document, analyze=analyze)))
         history_ok = not (opts.history_gate and outputs.history and outputs.history.gate_failures)
     if opts.json_path:
         attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))

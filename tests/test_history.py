@@ -188,3 +188,22 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--dlperf-history-gate: needs a history store: give --dlperf-history URL" in bad.stderr.str()
     assert json.loads(json.dumps(document["options"]))["history_url"] == url
+
+
+def test_history_command_exit_status_selection_and_plots(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    rng = np.random.default_rng(7)
+    write_sessions(url, [*(1000 * (1 + 0.01 * rng.standard_normal(30))), 940.0])
+    write_sessions(url, 2000 * (1 + 0.01 * rng.standard_normal(10)), case_id="tiny-fp32-bs32-gpu1", start=100)
+    assert cli.main(["history", url, "--plot", str(tmp_path / "plots")]) == 1  # the newest figure starts a step
+    out = capsys.readouterr().out
+    assert "2 case(s) on 1 machine class(es)" in out
+    assert "gate: resnet50-amp-bs256-gpu8 on AMD EPYC, 2 CPUs: the newest figure starts a downward step" in out
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == [
+        "history-resnet50-amp-bs256-gpu8--AMD-EPYC-2-CPUs.png", "history-tiny-fp32-bs32-gpu1--AMD-EPYC-2-CPUs.png"]
+    assert cli.main(["history", url, "--case", "tiny-*"]) == 0
+    assert "1 case(s)" in capsys.readouterr().out
+    assert cli.main(["history", str(tmp_path / "none.db")]) == 2
+    assert capsys.readouterr().err.strip() == f"dlperf: {tmp_path / 'none.db'}: no such history file " \
+                                              "(--dlperf-history writes it)"
+    assert not (tmp_path / "none.db").exists()

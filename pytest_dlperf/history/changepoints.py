@@ -44,6 +44,16 @@ NEWEST = 3
 MIN_BEFORE = 5
 
 
+def missing(what: str) -> str | None:
+    """Why ``what`` cannot find change points here (ruptures or scipy missing), or None when it can."""
+    import importlib.util
+
+    absent = [name for name in ("ruptures", "scipy") if importlib.util.find_spec(name) is None]
+    if not absent:
+        return None
+    return f"{what} needs {' and '.join(absent)}: pip install 'pytest-dlperf[history]'"
+
+
 @dataclasses.dataclass(frozen=True)
 class Step:
     """A change point: the series' level from ``before`` to ``after`` at ``index`` (the first figure after it)."""

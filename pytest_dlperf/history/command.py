@@ -12,7 +12,7 @@ import fnmatch
 from pathlib import Path
 
 from . import analysis, changepoints, text
-from .store import StoreError, store_for
+from .store import SQLiteStore, StoreError, store_for
 
 
 def add_parser(commands) -> None:
@@ -40,13 +40,19 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise StoreError(f"--last: {args.last} is not allowed; expected an integer >= 2")
     if not 0 < args.alpha < 1:
         raise StoreError(f"--alpha: {args.alpha} is not allowed; expected a number between 0 and 1")
+    missing = changepoints.missing("dlperf history")
+    if missing:
+        raise StoreError(missing)
     if args.plot:
         from ..reporting import plots
 
         missing = plots.missing_matplotlib("dlperf history --plot")
         if missing:
             raise StoreError(missing)
-    with store_for(args.url).open() as store:
+    store = store_for(args.url)
+    if isinstance(store, SQLiteStore) and not store.path.is_file():
+        raise StoreError(f"{store.url}: no such history file (--dlperf-history writes it)")
+    with store.open():
         points = store.points()
         url = store.url
     groups = analysis.series(points)

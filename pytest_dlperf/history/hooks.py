@@ -16,7 +16,7 @@ from .. import environment
 from ..cases import Case, OptionError
 from ..results import Expected
 from ..tolerance import MAX_SAVED_TOLERANCE, NOISE_SIGMAS
-from . import analysis, text
+from . import analysis, changepoints, text
 from .records import case_rows, machine_class, session_row
 from .store import StoreError, store_for
 
@@ -62,6 +62,8 @@ def check(options: Any, root: Any) -> HistoryBaselines | None:
             if value:
                 raise OptionError(f"{flag}: needs a history store: give --dlperf-history URL")
         return None
+    if options.history_gate and (missing := changepoints.missing("--dlperf-history-gate")):
+        raise OptionError(missing)
     try:
         with store_for(url).open() as store:
             if not options.baseline_from_history:
