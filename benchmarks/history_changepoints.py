@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_dlperf.history import changepoints  # noqa: E402
+from pytest_dlperf.history import changepoints
 
 
 def series(kind: str, noise: float, rng: np.random.Generator) -> np.ndarray:

@@ -31,12 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_dlperf import environment  # noqa: E402
-from pytest_dlperf.cases import Case  # noqa: E402
-from pytest_dlperf.history import hooks  # noqa: E402
-from pytest_dlperf.history.records import case_rows, session_row  # noqa: E402
-from pytest_dlperf.history.store import open_store  # noqa: E402
-from pytest_dlperf.results import CaseResult, Status  # noqa: E402
+from pytest_dlperf import environment
+from pytest_dlperf.cases import Case
+from pytest_dlperf.history import hooks
+from pytest_dlperf.history.records import case_rows, session_row
+from pytest_dlperf.history.store import open_store
+from pytest_dlperf.results import CaseResult, Status
 
 
 def session_results(cases: int, figure: float) -> list[CaseResult]:

@@ -71,7 +71,7 @@ def postgres_server() -> Iterator[str]:
     port = _free_port()
 
     def run(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(binaries / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120,
+        return subprocess.run([str(binaries / argv[0]), *argv[1:]], check=False, capture_output=True, text=True, timeout=120,
                               cwd=root, env={**os.environ, "LC_ALL": "C.UTF-8"}, **user)
 
     done = run("initdb", "-D", str(data), "-U", "dlperf", "--auth=trust", "-E", "UTF8", "--no-sync")

@@ -34,13 +34,13 @@ _CASE_COLUMNS = ("session_id", "case_id", "case_json", "unit", "throughput", "ru
                  "tolerance")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dlperf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
-    "machine TEXT NOT NULL, hostname TEXT, gpu TEXT, gpu_count INTEGER, driver TEXT, torch TEXT, cuda TEXT, "
-    "cudnn TEXT, nccl TEXT, git_commit TEXT, git_branch TEXT, environment TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS dlperf_cases (session_id TEXT NOT NULL REFERENCES dlperf_sessions(id), "
-    "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
-    "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, "
-    "PRIMARY KEY (session_id, case_id))",
+    ("CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
+     "machine TEXT NOT NULL, hostname TEXT, gpu TEXT, gpu_count INTEGER, driver TEXT, torch TEXT, cuda TEXT, "
+     "cudnn TEXT, nccl TEXT, git_commit TEXT, git_branch TEXT, environment TEXT NOT NULL)"),
+    ("CREATE TABLE IF NOT EXISTS dlperf_cases (session_id TEXT NOT NULL REFERENCES dlperf_sessions(id), "
+     "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
+     "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, "
+     "PRIMARY KEY (session_id, case_id))"),
     "CREATE INDEX IF NOT EXISTS dlperf_sessions_machine ON dlperf_sessions (machine, created)",
     "CREATE INDEX IF NOT EXISTS dlperf_cases_case ON dlperf_cases (case_id)",
 )
@@ -102,7 +102,7 @@ class Store:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Store:  # noqa: PYI034 - a store of either kind
         return self if self._conn is not None else self.open()
 
     def __exit__(self, *exc: object) -> None:

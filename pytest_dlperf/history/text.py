@@ -83,9 +83,10 @@ def markdown_section(history: Mapping[str, Any] | None) -> list[str]:
     """The report's "History" section, from the results document's ``history``; none without one."""
     if not history:
         return []
-    lines = ["## History", "", f"Every session of this machine class in `{history['store']}`: the last figures "
-             "of each case, and the change points found in them (E-divisive: ruptures' binary segmentation, a "
-             "permutation test, Welch's 95% interval of the step).", "",
+    intro = (f"Every session of this machine class in `{history['store']}`: the last figures of each case, and "
+             "the change points found in them (E-divisive: ruptures' binary segmentation, a permutation test, "
+             "Welch's 95% interval of the step).")
+    lines = ["## History", "", intro, "",
              "| case | sessions | last figures | change points | drift |", "|---|---|---|---|---|"]
     for case in history["cases"]:
         points = "<br>".join(
