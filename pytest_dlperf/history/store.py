@@ -44,7 +44,9 @@ SCHEMA = (
     "CREATE INDEX IF NOT EXISTS dlperf_sessions_machine ON dlperf_sessions (machine, created)",
     "CREATE INDEX IF NOT EXISTS dlperf_cases_case ON dlperf_cases (case_id)",
 )
-_SELECT = ("SELECT " + ", ".join(f"s.{c}" for c in _SESSION_COLUMNS) + ", "
+# The environment document stays in the store (for SQL of one's own): reading it back for every
+# case of every session would cost more than the analysis needs.
+_SELECT = ("SELECT " + ", ".join(f"s.{c}" if c != "environment" else "'{}'" for c in _SESSION_COLUMNS) + ", "
            + ", ".join(f"c.{c}" for c in _CASE_COLUMNS[1:])
            + " FROM dlperf_cases c JOIN dlperf_sessions s ON s.id = c.session_id")
 
