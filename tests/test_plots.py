@@ -219,9 +219,11 @@ def test_nothing_measured_writes_no_plot(tmp_path):
 # --------------------------------------------------------------------------- the option
 
 
-def test_plot_option_writes_pngs_of_a_real_session(dlperf):
+def test_the_plot_setting_writes_pngs_of_a_real_session(dlperf):
+    # From the ini file (--dlperf-plot, its twin, is read by the same code: options.py).
+    dlperf.pytester.makeini("[pytest]\ndlperf_plot = plots\n")
     path = dlperf.baseline([tiny_case(1e9), tiny_case(1.0, gpus=2)])
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0", "--dlperf-plot", "plots")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0")
     result.assert_outcomes(passed=1, failed=1)
     names = ["throughput-vs-gpus-tiny-fp32.png", "measured-vs-baseline-img-s.png"]
     result.stdout.fnmatch_lines([f"dlperf: 2 plot(s) in {dlperf.path / 'plots'}: {', '.join(names)}"])
@@ -229,15 +231,6 @@ def test_plot_option_writes_pngs_of_a_real_session(dlperf):
     for name, size in zip(names, [(800, 550), (1000, 290)]):
         with PIL.open(dlperf.path / "plots" / name) as image:
             assert (image.format, image.size) == ("PNG", size)
-
-
-def test_plot_option_from_the_ini_file(dlperf):
-    dlperf.pytester.makeini("[pytest]\ndlperf_plot = from-ini\n")
-    result = dlperf.run("--dlperf-model", "tiny")
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["dlperf: 1 plot(s) in *from-ini: measured-vs-baseline-img-s.png",
-                                 "  throughput vs GPUs: 1-GPU cases only, no plot: tiny fp32"])
-    assert (dlperf.path / "from-ini" / "measured-vs-baseline-img-s.png").is_file()
 
 
 def test_plot_option_without_matplotlib_is_a_usage_error(dlperf):

@@ -178,7 +178,7 @@ def test_min_gpu_utilization_gates_only_where_gpu_telemetry_exists(dlperf):
     path = dlperf.baseline([
         tiny_case(1.0, min_gpu_utilization=0.8),  # CPU: not gated
         tiny_case(1.0, model="gputiny", min_gpu_utilization=0.8),  # fake GPU 30% busy: fails
-        tiny_case(1.0, model="gputiny", precision="bf16"),  # the defaults' 0.25: passes
+        tiny_case(1.0, model="gputiny", batch_size=16),  # the defaults' 0.25: passes
     ], defaults={"min_gpu_utilization": 0.25})
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=2, failed=1)
@@ -197,6 +197,6 @@ def test_min_gpu_utilization_gates_only_where_gpu_telemetry_exists(dlperf):
     assert low["verdict"] == "fail" and low["throughput_verdict"] == "improved"
     assert low["gpu_utilization_gate"] == {"minimum": 0.8, "measured": 0.3, "rank": None, "status": "fail"}
     assert low["telemetry"]["gpu"]["devices"]["0"]["utilization_gpu"]["mean"] == 30
-    ok = by_id["gputiny-bf16-bs32-gpu1"]
+    ok = by_id["gputiny-fp32-bs16-gpu1"]
     assert ok["verdict"] == "improved" and ok["gpu_utilization_gate"]["status"] == "pass"
     assert float(_properties(dlperf, "gputiny-fp32-bs32-gpu1")["dlperf_gpu_util_mean"]) == 30.0
