@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import data, models
+from . import commands, data, models
 from .cases import Case, check_settings, matrix
 from .results import CaseFailed
 
@@ -62,6 +62,9 @@ def _check_case(case: Case, entry: baseline_mod.Entry | None, baseline: baseline
         check_settings(case.settings_dict, spec.defaults, _where(baseline, entry, "settings", "--dlperf-set"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    problem = commands.case_problem(case, spec)
+    if problem:
+        raise pytest.UsageError(f"{_where(baseline, entry, 'model', '--dlperf-model')}: {case.id}: {problem}")
     too_big = _too_big(case, spec)
     if too_big:
         raise pytest.UsageError(f"{_where(baseline, entry, 'settings', '--dlperf-set')}: {case.id}: {too_big}")
