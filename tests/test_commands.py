@@ -31,7 +31,6 @@ CONFTEST_HEAD = "import sys\nfrom pytest_dlperf import register_command\n"
 GOOD = CONFTEST_HEAD + "".join([
     _register("dll", "train_dllogger.py", "--batch-size", "{batch_size}", "--steps", "{steps}",
               parser="dllogger", precisions={"fp32": [], "bf16": ["--amp"]}),
-    _register("ml", "train_mllog.py", "{global_batch}", "{steps}", parser="mllog", unit="samples/s", batch_size=64),
     _register("plain", "train_plain.py", "{batch_size}", "{steps}", scope="rank", batch_size=16,
               pattern=r"\[rank (?P<rank>\d+)\] iter (?P<step>\d+) .*batch_cost (?P<step_time>[\d.]+) s"),
     _register("hf", "train_hf_trainer.py", "{batch_size}", "{steps}", "{run_dir}/trainer", parser="final",
@@ -49,12 +48,15 @@ def _good(dlperf) -> None:
     dlperf.pytester.makeconftest(GOOD)
     dlperf.baseline([
         {"model": "dll", "precision": "bf16", "batch_size": 32, "throughput": 1e9, "unit": "img/s"},
-        {"model": "ml", "precision": "fp32", "batch_size": 64, "throughput": 1.0, "unit": "samples/s"},
+        # A command case given in the baseline itself (schema_version 2), not in a conftest.
+        {"model": "ml", "precision": "fp32", "batch_size": 64, "throughput": 1.0, "unit": "samples/s",
+         "command": {"argv": ["{python}", str(SCRIPTS / "train_mllog.py"), "{global_batch}", "{steps}"],
+                     "parser": "mllog"}},
         {"model": "plain", "precision": "fp32", "batch_size": 16, "gpus": 2, "throughput": 1.0, "unit": "img/s"},
         # The 2-rank case's scaling reference, from the baseline: deselected below, so not measured.
         {"model": "plain", "precision": "fp32", "batch_size": 16, "gpus": 1, "throughput": 1000.0, "unit": "img/s"},
         {"model": "hf", "precision": "fp32", "batch_size": 8, "throughput": 1.0, "unit": "samples/s"},
-    ])
+    ], schema_version=2)
 
 
 @pytest.fixture
@@ -116,9 +118,15 @@ def test_failing_scripts_fail_their_case_with_the_reason_and_the_log(dlperf):
     # Selection by markers works as for built-in cases; a precision the command maps no arguments for is
     # a usage error before any case runs.
     dlperf.pytester.makeconftest(GOOD)
-    selected = dlperf.run("--co", "-q", "--dlperf-model", "dll,ml", "--dlperf-precision", "fp32,bf16",
+    selected = dlperf.run("--co", "-q", "--dlperf-model", "dll,plain", "--dlperf-precision", "fp32,bf16",
                           "-m", "bf16 and dll")
     assert "dlperf::dll-bf16-bs32-gpu1" in selected.stdout.str() and "3 deselected" in selected.stdout.str()
+    dlperf.baseline([{"model": "b", "precision": "fp32", "batch_size": 8, "throughput": 1.0,
+                      "command": {"argv": ["train.py", "{batchsize}"]}}], name="bad.json", schema_version=2)
+    bad = dlperf.run("--co", "--dlperf-baseline", "bad.json")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in bad.stderr.str()
+    assert ("bad.json: $.cases[0].command: command 'b': command argument '{batchsize}': unknown placeholder "
+            "{batchsize}") in bad.stderr.str()
     refused = dlperf.run("--co", "--dlperf-model", "dll", "--dlperf-precision", "amp")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     assert ("--dlperf-model: dll-amp-bs32-gpu1: command 'dll' has no arguments for precision 'amp'; its "

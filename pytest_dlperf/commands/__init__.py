@@ -8,7 +8,8 @@ and :mod:`.entries` (a baseline entry's ``"command"`` object).  docs/commands.md
 
 from __future__ import annotations
 
+from .entries import register_entries
 from .parsers import Parser, Record, list_parsers, register_parser
 from .spec import CommandSpec, build_spec, case_problem, register_command
 
-__all__ = ["CommandSpec", "Parser", "Record", "build_spec", "case_problem", "list_parsers", "register_command", "register_parser"]
+__all__ = ["CommandSpec", "Parser", "Record", "build_spec", "case_problem", "list_parsers", "register_command", "register_entries", "register_parser"]
