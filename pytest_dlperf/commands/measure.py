@@ -205,7 +205,8 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
         run_dir = workdir / f"run{index}"
         run_dir.mkdir(parents=True, exist_ok=True)
         run = _Run(spec, case, params, run_dir, launcher)
-        plan = launcher.plan(case.gpus, params.device, run_dir, program=run.argv)
+        ranks = case.gpus if spec.launch == "launcher" else 1  # "command": it starts its own ranks
+        plan = launcher.plan(ranks, params.device, run_dir, program=run.argv)
         cwd = spec.fill(spec.cwd, case, params, str(run_dir))
         outcome = process.run_command(plan.command, run_dir, timeout=timeout, extra_env={**plan.env, **spec.env},
                                       cwd=cwd)

@@ -42,6 +42,9 @@ PLACEHOLDERS = ("batch_size", "global_batch", "precision", "precision_args", "gp
                 "warmup_steps", "window_steps", "repeats", "data_dir", "run_dir", "python")
 #: How the figures in a log relate to the job: the whole job's, or each rank's own.
 SCOPES = ("global", "rank")
+#: Who starts the ranks: the session's launcher (one copy of the command per rank), or the command
+#: itself (``paddle.distributed.launch``, DeepLearningExamples' ``multiproc.py``: started once, given ``{gpus}``).
+LAUNCHES = ("launcher", "command")
 COMMAND_TASK = "command"
 
 
@@ -68,6 +71,7 @@ class CommandSpec(ModelSpec):
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     timeout: float | None = None  # seconds per run, where --dlperf-timeout gives none
     log_file: str | None = None  # a file the script writes its log to (template); None: its stdout and stderr
+    launch: str = "launcher"  # one of LAUNCHES
 
     def placeholders(self, case: Any, params: Any, run_dir: str) -> dict[str, Any]:
         """The values of the placeholders for one run of ``case`` with ``params`` (a RunParams)."""
@@ -145,7 +149,8 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
                samples_per_step: int | str | None = None, scope: str = "global", cwd: str | None = None,
                env: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None,
                requires: Mapping[str, str] | None = None, timeout: float | None = None,
-               log_file: str | None = None, description: str = "", source: str | None = None,
+               log_file: str | None = None, launch: str = "launcher", description: str = "",
+               source: str | None = None,
                **parser_options: Any) -> CommandSpec:
     """A checked :class:`CommandSpec`; one ``ValueError`` naming the command and the field for a mistake."""
     from . import parsers
@@ -158,6 +163,7 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
     argv = check_command(who, command, known)
     check_choice(who, "unit", unit, UNITS)
     check_choice(who, "scope", scope, SCOPES)
+    check_choice(who, "launch", launch, LAUNCHES)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"{who}: batch_size must be a positive integer, not {batch_size!r}")
     mapped = None
@@ -188,7 +194,7 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
                        description=description or f"command: {' '.join(argv)}", source=source,
                        task=COMMAND_TASK, command=argv, precision_args=mapped, parser=parser,
                        parser_options=options, samples_per_step=samples_per_step, scope=scope, cwd=cwd,
-                       env=dict(env or {}), timeout=timeout, log_file=log_file)
+                       env=dict(env or {}), timeout=timeout, log_file=log_file, launch=launch)
 
 
 def register_command(name: str, command: Sequence[str], **fields: Any) -> CommandSpec:
@@ -197,7 +203,7 @@ def register_command(name: str, command: Sequence[str], **fields: Any) -> Comman
     ``fields``: ``parser`` (``dllogger``, ``mllog``, ``regex``, ``final``) and its options
     (``key``, ``pattern``, ...), ``unit``, ``batch_size`` (the default per-device batch),
     ``precisions`` (precision -> arguments), ``samples_per_step``, ``scope``, ``cwd``,
-    ``env``, ``defaults``, ``requires``, ``timeout``, ``log_file``, ``description``.
+    ``env``, ``defaults``, ``requires``, ``timeout``, ``log_file``, ``launch``, ``description``.
     docs/commands.md is the contract.
     """
     caller = inspect.stack()[1].filename
