@@ -194,16 +194,16 @@ def test_placeholders_fill_the_command_line():
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    ({"command": ["train.py", "--bs={batch}"]}, "command 'x': command argument '--bs={batch}': unknown placeholder "
-                                                "{batch}; known: {batch_size}"),
+    ({"command": ["train.py", "--bs={batch}"]},
+     "command 'x': command argument '--bs={batch}': unknown placeholder {batch}; known: {batch_size}"),
     ({"command": "python train.py"}, "command 'x': command must be a non-empty list of strings"),
-    ({"command": ["t.py"], "pattern": "ips ([0-9]+)"}, "command 'x': pattern 'ips ([0-9]+)' needs a named group "
-                                                       "(?P<throughput>...) or (?P<step_time>...)"),
-    ({"command": ["t.py"], "parser": "json"}, "command 'x': unknown parser 'json'; expected one of dllogger, mllog, "
-                                              "regex, final"),
+    ({"command": ["t.py"], "pattern": "ips ([0-9]+)"},
+     "command 'x': pattern 'ips ([0-9]+)' needs a named group (?P<throughput>...) or (?P<step_time>...)"),
+    ({"command": ["t.py"], "parser": "json"},
+     "command 'x': unknown parser 'json'; expected one of dllogger, mllog, regex, final"),
     ({"command": ["t.py"], "parser": "dllogger", "keys": "x"}, "command 'x': parser 'dllogger' has no option 'keys'"),
-    ({"command": ["t.py"], "parser": "mllog", "precisions": {"fp16": []}}, "command 'x': precisions key must be one "
-                                                                         "of fp32, tf32, amp, bf16, not 'fp16'"),
+    ({"command": ["t.py"], "parser": "mllog", "precisions": {"fp16": []}},
+     "command 'x': precisions key must be one of fp32, tf32, amp, bf16, not 'fp16'"),
 ])
 def test_a_registration_mistake_is_one_line_naming_the_command_and_field(fields, message):
     with pytest.raises(ValueError) as raised:

@@ -60,7 +60,7 @@ def windows_of(records: list[parsers.Record], warmup: int, steps: int, repeats: 
         samples = sum(r.samples or samples_per_step for r in chunk)
         seconds = sum(r.step_time if r.step_time is not None else (r.samples or samples_per_step) / r.throughput
                       for r in chunk)
-        out.append({"steps": steps, "samples": int(round(samples)), "seconds": seconds,
+        out.append({"steps": steps, "samples": round(samples), "seconds": seconds,
                     "throughput": samples / seconds})
     return out
 

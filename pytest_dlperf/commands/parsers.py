@@ -122,7 +122,7 @@ def _json_after(line: str, prefix: str) -> Any:
 @register_parser
 class DLLoggerParser(Parser):
     name = "dllogger"
-    options = {"key": "train.total_ips", "time_key": None, "final_key": None}
+    options: ClassVar[Mapping[str, Any]] = {"key": "train.total_ips", "time_key": None, "final_key": None}
     PREFIX = "DLLL "
 
     def parse_line(self, line: str) -> list[Record]:
@@ -152,7 +152,7 @@ class DLLoggerParser(Parser):
 @register_parser
 class MLLogParser(Parser):
     name = "mllog"
-    options = {"key": "tracked_stats", "field": "throughput"}
+    options: ClassVar[Mapping[str, Any]] = {"key": "tracked_stats", "field": "throughput"}
     PREFIX = ":::MLLOG "
 
     def parse_line(self, line: str) -> list[Record]:
@@ -181,7 +181,7 @@ class _PatternParser(Parser):
         checked = super().check(who, options)
         pattern = checked["pattern"]
         if not isinstance(pattern, str):
-            raise ValueError(f"{who}: pattern must be a regular expression (a string), not {pattern!r}")
+            raise ValueError(f"{who}: pattern must be a regular expression (a string), not {pattern!r}")  # noqa: TRY004 - a registration mistake, as all of them
         try:
             compiled = re.compile(pattern)
         except re.error as exc:
@@ -202,7 +202,7 @@ class _PatternParser(Parser):
 @register_parser
 class RegexParser(_PatternParser):
     name = "regex"
-    options = {"pattern": None}
+    options: ClassVar[Mapping[str, Any]] = {"pattern": None}
     groups = ("throughput", "step_time")
 
     def parse_line(self, line: str) -> list[Record]:
@@ -220,7 +220,7 @@ class RegexParser(_PatternParser):
 @register_parser
 class FinalParser(_PatternParser):
     name = "final"
-    options = {"pattern": None}
+    options: ClassVar[Mapping[str, Any]] = {"pattern": None}
     groups = ("throughput",)
 
     def parse_line(self, line: str) -> list[Record]:

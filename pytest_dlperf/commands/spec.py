@@ -27,7 +27,6 @@ The command is a list of arguments with placeholders (``str.format`` fields):
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 import string
 import sys
@@ -206,8 +205,8 @@ def register_command(name: str, command: Sequence[str], **fields: Any) -> Comman
     ``env``, ``defaults``, ``requires``, ``timeout``, ``log_file``, ``launch``, ``description``.
     docs/commands.md is the contract.
     """
-    caller = inspect.stack()[1].filename
-    source = fields.pop("source", None) or (os.path.abspath(caller) if caller else None)
+    caller = sys._getframe(1).f_code.co_filename  # the registering file, as register_model records it
+    source = fields.pop("source", None) or os.path.abspath(caller)
     spec = build_spec(name, command=command, source=source, **fields)
     registry.add_spec(spec)
     return spec

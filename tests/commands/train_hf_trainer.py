@@ -8,8 +8,8 @@ import os
 import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-import torch  # noqa: E402
-from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments  # noqa: E402
+import torch
+from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
 batch, steps, output = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 config = BertConfig(vocab_size=512, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
