@@ -1,6 +1,7 @@
 """pytest-dlperf: deep-learning training-throughput benchmarks as pytest tests."""
 
 from .cases import PRECISIONS, Case
+from .commands import register_command
 from .models import ModelSpec, Task, create_model, get_model_spec, list_models, register_model, register_task
 
 __version__ = "0.1.0"
@@ -14,6 +15,7 @@ __all__ = [
     "create_model",
     "get_model_spec",
     "list_models",
+    "register_command",
     "register_model",
     "register_task",
 ]

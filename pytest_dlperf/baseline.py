@@ -51,6 +51,7 @@ class Entry:
     # Why this case runs unjudged (a folder with no figure for this machine: :mod:`.machines`).
     unjudged: str | None = None
     file: str | None = None  # the file the entry comes from, where it is not the baseline's own path
+    command: Mapping[str, Any] | None = None  # a command case's command object (schema_version 2)
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -180,7 +181,10 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             index=position,
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
+            command=raw.get("command"),
         ))
+        if "command" in raw and data.get("schema_version") == 1:
+            raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")
     return entries
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import data, models
+from . import commands, data, models
 from .cases import Case, check_settings, matrix
 from .results import CaseFailed
 
@@ -31,6 +31,11 @@ def build_cases(options: Options, baseline: baseline_mod.Baseline | None) -> lis
     """The baseline's cases, then the matrix cases it has no entry for; raises ``pytest.UsageError``."""
     out: list[CaseEntry] = []
     if baseline is not None:
+        try:
+            commands.register_entries((e, e.command, _where(baseline, e, "command", "")) for e in baseline.entries
+                                      if e.command is not None)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
         out.extend((entry.case, entry) for entry in baseline.entries)
     try:
         extra = matrix(options.models, options.precisions, options.batch_sizes, options.gpus,
@@ -62,6 +67,9 @@ def _check_case(case: Case, entry: baseline_mod.Entry | None, baseline: baseline
         check_settings(case.settings_dict, spec.defaults, _where(baseline, entry, "settings", "--dlperf-set"))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
+    problem = commands.case_problem(case, spec)
+    if problem:
+        raise pytest.UsageError(f"{_where(baseline, entry, 'model', '--dlperf-model')}: {case.id}: {problem}")
     too_big = _too_big(case, spec)
     if too_big:
         raise pytest.UsageError(f"{_where(baseline, entry, 'settings', '--dlperf-set')}: {case.id}: {too_big}")

@@ -54,6 +54,11 @@ class LaunchPlan:
     distributed: bool
 
 
+def _torchrun_program(program: list[str] | None) -> list[str]:
+    """What torchrun runs on each rank: our worker module, or ``program`` as it is (``--no-python``)."""
+    return ["--no-python", *program] if program else list(WORKER)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("", 0))
@@ -100,11 +105,20 @@ class Launcher:
         """How many ranks it can start (None: no limit it knows of)."""
         return cuda_count if device == "cuda" else None
 
-    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
-        """How to start a run of ``ranks`` ranks on ``device`` whose files go to ``run_dir``."""
+    def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
+        """How to start a run of ``ranks`` ranks on ``device`` whose files go to ``run_dir``.
+
+        ``program``: the command line each rank runs (an external training script, a command
+        case: :mod:`pytest_dlperf.commands`) instead of our worker; the plan's command then
+        ends with it, and no spec path is appended.
+        """
         raise NotImplementedError
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
+        return None
+
+    def rank_stdout(self, run_dir: Path, rank: int) -> Path | None:
+        """Rank ``rank``'s own stdout file, where the launcher keeps one per rank."""
         return None
 
     def failed_rank(self, stderr_text: str) -> tuple[int, int | None] | None:
@@ -128,12 +142,12 @@ class LocalLauncher(Launcher):
         """The visible GPUs, or for CPU ranks this node's CPUs: a rank per CPU at most."""
         return cuda_count if device == "cuda" else (os.cpu_count() or 1)
 
-    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
+    def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
         if ranks == 1 and not self.force_distributed:
-            return LaunchPlan([sys.executable, *WORKER], {}, distributed=False)
+            return LaunchPlan(list(program) if program else [sys.executable, *WORKER], {}, distributed=False)
         env = _cpu_threads(ranks) if device == "cpu" else {}
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                   f"--nproc-per-node={ranks}", *self._logs(run_dir), *self.extra_args, *WORKER]
+                   f"--nproc-per-node={ranks}", *self._logs(run_dir), *self.extra_args, *_torchrun_program(program)]
         return LaunchPlan(command, env, distributed=True)
 
     @staticmethod
@@ -142,6 +156,10 @@ class LocalLauncher(Launcher):
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         found = sorted((run_dir / "ranks").glob(f"*/attempt_*/{rank}/stderr.log"))
+        return found[-1] if found else None
+
+    def rank_stdout(self, run_dir: Path, rank: int) -> Path | None:
+        found = sorted((run_dir / "ranks").glob(f"*/attempt_*/{rank}/stdout.log"))
         return found[-1] if found else None
 
     _ROOT_CAUSE = re.compile(r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
@@ -180,7 +198,7 @@ class TorchrunLauncher(LocalLauncher):
     def reach(self, device: str, cuda_count: int) -> int | None:
         return (cuda_count if device == "cuda" else (os.cpu_count() or 1)) * self.nnodes
 
-    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
+    def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
         if ranks % self.nnodes:
             raise ValueError(f"{ranks} ranks do not split evenly over {self.nnodes} nodes")
         per_node = ranks // self.nnodes
@@ -192,7 +210,7 @@ class TorchrunLauncher(LocalLauncher):
         if self.nnodes == 1:
             rdzv = ["--standalone", "--nnodes=1", f"--nproc-per-node={per_node}"]
         command = [sys.executable, "-m", "torch.distributed.run", *rdzv, *self._logs(run_dir),
-                   *self.extra_args, *WORKER]
+                   *self.extra_args, *_torchrun_program(program)]
         env = _cpu_threads(per_node) if device == "cpu" else {}
         return LaunchPlan(command, env, distributed=True)
 
@@ -255,14 +273,14 @@ class SlurmLauncher(Launcher):
                 pass
         return socket.gethostname()
 
-    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
+    def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
         placement = [f"--ntasks={ranks}"]
         if device == "cuda":
             per_node = self.gpus_per_node(0) or ranks
             placement += [f"--nodes={math.ceil(ranks / per_node)}", f"--ntasks-per-node={min(ranks, per_node)}"]
         command = ["srun", *placement, "--kill-on-bad-exit=1", "--export=ALL",
                    f"--output={run_dir}/rank%t.stdout.log", f"--error={run_dir}/rank%t.stderr.log",
-                   *self.extra_args, sys.executable, *WORKER]
+                   *self.extra_args, *(program or [sys.executable, *WORKER])]
         env = {"MASTER_ADDR": self.first_node(), "MASTER_PORT": str(free_port())}
         if device == "cpu":
             env.update(_cpu_threads(math.ceil(ranks / self.nodes)))
@@ -270,6 +288,10 @@ class SlurmLauncher(Launcher):
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         path = run_dir / f"rank{rank}.stderr.log"
+        return path if path.exists() else None
+
+    def rank_stdout(self, run_dir: Path, rank: int) -> Path | None:
+        path = run_dir / f"rank{rank}.stdout.log"
         return path if path.exists() else None
 
     _TASK = re.compile(r"task (\d+): (?:Exited with exit code (\d+)|Killed|Terminated)")
@@ -288,7 +310,7 @@ class MpiLauncher(Launcher):
     def unavailable(self) -> str | None:
         return None if shutil.which("mpirun") else "the mpi launcher needs mpirun on PATH"
 
-    def plan(self, ranks: int, device: str, run_dir: Path) -> LaunchPlan:
+    def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
         env = {"MASTER_ADDR": socket.gethostname(), "MASTER_PORT": str(free_port())}
         if os.geteuid() == 0:  # containers run as root; OpenMPI refuses that unless told
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -296,11 +318,15 @@ class MpiLauncher(Launcher):
             env.update(_cpu_threads(ranks))
         exported = [arg for name in FORWARDED if name in os.environ or name in env for arg in ("-x", name)]
         command = ["mpirun", "-np", str(ranks), *exported, "--output-filename", str(run_dir / "ranks"),
-                   *self.extra_args, sys.executable, *WORKER]
+                   *self.extra_args, *(program or [sys.executable, *WORKER])]
         return LaunchPlan(command, env, distributed=ranks > 1)
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         found = sorted((run_dir / "ranks").glob(f"*/rank.{rank}/stderr"))
+        return found[-1] if found else None
+
+    def rank_stdout(self, run_dir: Path, rank: int) -> Path | None:
+        found = sorted((run_dir / "ranks").glob(f"*/rank.{rank}/stdout"))
         return found[-1] if found else None
 
     _FIRST = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*Exit code:\s*(-?\d+)")

@@ -251,6 +251,37 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     spec_path = run_dir / SPEC_FILE
     jsonio.write_atomic(spec_path, json.dumps(document, indent=2))
     cmd = (command or [sys.executable, "-m", "pytest_dlperf.worker"]) + [str(spec_path)]
+    ended = run_command(cmd, run_dir, timeout=timeout, startup_timeout=startup_timeout, extra_env=extra_env,
+                        progress_path=progress_path, on_progress=on_progress)
+    results, errors = _read_results(run_dir)
+    return WorkerOutcome(ended.returncode, results.get(0), ended.timed_out, ended.time_limit, run_dir,
+                         ended.wall_seconds, errors.get(0), results)
+
+
+@dataclasses.dataclass
+class CommandOutcome:
+    """How a command run by :func:`run_command` ended: its output is in ``run_dir``'s ``stdout.log`` and ``stderr.log``."""
+
+    returncode: int | None
+    timed_out: bool
+    time_limit: float
+    run_dir: Path
+    wall_seconds: float
+
+
+def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup_timeout: float = 300.0,
+                extra_env: dict[str, str] | None = None, cwd: str | None = None,
+                progress_path: Path | None = None,
+                on_progress: Callable[[Progress | None, float], None] | None = None) -> CommandOutcome:
+    """Run ``cmd`` in a new session and process group, tagged with a run id, and wait for it.
+
+    Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its
+    working directory (default: this one).  The time limit is ``timeout``; without it
+    ``startup_timeout``, moved on by each report in ``progress_path`` (a worker's
+    :class:`Progress`).  Nothing of the run outlives this call: at the limit, on an
+    exception in the controller, or when processes of the run remain after it exited.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
     child_env = dict(os.environ, **(extra_env or {}))
     child_env["PYTHONUNBUFFERED"] = "1"
     child_env["DLPERF_PARENT_PID"] = str(os.getpid())
@@ -263,14 +294,16 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     timed_out = False
     with open(run_dir / "stdout.log", "wb") as out, open(run_dir / "stderr.log", "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=child_env, cwd=os.getcwd())
+                                start_new_session=True, env=child_env, cwd=cwd or os.getcwd())
         with _live_lock:
             _live_runs[proc.pid] = run_id
         try:
             with _ExitWaiter(proc) as exited:
                 last = None
                 while not exited(POLL_SECONDS):
-                    fresh, seen = read_progress(progress_path, seen)
+                    fresh = None
+                    if progress_path is not None:
+                        fresh, seen = read_progress(progress_path, seen)
                     last = fresh or last
                     if timeout is None and fresh is not None:
                         deadline = deadline_from(fresh, deadline)
@@ -291,11 +324,8 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
                 kill_run(proc.pid, run_id, grace=1.0)
             with _live_lock:
                 _live_runs.pop(proc.pid, None)
-    wall = time.monotonic() - start
-    results, errors = _read_results(run_dir)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
-    return WorkerOutcome(proc.returncode, results.get(0), timed_out, limit, run_dir, wall,
-                         errors.get(0), results)
+    return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start)
 
 
 def _read_results(run_dir: Path) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:

@@ -34,7 +34,8 @@ from .options import DEFAULTS, Options
 from .reporting import benchmark_json, junit
 from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
-from .runs import Attempt, CaseError, RemoteRankZero, RunParams, measure
+from .measurers import measurer_for
+from .runs import Attempt, CaseError, RemoteRankZero, RunParams
 from .verdict import Verdict, compose_message, judge, scaling, scaling_message, utilization_gate
 
 @dataclasses.dataclass(frozen=True)
@@ -231,7 +232,8 @@ class DlperfSession:
         one = self.searches.at_chosen_batch(case.with_gpus(1), self.device)
         if one not in self._references:
             try:
-                attempt = measure(one, models.get_model_spec(one.model), dataclasses.replace(params, runs=1,
+                spec = models.get_model_spec(one.model)
+                attempt = measurer_for(spec)(one, spec, dataclasses.replace(params, runs=1,
                                   launcher="local"), self.case_dir(case) / "reference", get_launcher("local"))
                 self._references[one] = attempt.summary.median
             except CaseError as exc:
@@ -277,7 +279,7 @@ class DlperfSession:
                 self.live.start()
                 shown = functools.partial(self.live.update, self.searches.label(case, self.device), spec.unit, index)
                 try:
-                    attempt = measure(measured, spec, params, self.case_dir(case) / f"attempt{index}",
+                    attempt = measurer_for(spec)(measured, spec, params, self.case_dir(case) / f"attempt{index}",
                                       self.launcher, on_progress=shown)
                 finally:
                     self.live.finish()

@@ -243,6 +243,17 @@ def register_model(
     return decorator
 
 
+def add_spec(spec: ModelSpec) -> ModelSpec:
+    """Register a spec built elsewhere (a command case: :mod:`pytest_dlperf.commands`) under its name;
+    ``ValueError`` when another file registered that name."""
+    check_name(spec.name)
+    existing = _REGISTRY.get(spec.name)
+    if existing is not None and existing.source != spec.source:
+        raise ValueError(f"{spec.name!r} is already registered by {existing.source}; {spec.source} registers it again")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
 def name_pattern() -> str:
     """The pattern a model name matches: the baseline schema's (``$defs.case.properties.model``)."""
     from .. import jsonio

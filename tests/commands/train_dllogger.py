@@ -1,0 +1,48 @@
+"""Trains a small MLP for real and logs like NVIDIA DLLogger's JSON stream: ``DLLL {json}`` per step.
+
+Usage: python train_dllogger.py --batch-size 32 --steps 12 [--amp]
+Only rank 0 logs (as DeepLearningExamples' scripts do); train.total_ips is the whole job's.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, required=True)
+parser.add_argument("--steps", type=int, required=True)
+parser.add_argument("--amp", action="store_true")
+args = parser.parse_args()
+
+world = int(os.environ.get("WORLD_SIZE", "1"))
+rank = int(os.environ.get("RANK", "0"))
+if world > 1:
+    torch.distributed.init_process_group("gloo")
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+if world > 1:
+    model = torch.nn.parallel.DistributedDataParallel(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+x, y = torch.randn(args.batch_size, 256), torch.randint(0, 10, (args.batch_size,))
+
+
+def log(step, data):
+    if rank == 0:
+        print("DLLL " + json.dumps({"timestamp": time.time(), "type": "LOG", "step": step, "data": data}), flush=True)
+
+
+log("PARAMETER", {"batch_size": args.batch_size, "amp": args.amp})
+figures = []
+for i in range(1, args.steps + 1):
+    start = time.perf_counter()
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    ips = args.batch_size * world / (time.perf_counter() - start)
+    figures.append(ips)
+    log([1, i], {"train.loss": loss.item(), "train.total_ips": ips})
+log([1], {"train.loss": loss.item()})
+log([], {"train.total_ips": sum(figures) / len(figures)})
