@@ -27,6 +27,7 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import data, models
+from .convergence import run as convergence
 from .batchsearch import Searches
 from .cases import Case
 from .launchers import get_launcher
@@ -261,6 +262,8 @@ class DlperfSession:
         ``entry``: its baseline entry, if any; ``properties``: the test's ``user_properties``,
         which JUnit XML and the terminal's status letters read.
         """
+        if case.converges:  # trains to a target: pytest_dlperf.convergence
+            return convergence.run_case(self, case, entry, nodeid, properties)
         spec = models.get_model_spec(case.model)
         params = self.params_for(entry)
         started = time.monotonic()
