@@ -58,5 +58,5 @@ def pooled(runs: Sequence[RunFigures]) -> dict[str, Any]:
         "final": _median([r.final for r in runs]),
         "throughput": statistics.median(r.throughput for r in runs),
         "stats": summarize(reached).to_dict() if reached else None,
-        "per_run": [{k: v for k, v in dataclasses.asdict(r).items()} for r in runs],
+        "per_run": [{**dataclasses.asdict(r), "curve": [dict(p) for p in r.curve]} for r in runs],
     }

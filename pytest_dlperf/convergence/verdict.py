@@ -45,11 +45,11 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
     missed = [r for r in runs if not r.reached]
     if missed:
         worst = missed[0]
-        why = {"diverged": "the training loss is not finite", "epochs": "after its epochs",
-               "seconds": "after its seconds"}.get(worst.stopped, worst.stopped)
+        why = {"diverged": "diverged, the training loss is not finite", "epochs": "the epoch budget spent",
+               "seconds": "the time budget spent"}.get(worst.stopped, worst.stopped)
         return Verdict(Status.FAIL, f"{case_id}: target not reached in {len(missed)} of {_seeds(runs)}: "
                                     f"{worst.metric} {_metric(worst.final)} at the end (seed {worst.seed}, "
-                                    f"{worst.epochs:.1f} epochs, {worst.seconds:.1f} s: stopped {why}); "
+                                    f"{worst.epochs:.1f} epochs, {worst.seconds:.1f} s; stopped: {why}); "
                                     f"goal {budget}")
     times = summarize([r.seconds_to_target for r in runs])
     value = times.median
