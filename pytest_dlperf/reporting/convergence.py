@@ -169,3 +169,15 @@ def write_report_curves(results: Sequence[CaseResult], report: Path) -> dict[str
     except OSError:
         return {}
     return {path.stem.removeprefix("convergence-"): f"{folder.name}/{path.name}" for path in written}
+
+
+def summary_cell(result: CaseResult) -> str:
+    """The terminal summary's cell of a convergence case: ``8.8 s to top1 0.9 / 8.0 s (+10.1%)``, or how far it got."""
+    figures = result.convergence or {}
+    seconds, base = figures.get("seconds_to_target"), (figures.get("baseline") or {}).get("seconds")
+    if seconds is None:
+        return f"target not reached ({figures.get('metric')} {_num(figures.get('final'), '.3g')})"
+    text = f"{seconds:.1f} s to {figures.get('metric')} {figures.get('target'):g}"
+    if base:
+        text += f" / {base:.1f} s ({100 * (seconds / base - 1):+.1f}%)"
+    return text
