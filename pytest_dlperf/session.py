@@ -128,6 +128,8 @@ class DlperfSession:
         if missing:
             return missing[0]
         backend = data.backend_of(case.settings_dict)
+        if self.options.data_only and case.converges:
+            return "--dlperf-data-only times data loaders; a convergence case trains to a target"
         if self.options.data_only and backend == data.SYNTHETIC:
             return ("--dlperf-data-only times a data loader; this case's data is synthetic "
                     "(set data=torchvision or data=dali)")

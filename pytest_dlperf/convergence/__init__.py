@@ -23,4 +23,4 @@ from .figures import RunFigures, pooled
 from .goal import check_cases, goal_of
 from .verdict import judge_time
 
-__all__ = ["RunFigures", "pooled", "check_cases", "goal_of", "judge_time"]
+__all__ = ["RunFigures", "check_cases", "goal_of", "judge_time", "pooled"]

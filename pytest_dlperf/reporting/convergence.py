@@ -117,10 +117,10 @@ def markdown_section(results: Sequence[CaseResult], images: Mapping[str, str] | 
     if not cases:
         return []
     lines = ["## Time to accuracy", "",
-             "Convergence cases train to a target on the validation split; the time to target is the median over "
-             "the runs (one seed each), clock from the first training step, evaluations included.", "",
-             "| case | verdict | target | reached | time to target | epochs | samples | final | img/s (whole run) "
-             "| baseline |", "|---|---|---|---|---|---|---|---|---|---|"]
+             ("Convergence cases train to a target on the validation split; the time to target is the median over "
+              "the runs (one seed each), clock from the first training step, evaluations included."), "",
+             ("| case | verdict | target | reached | time to target | epochs | samples | final | img/s (whole run) "
+              "| baseline |"), "|---|---|---|---|---|---|---|---|---|---|"]
     for result in cases:
         figures = result.convergence or {}
         goal = figures.get("goal") or {}
@@ -138,8 +138,8 @@ def markdown_section(results: Sequence[CaseResult], images: Mapping[str, str] | 
         if image:
             lines += [f"![{curve_set.model}: learning curves]({image})", ""]
             continue
-        lines += [f"{curve_set.model}: validation {curve_set.metric} at each evaluation (first run of each "
-                  "configuration):", "", "| configuration | seconds | samples | " + curve_set.metric + " |",
+        lines += [(f"{curve_set.model}: validation {curve_set.metric} at each evaluation (first run of each "
+                   "configuration):"), "", "| configuration | seconds | samples | " + curve_set.metric + " |",
                   "|---|---|---|---|"]
         seen: set[str] = set()
         for curve in curve_set.curves:
