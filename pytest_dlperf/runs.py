@@ -43,7 +43,10 @@ class RunParams:
     convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if out["convergence"] is None:
+            del out["convergence"]  # a throughput case's parameters read as before
+        return out
 
 
 class CaseError(Exception):
