@@ -40,7 +40,7 @@ STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 @dataclasses.dataclass(frozen=True)
 class Entry:
     case: Case
-    throughput: float
+    throughput: float | None  # None for a convergence case (its figure is time_to_target)
     unit: str | None
     tolerance: float | None  # None: the file gives none, the session's default applies
     source: str | None
@@ -52,6 +52,10 @@ class Entry:
     unjudged: str | None = None
     file: str | None = None  # the file the entry comes from, where it is not the baseline's own path
     command: Mapping[str, Any] | None = None  # a command case's command object (schema_version 2)
+    # A convergence case (schema version 2): its budget, seeds and the baseline's median seconds to target.
+    budget: Mapping[str, float] | None = None
+    seeds: int | None = None
+    time_to_target: float | None = None
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -173,7 +177,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
         seen[case.id] = position
         entries.append(Entry(
             case=case,
-            throughput=float(raw["throughput"]),
+            throughput=float(raw["throughput"]) if "throughput" in raw else None,
             unit=raw.get("unit"),
             tolerance=raw.get("tolerance", default_tol),
             source=raw.get("source") or data.get("provenance", {}).get("source"),
@@ -182,6 +186,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
             command=raw.get("command"),
+            budget=raw.get("budget"), seeds=raw.get("seeds"), time_to_target=raw.get("time_to_target"),
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")

@@ -62,10 +62,18 @@ def _case(raw: Mapping[str, Any]) -> Case:
     return baseline_mod.plain_case(Case.from_dict(raw))
 
 
+def _figure(entry: Mapping[str, Any]) -> str:
+    """An entry's figure: its throughput, or a convergence case's time to target (a field of its own)."""
+    if "throughput" not in entry:
+        seconds = entry.get("time_to_target")
+        return "convergence case" + (f", time to target {fmt_value(seconds)} s" if seconds is not None else "")
+    return f"{fmt_value(entry['throughput'])} {entry.get('unit', '')}".rstrip()
+
+
 def _entry_changes(case_id: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """How one case's entry changed: the throughput with its difference in %, then any other field."""
     lines = []
-    if old["throughput"] != new["throughput"]:
+    if "throughput" in old and "throughput" in new and old["throughput"] != new["throughput"]:
         pct = 100 * (new["throughput"] / old["throughput"] - 1)
         lines.append(f"~ {case_id}: throughput {fmt_value(old['throughput'])} -> {fmt_value(new['throughput'])} "
                      f"{new.get('unit') or old.get('unit') or ''} ({pct:+.1f}%)".replace("  ", " "))
@@ -82,7 +90,7 @@ def diff_lines(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[list[str
     for case_id, entry in before.items():
         if case_id not in after:
             counts["removed"] += 1
-            lines.append(f"- {case_id}: {fmt_value(entry['throughput'])} {entry.get('unit', '')}".rstrip())
+            lines.append(f"- {case_id}: {_figure(entry)}")
             continue
         changes = _entry_changes(case_id, entry, after[case_id])
         counts["changed" if changes else "unchanged"] += 1
@@ -90,7 +98,7 @@ def diff_lines(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[list[str
     for case_id, entry in after.items():
         if case_id not in before:
             counts["added"] += 1
-            lines.append(f"+ {case_id}: {fmt_value(entry['throughput'])} {entry.get('unit', '')}".rstrip())
+            lines.append(f"+ {case_id}: {_figure(entry)}")
     rest = [{k: v for k, v in _flatten(d, "").items() if not k.startswith("cases")}
             for d in ({k: v for k, v in old.items() if k != "cases"}, {k: v for k, v in new.items() if k != "cases"})]
     lines.extend(_field_changes("", *rest))

@@ -44,12 +44,23 @@ class Case:
     batch_size: int | str  # per device; MAX_BATCH ("max"): searched for when the case runs
     gpus: int = 1
     settings: tuple[tuple[str, Any], ...] = ()
+    # A convergence case (pytest_dlperf.convergence): its target ("metric", "value") and the
+    # recipe's overrides ("lr", "warmup_epochs", "eval_every"); empty for a throughput case.
+    target: tuple[tuple[str, Any], ...] = ()
+    recipe: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
     def make(cls, model: str, precision: str, batch_size: int | str, gpus: int = 1,
-             settings: Mapping[str, Any] | None = None) -> Case:
+             settings: Mapping[str, Any] | None = None, target: Mapping[str, Any] | None = None,
+             recipe: Mapping[str, Any] | None = None) -> Case:
         batch = MAX_BATCH if batch_size == MAX_BATCH else int(batch_size)
-        return cls(model, precision, batch, int(gpus), tuple(sorted((settings or {}).items())))
+        return cls(model, precision, batch, int(gpus), tuple(sorted((settings or {}).items())),
+                   tuple(sorted((target or {}).items())), tuple(sorted((recipe or {}).items())))
+
+    @property
+    def converges(self) -> bool:
+        """Whether this is a convergence case: it trains to a target rather than timing windows."""
+        return bool(self.target)
 
     @property
     def searches_batch(self) -> bool:
@@ -63,7 +74,15 @@ class Case:
     @property
     def id(self) -> str:
         return "-".join([self.model, self.precision, f"bs{self.batch_size}", f"gpu{self.gpus}",
-                         *self.settings_parts])
+                         *self.settings_parts, *self.target_parts])
+
+    @property
+    def target_parts(self) -> list[str]:
+        """A convergence case's target and recipe overrides as they read in the id: ``top1-0.9``, ``lr=100``."""
+        if not self.target:
+            return []
+        target = dict(self.target)
+        return [f"{target['metric']}-{target['value']:g}", *(f"{k}={v:g}" for k, v in self.recipe)]
 
     @property
     def settings_parts(self) -> list[str]:
@@ -93,26 +112,31 @@ class Case:
 
     @property
     def markers(self) -> list[str]:
-        return ["dlperf", f"gpu{self.gpus}", self.precision, self.model]
+        return ["dlperf", f"gpu{self.gpus}", self.precision, self.model] + (["convergence"] if self.target else [])
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "model": self.model,
             "precision": self.precision,
             "batch_size": self.batch_size,
             "gpus": self.gpus,
             "settings": self.settings_dict,
         }
+        if self.target:
+            out["target"] = dict(self.target)
+            if self.recipe:
+                out["recipe"] = dict(self.recipe)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Case:
         return cls.make(data["model"], data["precision"], data["batch_size"],
-                        data.get("gpus", 1), data.get("settings") or {})
+                        data.get("gpus", 1), data.get("settings") or {}, data.get("target"), data.get("recipe"))
 
     def same_config(self, other: Case) -> bool:
-        """Same model, precision, per-device batch and settings: differs at most in GPU count."""
-        return (self.model, self.precision, self.batch_size, self.settings) == (
-            other.model, other.precision, other.batch_size, other.settings)
+        """Same model, precision, per-device batch, settings and target: differs at most in GPU count."""
+        return (self.model, self.precision, self.batch_size, self.settings, self.target, self.recipe) == (
+            other.model, other.precision, other.batch_size, other.settings, other.target, other.recipe)
 
 
 class OptionError(ValueError):

@@ -4,6 +4,7 @@
     dlperf plot results.json -o plots/              # PNGs: throughput vs GPUs, measured vs baseline
     dlperf dataset DIR                              # a small JPEG ImageFolder for smoke runs
     dlperf history sqlite:///history.db --plot hist/  # trends and change points of a --dlperf-history store
+    dlperf dataset --learnable --classes 4 --out DIR   # a learnable set, train/ and val/ splits
     dlperf baseline validate baselines/v100.json    # is it a usable baseline?
     dlperf baseline diff old.json new.json          # what changed between two baselines
     dlperf baseline update my.json --from results.json   # take the measured figures
@@ -124,7 +125,22 @@ def cmd_dataset(args: argparse.Namespace) -> int:
     """Write a small JPEG ImageFolder, for smoke runs of the torchvision and DALI backends."""
     from . import data
 
-    root = Path(args.dir)
+    if args.dir and args.out:
+        raise Trouble(f"give the folder once: DIR ({args.dir}) or --out ({args.out})")
+    if not (args.dir or args.out):
+        raise Trouble("dataset: give the folder to write, DIR or --out DIR")
+    root = Path(args.dir or args.out)
+    if args.learnable:
+        from .data.learnable import DatasetError, write_learnable
+
+        try:
+            counts = write_learnable(root, args.classes, args.per_class, args.val_per_class, args.size,
+                                     force=args.force)
+        except DatasetError as exc:
+            raise Trouble(str(exc)) from None
+        _print(f"dlperf: wrote a learnable set of {args.classes} classes to {root}: {counts['train']} train and "
+               f"{counts['val']} val PNG images ({args.size}x{args.size})")
+        return OK
     if root.exists() and any(root.iterdir()):
         raise Trouble(f"{root}: not empty; give a new or empty folder")
     count = data.write_image_folder(root, args.classes, args.per_class, (args.min_size, args.max_size))
@@ -200,9 +216,18 @@ def build_parser() -> argparse.ArgumentParser:
                                   description="Write random JPEG images in the ImageFolder layout "
                                               "(DIR/class0/0.jpg, ...), for --dlperf-data-dir smoke runs "
                                               "of the torchvision and DALI backends without ImageNet.")
-    dataset.add_argument("dir", metavar="DIR", help="a new or empty folder")
+    dataset.add_argument("dir", metavar="DIR", nargs="?", help="a new or empty folder")
+    dataset.add_argument("--out", metavar="DIR", help="the folder, as DIR")
     dataset.add_argument("--classes", type=int, default=4, help="class folders (default 4)")
-    dataset.add_argument("--per-class", type=int, default=100, help="images per class (default 100)")
+    dataset.add_argument("--per-class", type=int, default=100, help="images per class (default 100; "
+                                                                   "--learnable: of the train split)")
+    dataset.add_argument("--learnable", action="store_true",
+                         help="a learnable set for convergence cases: classes of distinct colours, shapes and "
+                              "textures, PNGs in DIR/train/<class>/ and DIR/val/<class>/")
+    dataset.add_argument("--val-per-class", type=int, default=25,
+                         help="--learnable: images per class of the val split (default 25)")
+    dataset.add_argument("--size", type=int, default=40, help="--learnable: image side in pixels (default 40)")
+    dataset.add_argument("--force", action="store_true", help="--learnable: replace a non-empty folder")
     dataset.add_argument("--min-size", type=int, default=64, help="smallest side in pixels (default 64)")
     dataset.add_argument("--max-size", type=int, default=160, help="largest side in pixels (default 160)")
     dataset.set_defaults(func=cmd_dataset)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import commands, data, models
+from . import commands, convergence, data, models
 from .cases import Case, check_settings, matrix
 from .results import CaseFailed
 
@@ -46,7 +46,11 @@ def build_cases(options: Options, baseline: baseline_mod.Baseline | None) -> lis
     out.extend((case, None) for case in map(baseline_mod.plain_case, extra) if case not in known)
     for case, entry in out:
         _check_case(case, entry, baseline)
-    check_data(out, baseline, options.data_dir)
+    check_data([(case, entry) for case, entry in out if not case.converges], baseline, options.data_dir)
+    try:
+        convergence.check_cases(out, baseline, options.convergence_data)
+    except (ValueError, data.DataError) as exc:
+        raise pytest.UsageError(str(exc)) from None
     return out
 
 

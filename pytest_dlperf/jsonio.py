@@ -234,6 +234,8 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "required":
         return f"{error.message}"
     if error.validator in ("const", "enum") and error.path and error.path[-1] == "schema_version":
+        if error.validator == "const" and error.schema.get("description"):  # a version the file's content needs (baseline: a convergence case)
+            return f"schema_version {error.instance!r}: {error.schema['description']}"
         versions = error.validator_value if error.validator == "enum" else [error.validator_value]
         return (f"schema_version {error.instance!r} is not supported; this pytest-dlperf reads "
                 f"version {' or '.join(map(str, versions))}")

@@ -107,6 +107,9 @@ def add_options(parser: pytest.Parser) -> None:
            action="store_true", default=None, ini_type="bool")
     option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
                        "data=dali cases read.", metavar="DIR")
+    option("convergence-data", "the data set of convergence cases (a baseline entry with a target): "
+                               "DIR/train/CLASS/IMAGE and DIR/val/CLASS/IMAGE (`dlperf dataset --learnable` "
+                               "writes one).", metavar="DIR")
     option("data-workers", "data loader workers (torchvision) or DALI threads per rank (default: the CPUs per "
                            "rank less one, at most 8).", metavar="N")
     option("history", "append every judged case of the session (figures, verdict, environment) to a history "
@@ -164,13 +167,13 @@ def _float_option(config, name: str, *, low: float, high: float | None = None,
     return value
 
 
-def _data_dir_option(config: pytest.Config) -> str | None:
-    """``--dlperf-data-dir`` as an absolute path: relative to the current folder on the command
-    line, to the ini file's folder in ``dlperf_data_dir`` (workers may run elsewhere)."""
-    raw = config.getoption("dlperf_data_dir")
+def _data_dir_option(config: pytest.Config, name: str = "data_dir") -> str | None:
+    """``--dlperf-data-dir`` (or another folder option) as an absolute path: relative to the current
+    folder on the command line, to the ini file's folder in ``dlperf_data_dir`` (workers may run elsewhere)."""
+    raw = config.getoption(f"dlperf_{name}")
     base = Path.cwd()
     if not raw:
-        raw = config.getini("dlperf_data_dir") or None
+        raw = config.getini(f"dlperf_{name}") or None
         if config.inipath is not None:
             base = config.inipath.parent
     return str((base / os.path.expanduser(str(raw))).resolve()) if raw else None
@@ -234,6 +237,7 @@ class Options:
         self.peak_tflops = _float_option(config, "peak-tflops", low=0)
         self.no_telemetry = bool(_option(config, "no-telemetry"))
         self.data_dir = _data_dir_option(config)
+        self.convergence_data = _data_dir_option(config, "convergence_data")
         self.data_workers = _int_option(config, "data-workers", 0)
         self.data_only = bool(_option(config, "data-only"))
         self.max_batch_trials = _int_option(config, "max-batch-trials", 1) or batchsearch.MAX_TRIALS

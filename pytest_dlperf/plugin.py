@@ -52,6 +52,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser, args):
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "dlperf: a pytest-dlperf training-throughput case")
+    config.addinivalue_line("markers", "convergence: a pytest-dlperf case that trains to a target accuracy")
     for n in GPU_MARKERS:
         config.addinivalue_line("markers", f"gpu{n}: a pytest-dlperf case on {n} GPU(s) / ranks")
     for precision in PRECISIONS:

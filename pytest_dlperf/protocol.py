@@ -91,6 +91,40 @@ class ModelSource:
         return cls(data.get("file"), data.get("module"))
 
 
+#: A convergence case's target metrics: whether a higher value is better.
+METRICS = {"top1": True, "top5": True, "loss": False}
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvergenceSpec:
+    """What a convergence run trains to (:mod:`pytest_dlperf.worker.convergence`): its target,
+    budget and recipe.  ``lr`` is the peak learning rate per 256 samples of global batch,
+    scaled linearly with the global batch after ``warmup_epochs`` of linear warm-up
+    (Goyal et al. 2017, https://arxiv.org/abs/1706.02677).  The run evaluates on the
+    validation split every ``eval_every`` steps (None: every epoch) and stops at the
+    target, after ``max_epochs`` or after ``max_seconds`` of training."""
+
+    metric: str  # one of METRICS
+    target: float
+    max_epochs: float | None = None
+    max_seconds: float | None = None
+    lr: float = 0.1
+    warmup_epochs: float = 1.0
+    eval_every: int | None = None
+
+    def reached(self, value: float | None) -> bool:
+        if value is None:
+            return False
+        return value >= self.target if METRICS[self.metric] else value <= self.target
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ConvergenceSpec:
+        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls) if f.name in data})
+
+
 @dataclasses.dataclass(frozen=True)
 class WorkerSpec:
     """``spec.json``: what one worker runs.  Fields in the order they are written.
@@ -113,13 +147,15 @@ class WorkerSpec:
     data_workers: int | None = None  # loader workers / DALI threads per rank; None: from the CPUs
     data_only: bool = False  # time the data loader alone, no model (--dlperf-data-only)
     max_memory: int | None = None  # bytes the training may add (--dlperf-max-memory); None or 0: no cap
+    convergence: ConvergenceSpec | None = None  # a convergence case: train to a target, not timed windows
+    run_index: int = 0  # which run of the case (0, 1, ...): a convergence run seeds its training with it
     distributed: bool = False  # start a process group even for one rank (the launcher says so)
     result_dir: str | None = None  # where each rank writes result-rank{RANK}.json
     progress_path: str | None = None  # where rank 0 writes its Progress
     launched_at: float | None = None  # time.time() when the controller started the process
 
     #: Fields the spec has of its own, not from the run parameters.
-    _OWN = ("case", "model_source", "distributed", "result_dir", "progress_path", "launched_at")
+    _OWN = ("case", "model_source", "run_index", "distributed", "result_dir", "progress_path", "launched_at")
 
     @classmethod
     def run_fields(cls) -> tuple[str, ...]:
@@ -154,6 +190,7 @@ class WorkerSpec:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["case"] = self.case.to_dict()
         out["model_source"] = self.model_source.to_dict() if self.model_source is not None else None
+        out["convergence"] = self.convergence.to_dict() if self.convergence is not None else None
         return out
 
     @classmethod
@@ -174,6 +211,8 @@ class WorkerSpec:
             data_workers=data.get("data_workers"),
             data_only=bool(data.get("data_only")),
             max_memory=data.get("max_memory"),
+            convergence=ConvergenceSpec.from_dict(data["convergence"]) if data.get("convergence") else None,
+            run_index=int(data.get("run_index") or 0),
             distributed=bool(data.get("distributed")),
             result_dir=data.get("result_dir"),
             progress_path=data.get("progress_path"),
@@ -265,6 +304,7 @@ class WorkerResult:
     timing: dict[str, float] | None = None  # setup, warm-up, measured, total (and compile) seconds
     final_loss: float | None = None
     flops: dict[str, Any] | None = None  # rank 0: FLOPs per sample, TFLOP/s, peak, MFU
+    convergence: dict[str, Any] | None = None  # a convergence run, rank 0: target, curve, time to target
     error: ErrorInfo | None = None  # status oom or error: type, message, traceback
     versions: dict[str, str | None] | None = None  # torch, torchvision, cuda
     schema_version: int = RESULT_SCHEMA_VERSION
@@ -305,5 +345,5 @@ class WorkerResult:
 #: A worker result's keys in the order the worker writes them (``docs/result-format.md``).
 RESULT_KEYS = ("schema_version", "kind", "status", "case", "rank", "world_size", "device", "warmup_steps", "steps",
         "repeats", "windows", "warnings", "settings", "unit", "samples_per_step", "memory_cap", "telemetry",
-        "ranks", "data", "timing", "final_loss", "flops", "error", "versions")
+        "ranks", "data", "timing", "final_loss", "flops", "convergence", "error", "versions")
 assert set(RESULT_KEYS) == {f.name for f in dataclasses.fields(WorkerResult)}

@@ -132,7 +132,7 @@ class GateResult:
 
 
 #: Fields written only when set (absent from skipped and failed cases' records).
-_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks")
+_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence")
 #: Fields of a judged case, written even when null.
 _JUDGED = ("throughput_verdict", "scaling", "flops", "telemetry", "data", "compile_seconds",
            "gpu_utilization_gate", "hardware_mismatch")
@@ -166,6 +166,7 @@ class CaseResult:
     hardware_mismatch: str | None = None
     max_batch: dict[str, Any] | None = None
     duration: float | None = None
+    convergence: dict[str, Any] | None = None  # a convergence case: pytest_dlperf.convergence.figures.pooled
     judged: bool = False  # went through the throughput verdict: its figure fields are all written
 
     # -- derived, so that no reader works them out again
@@ -233,7 +234,7 @@ class CaseResult:
             telemetry=data.get("telemetry"), data=data.get("data"), compile_seconds=data.get("compile_seconds"),
             gpu_utilization_gate=typed("gpu_utilization_gate", GateResult.from_dict),
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
-            duration=data.get("duration"), judged="throughput_verdict" in data,
+            duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
         )
 
 

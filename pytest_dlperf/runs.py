@@ -17,7 +17,7 @@ from . import process
 from .cases import Case
 from .launchers import Launcher, LocalLauncher
 from .models import ModelSpec
-from .protocol import Status, WorkerResult, WorkerSpec
+from .protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
 from .stats import Summary, summarize
 
 
@@ -40,9 +40,13 @@ class RunParams:
     data_workers: int | None = None  # --dlperf-data-workers: per rank; None: from the CPUs per rank
     data_only: bool = False  # --dlperf-data-only: time the data loader alone
     max_memory: int | None = None  # --dlperf-max-memory: bytes each worker's training may add
+    convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if out["convergence"] is None:
+            del out["convergence"]  # a throughput case's parameters read as before
+        return out
 
 
 class CaseError(Exception):
@@ -151,6 +155,7 @@ def _run_record(index: int, outcome: process.WorkerOutcome) -> dict[str, Any]:
         "telemetry": result and result.telemetry,
         "flops": result and result.flops,
         "data": result and result.data,
+        "convergence": result and result.convergence,
         "ranks": [_rank_summary(r) for r in (result and result.ranks) or []],
     }
 
@@ -279,7 +284,8 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
     for index in range(params.runs):
         run_dir = workdir / f"run{index}"
         plan = launcher.plan(case.gpus, params.device, run_dir)
-        worker_spec = WorkerSpec.from_params(case, spec, params, distributed=plan.distributed)
+        worker_spec = dataclasses.replace(WorkerSpec.from_params(case, spec, params, distributed=plan.distributed),
+                                          run_index=index)
         outcome = process.run_worker(worker_spec, run_dir, timeout=params.timeout,
                                     startup_timeout=params.startup_timeout, command=plan.command,
                                     extra_env=plan.env,

@@ -27,6 +27,7 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import data, models
+from .convergence import run as convergence
 from .batchsearch import Searches
 from .cases import Case
 from .launchers import get_launcher
@@ -129,6 +130,8 @@ class DlperfSession:
         if missing:
             return missing[0]
         backend = data.backend_of(case.settings_dict)
+        if self.options.data_only and case.converges:
+            return "--dlperf-data-only times data loaders; a convergence case trains to a target"
         if self.options.data_only and backend == data.SYNTHETIC:
             return ("--dlperf-data-only times a data loader; this case's data is synthetic "
                     "(set data=torchvision or data=dali)")
@@ -264,6 +267,8 @@ class DlperfSession:
         ``entry``: its baseline entry, if any; ``properties``: the test's ``user_properties``,
         which JUnit XML and the terminal's status letters read.
         """
+        if case.converges:  # trains to a target: pytest_dlperf.convergence
+            return convergence.run_case(self, case, entry, nodeid, properties)
         spec = models.get_model_spec(case.model)
         params = self.params_for(entry)
         started = time.monotonic()

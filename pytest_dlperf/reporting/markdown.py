@@ -30,6 +30,7 @@ from typing import Any
 from .. import jsonio
 from ..history import text as history_text
 from ..results import CaseResult, cases_from
+from . import convergence
 from . import summary as report
 from .markdown_tables import (comparison_section, fmt_bytes, get_path, link, method_section, table,
                               throughput_section, utilization_section, verdicts_section, windows_section)
@@ -271,10 +272,11 @@ def _file_label(relative: str) -> str:
 
 
 def render(document: Mapping[str, Any], runs: Sequence[RunLogs] = (), logs_note: str | None = None, *,
-           cases: Sequence[CaseResult] | None = None) -> str:
+           cases: Sequence[CaseResult] | None = None, curves: Mapping[str, str] | None = None) -> str:
     """The report's Markdown for a results document; ``runs`` with their link targets set.
 
-    ``cases``: the document's cases as typed records, when the caller has them already.
+    ``cases``: the document's cases as typed records, when the caller has them already;
+    ``curves``: each model's learning-curve PNG relative to the report, where written.
     """
     results = cases_from(document) if cases is None else cases
     lines = _title(document, results)
@@ -284,6 +286,7 @@ def render(document: Mapping[str, Any], runs: Sequence[RunLogs] = (), logs_note:
     lines += comparison_section(results, document.get("baseline"))
     lines += windows_section(results)
     lines += utilization_section(results)
+    lines += convergence.markdown_section(results, curves)
     lines += verdicts_section(results)
     lines += history_text.markdown_section(document.get("history"))
     lines += _logs(runs, logs_note)
@@ -302,7 +305,7 @@ class Written:
 
 def render_linked(document: Mapping[str, Any], runs: Sequence[RunLogs], base: str | os.PathLike,
                   copied: Path | None = None, problem: str | None = None, *,
-                  cases: Sequence[CaseResult] | None = None) -> str:
+                  cases: Sequence[CaseResult] | None = None, curves: Mapping[str, str] | None = None) -> str:
     """The report with each run linked relative to ``base`` (the report's folder): inside ``copied``,
     the logs folder, when the logs were copied; else at their original folders."""
     base = Path(base).resolve()
@@ -315,7 +318,7 @@ def render_linked(document: Mapping[str, Any], runs: Sequence[RunLogs], base: st
         note = f"Each run's folder (spec, stdout, stderr, results) is copied to {link(folder, folder)}."
     else:
         note = "Links point to the original log folders" + (f": {problem}." if problem else ".")
-    return render(document, runs, note, cases=cases)
+    return render(document, runs, note, cases=cases, curves=curves)
 
 
 def write_report(document: Mapping[str, Any], path: str | os.PathLike, *,
@@ -343,5 +346,7 @@ def write_report(document: Mapping[str, Any], path: str | os.PathLike, *,
             problem = f"the logs could not be copied to {folder}: {exc}"
     copied = folder if copy and found and problem is None else None
     target.parent.mkdir(parents=True, exist_ok=True)
-    jsonio.write_atomic(target, render_linked(document, runs, target.parent, copied, problem, cases=results))
+    curves = convergence.write_report_curves(results, target)
+    jsonio.write_atomic(target, render_linked(document, runs, target.parent, copied, problem, cases=results,
+                                              curves=curves))
     return Written(target, copied, len(runs), problem)

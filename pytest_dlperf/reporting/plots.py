@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..results import CaseResult, Status
+from . import convergence
 from .plot_data import (Bar, ComparisonPlot, ScalingLine, ScalingPlot, comparison_plots, fmt_figure, left_out_note,
                         scaling_plots)
 
@@ -212,6 +213,7 @@ def write_plots(results: Sequence[CaseResult], outdir: Path, notes: list[str] | 
         path = outdir / _unique(filename, taken)
         draw(plot).savefig(path, dpi=DPI)
         written.append(path)
+    written += convergence.write_curves(results, outdir)  # learning curves of convergence cases, one per model
     if notes is not None:
         notes.extend(scaling_notes)
         left = left_out_note(results)

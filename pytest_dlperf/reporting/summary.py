@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from ..cases import Case
+from . import convergence
 from ..results import (CaseResult, Scaling, Status, gpu_unavailable_reason, gpu_utilizations, host_metric,
                        telemetry_summaries)
 from ..verdict import fmt_value
@@ -48,6 +49,8 @@ def cell(result: CaseResult) -> str:
     if verdict is Status.DATA_ONLY and result.data:
         loader = result.data
         return f"{fmt_value(loader['samples_per_second'])} data-only ({loader['megabytes_per_second']:.1f} MB/s)"
+    if result.convergence:  # a convergence case: its time to target (reporting/convergence.py)
+        return convergence.summary_cell(result)
     if not result.measured:
         return "ERROR" if verdict is Status.ERROR else "-"
     text = fmt_value(result.throughput)
@@ -67,7 +70,7 @@ def scaling_cell(scaling: Scaling) -> str:
 def _column(case: Case, chosen_batch: int | None = None) -> str:
     """``amp bs256 img160``; a ``"max"`` batch with the one its search chose, ``amp bs=max_144``."""
     batch = f"bs=max_{chosen_batch}" if chosen_batch else f"bs{case.batch_size}"
-    return " ".join([case.precision, batch, *case.settings_parts])
+    return " ".join([case.precision, batch, *case.settings_parts, *case.target_parts])
 
 
 # -- telemetry and FLOPs of a case record

@@ -227,6 +227,10 @@ def _input_source(spec: WorkerSpec, settings: dict[str, Any], batch_size: int, d
 
 def run(spec: WorkerSpec, result: WorkerResult) -> None:
     """Build and train the case described by ``spec``; fill ``result`` as it goes."""
+    if spec.convergence is not None:  # a convergence case: train to a target (worker/convergence.py)
+        from .convergence import run as converge
+
+        return converge(spec, result)
     from .. import data
     from .distributed import ProcessGroup, global_windows, rank_identity, ranks_from_env
     from ..models import ensure_registered

@@ -1,0 +1,75 @@
+"""The verdict of a convergence case: the target reached in every run, then the time it took.
+
+* a run that did not reach the target within its budget fails the case ("target not
+  reached"), whatever the time;
+* the median time to target over the runs (each run its own seed: the evidence MLPerf
+  uses) is gated against the baseline's ``time_to_target``: lower is better, more than
+  ``tolerance`` slower fails, more than ``tolerance`` faster is *improved*.
+
+:func:`judge_time` is a function of per-run figures and the expected figure only, so the
+throughput verdict's statistics can take its place where they are extended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from ..results import Status
+from ..stats import summarize
+from ..verdict import Verdict, fmt_pct
+from .figures import RunFigures
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpectedTime:
+    """The baseline's median seconds to target, its tolerance (a fraction) and where it comes from."""
+
+    seconds: float
+    tolerance: float
+    source: str | None = None
+
+
+def _seeds(runs: Sequence[RunFigures]) -> str:
+    return f"{len(runs)} run{'s' if len(runs) != 1 else ''} (seed{'s' if len(runs) != 1 else ''} " \
+           f"{', '.join(str(r.seed) for r in runs)})"
+
+
+def _metric(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime | None, *,
+               budget: str = "", require_baseline: bool = False, max_cv: float = 0.10) -> Verdict:
+    """The case's verdict from its runs' figures; ``budget`` describes the goal for the message."""
+    missed = [r for r in runs if not r.reached]
+    if missed:
+        worst = missed[0]
+        why = {"diverged": "diverged, the training loss is not finite", "epochs": "the epoch budget spent",
+               "seconds": "the time budget spent"}.get(worst.stopped, worst.stopped)
+        return Verdict(Status.FAIL, f"{case_id}: target not reached in {len(missed)} of {_seeds(runs)}: "
+                                    f"{worst.metric} {_metric(worst.final)} at the end (seed {worst.seed}, "
+                                    f"{worst.epochs:.1f} epochs, {worst.seconds:.1f} s; stopped: {why}); "
+                                    f"goal {budget}")
+    times = summarize([r.seconds_to_target for r in runs])
+    value = times.median
+    epochs = summarize([r.epochs_to_target for r in runs]).median
+    what = (f"{case_id}: {runs[0].metric} {runs[0].target:g} reached in {value:.1f} s ({epochs:.1f} epochs; "
+            f"median of {_seeds(runs)})")
+    noise = f"; noisy: CV {fmt_pct(times.cv)} over {times.n} runs" if times.n > 1 and times.cv > max_cv else ""
+    if expected is None:
+        status = Status.FAIL if require_baseline else Status.NO_BASELINE
+        tail = " and --dlperf-require-baseline is set" if require_baseline else ""
+        return Verdict(status, f"{what}, no time-to-target baseline{tail}{noise}")
+    diff = value / expected.seconds - 1.0
+    source = f"; source: {expected.source}" if expected.source else ""
+    detail = f"(tolerance {fmt_pct(expected.tolerance)}{source}{noise})"
+    if value > expected.seconds * (1.0 + expected.tolerance):
+        return Verdict(Status.FAIL, f"{what}: {fmt_pct(diff)} slower than the baseline {expected.seconds:.1f} s "
+                                    f"{detail}", diff)
+    if value < expected.seconds * (1.0 - expected.tolerance):
+        return Verdict(Status.IMPROVED, f"{what}: {fmt_pct(-diff)} faster than the baseline "
+                                        f"{expected.seconds:.1f} s {detail}; improved: update the baseline", diff)
+    sign = "+" if diff >= 0 else "-"
+    return Verdict(Status.PASS, f"{what}: within {fmt_pct(expected.tolerance)} of the baseline "
+                                f"{expected.seconds:.1f} s ({sign}{fmt_pct(abs(diff))}{source}{noise})", diff)
