@@ -51,6 +51,7 @@ class Entry:
     # Why this case runs unjudged (a folder with no figure for this machine: :mod:`.machines`).
     unjudged: str | None = None
     file: str | None = None  # the file the entry comes from, where it is not the baseline's own path
+    runs: tuple[float, ...] = ()  # the medians of the runs the figure came from (schema version 2), for its spread
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -180,6 +181,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             index=position,
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
+            runs=tuple(float(v) for v in raw.get("runs", ())),
         ))
     return entries
 
@@ -261,6 +263,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
                 widened.append(wide)
         if notes:
             entry["notes"] = "; ".join(notes)
+        entry.update(run_medians(rec))
         # Step counts the session-wide defaults do not give: so the figure is re-measured the same way.
         measured_with = rec.get("parameters") or {}
         for key in STEP_FIELDS:
@@ -268,7 +271,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
                 entry[key] = measured_with[key]
         cases.append(entry)
     return {
-        "schema_version": 1,
+        "schema_version": 2 if any("runs" in c for c in cases) else 1,
         "kind": "dlperf-baseline",
         "hardware": hardware,
         "provenance": {
@@ -281,6 +284,15 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         "defaults": {"tolerance": tolerance, **(steps or {})},
         "cases": cases,
     }
+
+
+def run_medians(record: Mapping[str, Any]) -> dict[str, list[float]]:
+    """``{"runs": [...]}``: the medians of a results record's evidence runs (2 or more), else ``{}``.
+
+    A baseline entry keeps them so that a later verdict knows the figure's own spread
+    (:mod:`pytest_dlperf.evidence`); runs measured on a busy machine are left out."""
+    runs = [r for r in ((record.get("evidence") or {}).get("runs") or []) if not r.get("busy")]
+    return {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
 
 
 def save(path: str | os.PathLike, document: Mapping[str, Any]) -> None:

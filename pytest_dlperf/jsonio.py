@@ -233,9 +233,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
             return f"unexpected field {', '.join(map(repr, extra))}; expected one of {', '.join(allowed)}"
     if error.validator == "required":
         return f"{error.message}"
-    if error.validator == "const" and error.path and error.path[-1] == "schema_version":
+    if error.validator in ("const", "enum") and error.path and error.path[-1] == "schema_version":
+        versions = error.validator_value if error.validator == "enum" else [error.validator_value]
         return (f"schema_version {error.instance!r} is not supported; this pytest-dlperf reads "
-                f"version {error.validator_value}")
+                f"version {' or '.join(map(str, versions))}")
     if error.validator in ("anyOf", "oneOf") and all(map(_alternative, error.validator_value)):
         expected = " or ".join(_alternative(sub) for sub in error.validator_value)
         return f"{error.instance!r} is not {expected}"

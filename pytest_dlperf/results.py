@@ -32,6 +32,7 @@ class Status(str, enum.Enum):
     IMPROVED = "improved"
     NO_BASELINE = "no-baseline"
     FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"  # undecided at the run budget (pytest_dlperf.sequential)
     ERROR = "error"
     SKIPPED = "skipped"
     REMOTE = "remote"  # a torchrun job across nodes: rank 0's node reports
@@ -45,7 +46,7 @@ class Status(str, enum.Enum):
 
 
 #: Verdicts of a throughput against its baseline (``throughput_verdict``).
-THROUGHPUT_STATUSES = (Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL)
+THROUGHPUT_STATUSES = (Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL, Status.INCONCLUSIVE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +127,7 @@ class GateResult:
 #: Fields written only when set (absent from skipped and failed cases' records).
 _OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks")
 #: Fields of a judged case, written even when null.
-_JUDGED = ("throughput_verdict", "scaling", "flops", "telemetry", "data", "compile_seconds",
+_JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "data", "compile_seconds",
            "gpu_utilization_gate", "hardware_mismatch")
 
 
@@ -159,6 +160,7 @@ class CaseResult:
     max_batch: dict[str, Any] | None = None
     duration: float | None = None
     judged: bool = False  # went through the throughput verdict: its figure fields are all written
+    evidence: dict[str, Any] | None = None  # the runs as evidence: estimate, interval, busy runs (.sequential)
 
     # -- derived, so that no reader works them out again
 
@@ -201,7 +203,7 @@ class CaseResult:
             "flops": self.flops, "telemetry": self.telemetry, "data": self.data,
             "compile_seconds": self.compile_seconds,
             "gpu_utilization_gate": None if self.gpu_utilization_gate is None else self.gpu_utilization_gate.to_dict(),
-            "hardware_mismatch": self.hardware_mismatch,
+            "hardware_mismatch": self.hardware_mismatch, "evidence": self.evidence,
         }
         for name in _JUDGED:
             if self.judged or judged[name] is not None:
@@ -225,7 +227,7 @@ class CaseResult:
             telemetry=data.get("telemetry"), data=data.get("data"), compile_seconds=data.get("compile_seconds"),
             gpu_utilization_gate=typed("gpu_utilization_gate", GateResult.from_dict),
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
-            duration=data.get("duration"), judged="throughput_verdict" in data,
+            duration=data.get("duration"), judged="throughput_verdict" in data, evidence=data.get("evidence"),
         )
 
 

@@ -1,15 +1,10 @@
-"""The session: run one case (its runs, confirmations, largest batch and scaling reference) and record it.
+"""The session: run one case (its runs, largest batch and scaling reference) and record it.
 
-:class:`DlperfSession` is created once per pytest session by the plugin
-(:mod:`pytest_dlperf.plugin`), which hands it each case's item.  For a case it:
-
-1. decides whether it can run here (:meth:`DlperfSession.skip_reason`);
-2. searches the largest batch first, for a ``batch_size: "max"`` case (:mod:`.batchsearch`);
-3. measures it in fresh worker processes (:func:`pytest_dlperf.runs.measure`), re-measuring
-   a case that fell below its baseline (``--dlperf-confirm``);
-4. judges it (:mod:`.verdict`): throughput, scaling against the 1-rank figure, GPU utilization;
-5. records a typed :class:`~pytest_dlperf.results.CaseResult`, which the outputs
-   (:mod:`.outputs`) and the reports read at the end of the session.
+:class:`DlperfSession` is created once per pytest session by the plugin; for each case it
+decides whether it can run here (:meth:`DlperfSession.skip_reason`), searches the largest
+batch (:mod:`.batchsearch`), measures one fresh run at a time until the runs decide
+(:mod:`.sequential`, :mod:`.evidence`), judges every gate (:mod:`.verdict`) and records a
+typed :class:`~pytest_dlperf.results.CaseResult` for the outputs (:mod:`.outputs`).
 """
 
 from __future__ import annotations
@@ -35,7 +30,8 @@ from .reporting import benchmark_json, junit
 from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
 from .runs import Attempt, CaseError, RemoteRankZero, RunParams, measure
-from .verdict import Verdict, compose_message, judge, scaling, scaling_message, utilization_gate
+from .sequential import Budget, Evidence, measure_until_decided
+from .verdict import Verdict, compose_message, judge_evidence, scaling, scaling_message, utilization_gate
 
 @dataclasses.dataclass(frozen=True)
 class DeviceChoice:
@@ -239,15 +235,49 @@ class DlperfSession:
         figure = self._references[one]
         return (figure, "measured for scaling") if figure is not None else None
 
-    def judge_attempt(self, case: Case, entry: baseline_mod.Entry | None, attempt: Attempt,
+    def judge_attempt(self, case: Case, entry: baseline_mod.Entry | None, attempt: Attempt, evidence: Evidence,
                       params: RunParams) -> tuple[Verdict, Scaling | None]:
-        verdict = judge(self.searches.label(case, self.device), attempt.summary, attempt.unit,
-                        self.expected(entry, attempt.unit), require_baseline=self.options.require_baseline)
+        verdict = judge_evidence(self.searches.label(case, self.device), evidence, attempt.unit,
+                                 self.expected(entry, attempt.unit), require_baseline=self.options.require_baseline,
+                                 inconclusive=self.options.inconclusive)
         reference = self.scaling_reference(case, params) if case.gpus > 1 else None
         if reference is None:
             return verdict, None
         minimum = self.gate_minimum(entry, "min_scaling_efficiency", self.options.min_efficiency)
-        return verdict, scaling(attempt.summary.median, case.gpus, *reference, minimum)
+        figure = evidence.estimate.value if evidence.estimate is not None else attempt.summary.median
+        return verdict, scaling(figure, case.gpus, *reference, minimum)
+
+    def measure_runs(self, case: Case, measured: Case, spec, params: RunParams, entry: baseline_mod.Entry | None,
+                     result: CaseResult) -> tuple[Attempt, Evidence]:
+        """One fresh run at a time until the evidence decides the case (:mod:`.sequential`)."""
+        opts, one_run = self.options, dataclasses.replace(params, runs=1)
+        expected = self.expected(entry, spec.unit)
+        budget = Budget(opts.runs, 1 if opts.data_only else opts.max_runs, opts.max_seconds, opts.max_interference)
+
+        done: list[dict] = []
+
+        def measure_one(index: int) -> Attempt:
+            self.live.start()
+            shown = functools.partial(self.live.update, self.searches.label(case, self.device), spec.unit, 0)
+            try:
+                attempt = measure(measured, spec, one_run, self.case_dir(case), self.launcher, on_progress=shown,
+                                  first_index=index)
+            except CaseError as exc:
+                exc.runs = done + exc.runs  # every run of the case, for the results
+                raise
+            finally:
+                self.live.finish()
+            done.extend(attempt.runs)
+            return attempt
+
+        def more(attempt: Attempt, evidence: Evidence) -> bool:
+            scale = None if opts.data_only else self.judge_attempt(case, entry, attempt, evidence, params)[1]
+            return scale is not None and scale.failed
+
+        attempt, evidence = measure_until_decided(measure_one, expected, entry.runs if entry else (), budget, more)
+        result.attempts.append(attempt.to_dict())
+        result.evidence = None if opts.data_only else evidence.to_dict()
+        return attempt, evidence
 
     # -- running a case
 
@@ -264,7 +294,6 @@ class DlperfSession:
         spec = models.get_model_spec(case.model)
         params = self.params_for(entry)
         started = time.monotonic()
-        attempts: list[Attempt] = []
         result = CaseResult(id=case.id, nodeid=nodeid, case=case, unit=spec.unit, parameters=params.to_dict())
         self.results.append(result)
         try:
@@ -272,22 +301,9 @@ class DlperfSession:
             if case.searches_batch:
                 measured, result.max_batch = self.searches.resolve(case, spec, params,
                                                                    self.case_dir(case) / "max-batch")
-            for index in range(1 + self.options.confirm):
-                self.live.start()
-                shown = functools.partial(self.live.update, self.searches.label(case, self.device), spec.unit, index)
-                try:
-                    attempt = measure(measured, spec, params, self.case_dir(case) / f"attempt{index}",
-                                      self.launcher, on_progress=shown)
-                finally:
-                    self.live.finish()
-                attempts.append(attempt)
-                result.attempts.append(attempt.to_dict())
-                if self.options.data_only:
-                    break  # the loader alone: nothing to judge or re-measure
-                verdict, scale = self.judge_attempt(case, entry, attempt, params)
-                regressed = verdict.failed and entry is not None
-                if not (regressed or (scale is not None and scale.failed)):
-                    break
+            attempt, evidence = self.measure_runs(case, measured, spec, params, entry, result)
+            if not self.options.data_only:
+                verdict, scale = self.judge_attempt(case, entry, attempt, evidence, params)
         except RemoteRankZero as part:
             # A torchrun job across nodes: rank 0's node measures, gates and reports.
             result.attempts.append({"throughput": None, "runs": part.runs})
@@ -308,19 +324,18 @@ class DlperfSession:
                 result.verdict, result.message = Status.ERROR, f"{case.id}: interrupted before the case finished"
 
         if self.options.data_only:
-            self._record_data_only(entry, result, attempts[-1])
+            self._record_data_only(entry, result, attempt)
             properties.extend(junit.data_only_properties(result.data))
             return
-        self._record_judged(case, entry, result, attempts, verdict, scale)
+        self._record_judged(case, entry, result, attempt, verdict, scale)
         properties.extend(junit.properties(result))
         benchmark_json.add_case(self.config, result)
         if result.verdict is Status.FAIL:
             raise CaseFailed(result.message)
 
     def _record_judged(self, case: Case, entry: baseline_mod.Entry | None, result: CaseResult,
-                       attempts: list[Attempt], verdict: Verdict, scale: Scaling | None) -> None:
-        """The last attempt's figures and every gate's verdict, in ``result``."""
-        last = attempts[-1]
+                       last: Attempt, verdict: Verdict, scale: Scaling | None) -> None:
+        """The runs' figures and every gate's verdict, in ``result``."""
         result.telemetry = last.telemetry()
         minimum = self.gate_minimum(entry, "min_gpu_utilization", self.options.min_gpu_utilization)
         gate = utilization_gate(case.id, case.gpus, minimum, telemetry_summaries(result), self.options.no_telemetry)
@@ -342,13 +357,13 @@ class DlperfSession:
         else:
             scaling_note = None
         failed = verdict.failed or (scale is not None and scale.failed) or (gate is not None and gate.failed)
-        medians = [a.summary.median for a in attempts]
         result.judged = True
         result.verdict = Status.FAIL if failed else verdict.status
-        result.throughput_verdict = verdict.status
-        result.message = compose_message(verdict, scale, scaling_note, gate, medians, last.unit, notes)
-        result.throughput, result.stats, result.difference = last.summary.median, last.summary.to_dict(), \
-            verdict.difference
+        result.throughput_verdict = Status.INCONCLUSIVE if verdict.inconclusive else verdict.status
+        result.message = compose_message(verdict, scale, scaling_note, gate, [], last.unit, notes)
+        estimate = (result.evidence or {}).get("estimate")
+        result.throughput = estimate["value"] if estimate else last.summary.median
+        result.stats, result.difference = last.summary.to_dict(), verdict.difference
         result.device, result.ranks, result.scaling = last.device, ranks, scale
         result.flops, result.data, result.compile_seconds = last.flops(case.gpus), loader, compiled
         result.gpu_utilization_gate, result.hardware_mismatch, result.baseline = gate, mismatch, expected

@@ -49,7 +49,7 @@ def test_tolerance_falls_back_to_the_session_default(tmp_path):
     (doc({k: v for k, v in ENTRY.items() if k != "throughput"}), "$.cases[0]", "'throughput' is a required"),
     (doc({**ENTRY, "throughtput": 1}), "$.cases[0]", "unexpected field 'throughtput'"),
     (doc(ENTRY, defaults={"tolerance": 5}), "$.defaults.tolerance", "5 is greater than or equal to"),
-    ({**doc(ENTRY), "schema_version": 2}, "$.schema_version", "schema_version 2 is not supported"),
+    ({**doc(ENTRY), "schema_version": 3}, "$.schema_version", "schema_version 3 is not supported"),
     (doc(ENTRY, ENTRY), "$.cases[1]", "duplicate case resnet50-amp-bs256-gpu8 (also $.cases[0])"),
     ({**doc(ENTRY), "kind": "dlperf-results"}, "$.kind",
      "expected kind 'dlperf-baseline' (baseline document), found a 'dlperf-results' document"),
