@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,9 +49,9 @@ class Repeated(nn.Module):
     def __init__(self, cost, num_classes):
         super().__init__()
         self.cost = cost
-        self.stem = nn.Conv2d(3, 16, 3, padding=1)
-        self.block = nn.Conv2d(16, 16, 3, padding=1)
-        self.head = nn.Linear(16, num_classes)
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.block = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, num_classes)
 
     def forward(self, x):
         x = torch.relu(self.stem(x))
@@ -59,7 +60,7 @@ class Repeated(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
-@register_model("vq", task="image-classification", batch_size=16, defaults={"image_size": 16, "num_classes": 10})
+@register_model("vq", task="image-classification", batch_size=16, defaults={"image_size": 12, "num_classes": 10})
 def vq(settings):
     return Repeated(int(os.environ.get("DLPERF_VQ_COST", "20")), settings["num_classes"])
 '''
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slowdown", type=float, default=0.20, help="the slowed kind's throughput loss (default 0.20)")
     parser.add_argument("--hog", action="store_true", help="also run unchanged sessions beside a CPU-hogging process")
     parser.add_argument("--cost", type=int, default=20, help="conv blocks per forward, unchanged (default 20)")
-    parser.add_argument("--steps", default="2,10,3", help="warm-up steps, steps per window, windows (default 2,10,3)")
+    parser.add_argument("--steps", default="2,5,3", help="warm-up steps, steps per window, windows (default 2,5,3)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="runs of the saved baseline (default 3)")
     parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
     parser.add_argument("--max-interference", default=None,
@@ -108,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
     parser.add_argument("--verbose", action="store_true", help="print each session's message")
     opts = parser.parse_args(argv)
+    # SIGTERM as Ctrl-C: the running session is stopped and the hogs killed on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     tolerances = [float(t) for t in opts.tolerances.split(",")]
     warmup, steps, repeats = opts.steps.split(",")
     slowed = round(opts.cost / (1 - opts.slowdown))

@@ -209,7 +209,7 @@ PACED = textwrap.dedent("""
     paced("paced-pass", [0.04])
     paced("paced-improved", [0.02])
     paced("paced-slow", [0.08])
-    paced("paced-unsure", [0.04, 0.06])
+    paced("paced-unsure", [0.06, 0.04])
     paced("paced-busy", [0.04], hog_first=True)
 """)
 
