@@ -268,3 +268,20 @@ def test_the_budget_options_are_checked(dlperf):
     result.stderr.fnmatch_lines(["*--dlperf-max-runs: 2 is less than --dlperf-runs 3; expected an integer >= 3*"])
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-inconclusive", "maybe")
     result.stderr.fnmatch_lines(["*--dlperf-inconclusive: 'maybe' is not one of below, fail, pass*"])
+
+
+def test_a_saved_baseline_keeps_the_medians_of_its_counted_runs(tmp_path):
+    from pytest_dlperf import baseline, jsonio
+    from pytest_dlperf.cases import Case
+
+    runs = [{"index": i, "throughput": v, "busy": b} for i, (v, b) in
+            enumerate([(1001.5, None), (350.0, "other processes used 180% CPU"), (995.25, None)])]
+    record = {"id": "tiny-fp32-bs32-gpu1", "case": Case.make("tiny", "fp32", 32, 1, {}).to_dict(),
+              "throughput": 998.4, "unit": "img/s", "evidence": {"runs": runs}}
+    document = baseline.from_measurements([record], {}, 0.05)
+    assert document["schema_version"] == 2 and document["cases"][0]["runs"] == [1001.5, 995.25]
+    jsonio.validate(document, "baseline")
+    baseline.save(tmp_path / "b.json", document)
+    assert baseline.load(tmp_path / "b.json").entries[0].runs == (1001.5, 995.25)
+    one = baseline.from_measurements([{**record, "evidence": {"runs": runs[:1]}}], {}, 0.05)
+    assert one["schema_version"] == 1 and "runs" not in one["cases"][0]  # one run gives no spread
