@@ -179,6 +179,8 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
         status = FAIL if require_baseline else NO_BASELINE
         tail = " and --dlperf-require-baseline is set" if require_baseline else ""
         runs = f" ({est.runs} runs)" if est.runs > 1 else ""
+        if busy and est.runs == len(busy):  # every run busy, none to leave out: the figure is theirs
+            busy_note = f"; measured on a busy machine ({busy[-1].busy} during the windows)"
         return Verdict(status, f"{case_id}: {fmt_value(est.value)} {unit}{runs}, no baseline{tail}{busy_note}")
     base, tol = expected.throughput, expected.tolerance
     diff = est.value / base - 1.0

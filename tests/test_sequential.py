@@ -285,3 +285,10 @@ def test_a_saved_baseline_keeps_the_medians_of_its_counted_runs(tmp_path):
     assert baseline.load(tmp_path / "b.json").entries[0].runs == (1001.5, 995.25)
     one = baseline.from_measurements([{**record, "evidence": {"runs": runs[:1]}}], {}, 0.05)
     assert one["schema_version"] == 1 and "runs" not in one["cases"][0]  # one run gives no spread
+
+
+def test_a_case_without_a_baseline_is_not_re_measured_for_a_busy_machine():
+    e = evidence_of([300.0], expected=None, busy={0})
+    assert e.decision is ev.Decision.PASS and e.estimate.runs == 1
+    v = judge_evidence("c", e, "img/s", None)
+    assert v.status is Status.NO_BASELINE and v.message.endswith("; measured on a busy machine (other processes used 180% CPU during the windows)")
