@@ -56,6 +56,7 @@ class Entry:
     budget: Mapping[str, float] | None = None
     seeds: int | None = None
     time_to_target: float | None = None
+    runs: tuple[float, ...] = ()  # the medians of the runs the figure came from (schema version 2), for its spread
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -187,6 +188,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
             command=raw.get("command"),
             budget=raw.get("budget"), seeds=raw.get("seeds"), time_to_target=raw.get("time_to_target"),
+            runs=tuple(float(v) for v in raw.get("runs", ())),
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")
@@ -270,6 +272,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
                 widened.append(wide)
         if notes:
             entry["notes"] = "; ".join(notes)
+        entry.update(run_medians(rec))
         # Step counts the session-wide defaults do not give: so the figure is re-measured the same way.
         measured_with = rec.get("parameters") or {}
         for key in STEP_FIELDS:
@@ -277,7 +280,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
                 entry[key] = measured_with[key]
         cases.append(entry)
     return {
-        "schema_version": 1,
+        "schema_version": 2 if any("runs" in c for c in cases) else 1,
         "kind": "dlperf-baseline",
         "hardware": hardware,
         "provenance": {
@@ -290,6 +293,15 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         "defaults": {"tolerance": tolerance, **(steps or {})},
         "cases": cases,
     }
+
+
+def run_medians(record: Mapping[str, Any]) -> dict[str, list[float]]:
+    """``{"runs": [...]}``: the medians of a results record's evidence runs (2 or more), else ``{}``.
+
+    A baseline entry keeps them so that a later verdict knows the figure's own spread
+    (:mod:`pytest_dlperf.evidence`); runs measured on a busy machine are left out."""
+    runs = [r for r in ((record.get("evidence") or {}).get("runs") or []) if not r.get("busy")]
+    return {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
 
 
 def save(path: str | os.PathLike, document: Mapping[str, Any]) -> None:

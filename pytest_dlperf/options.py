@@ -20,12 +20,16 @@ import pytest
 from . import batchsearch, jsonio
 from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
+from .evidence import MAX_INTERFERENCE
 from .history.store import redact
 from .launchers import LAUNCHERS
 from .reporting import plots
+from .verdict import INCONCLUSIVE_POLICIES
 from .worker import memory
 
 DEVICES = ("auto", "cuda", "cpu")
+#: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
+MAX_RUNS = 5
 #: Step counts of a case when neither the command line nor the baseline gives them.
 DEFAULTS = STEP_DEFAULTS
 #: The options that name files or folders the session writes, checked before any case runs.
@@ -77,8 +81,17 @@ def add_options(parser: pytest.Parser) -> None:
     option("repeats", "measured windows per run (default 5; a baseline may set it).", metavar="N")
     option("runs", "fresh worker processes per case; the median of all their windows (default 1).",
            metavar="K")
-    option("confirm", "re-measure a case below its baseline this many times before it fails (default 1).",
+    option("confirm", "deprecated: --dlperf-max-runs is --dlperf-runs + N (kept for old command lines).",
            metavar="N")
+    option("max-runs", "most fresh runs of a case before its verdict is inconclusive: after each run the case is "
+                       "decided with 95%% confidence, or measured again (default 5).", metavar="N")
+    option("max-seconds", "time budget of a case's runs: no run starts that would end past it (default: none).",
+           metavar="SECONDS")
+    option("inconclusive", "which cases still undecided at the budget fail: below (those whose estimate is below "
+                           "the threshold; default), fail (all), pass (none).", metavar="POLICY")
+    option("max-interference", "a run during whose windows other processes used more than this much CPU (percent "
+                               "of one CPU, on a saturated machine; or any other process on the GPU) is re-measured, "
+                               "not counted (default 50; off: never).", metavar="PERCENT")
     option("timeout", "seconds a worker may run before its process group is killed "
                       "(default: adapts to the measured step time).", metavar="SECONDS")
     option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).",
@@ -201,7 +214,21 @@ class Options:
         self.repeats = _int_option(config, "repeats", 1)
         self.runs = _int_option(config, "runs", 1) or 1
         confirm = _int_option(config, "confirm", 0)
-        self.confirm = 1 if confirm is None else confirm
+        max_runs = _int_option(config, "max-runs", 1)
+        if max_runs is not None and max_runs < self.runs:
+            raise OptionError(f"--dlperf-max-runs: {max_runs} is less than --dlperf-runs {self.runs}; expected "
+                              f"an integer >= {self.runs}")
+        self.max_runs = max_runs or (self.runs + confirm if confirm is not None else max(self.runs, MAX_RUNS))
+        self.confirm = self.max_runs - self.runs  # re-measurements allowed (what --dlperf-confirm was)
+        self.max_seconds = _float_option(config, "max-seconds", low=0)
+        self.inconclusive = str(_option(config, "inconclusive") or "below")
+        if self.inconclusive not in INCONCLUSIVE_POLICIES:
+            raise OptionError(f"--dlperf-inconclusive: {self.inconclusive!r} is not one of "
+                              f"{', '.join(INCONCLUSIVE_POLICIES)}")
+        raw = _option(config, "max-interference")
+        self.max_interference = (None if str(raw).strip().lower() == "off" else
+                                 _float_option(config, "max-interference", low=0)) if raw is not None \
+            else MAX_INTERFERENCE
         self.timeout = _float_option(config, "timeout", low=0)
         self.tolerance = _float_option(config, "tolerance", low=0, high=1)
         self.min_efficiency = _float_option(config, "min-efficiency", low=0, high=1.5)
@@ -222,7 +249,7 @@ class Options:
         if self.nnodes > 1 and self.launcher == "torchrun":
             # Only the node of rank 0 judges: a re-measurement there alone would leave the
             # other nodes waiting at a rendezvous that never comes.
-            self.confirm = 0
+            self.confirm, self.max_runs = 0, self.runs
         if self.nnodes > 1 and self.launcher != "torchrun":
             raise OptionError("--dlperf-nnodes: jobs across nodes need --dlperf-launcher torchrun "
                               "(slurm and mpi take their nodes from the allocation or the hostfile)")

@@ -29,6 +29,7 @@ TEST_STATUS = {
     Status.NO_BASELINE: ("?", "PASSED (no baseline)", {"green": True}),
     Status.REMOTE: ("r", "PASSED (ranks only: rank 0 reports)", {"green": True}),
     Status.DATA_ONLY: ("d", "PASSED (data-only)", {"green": True}),
+    Status.INCONCLUSIVE: ("~", "PASSED (inconclusive)", {"yellow": True}),
 }
 
 

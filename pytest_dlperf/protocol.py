@@ -305,6 +305,7 @@ class WorkerResult:
     final_loss: float | None = None
     flops: dict[str, Any] | None = None  # rank 0: FLOPs per sample, TFLOP/s, peak, MFU
     convergence: dict[str, Any] | None = None  # a convergence run, rank 0: target, curve, time to target
+    interference: dict[str, Any] | None = None  # what else used the machine during the windows
     error: ErrorInfo | None = None  # status oom or error: type, message, traceback
     versions: dict[str, str | None] | None = None  # torch, torchvision, cuda
     schema_version: int = RESULT_SCHEMA_VERSION
@@ -345,5 +346,5 @@ class WorkerResult:
 #: A worker result's keys in the order the worker writes them (``docs/result-format.md``).
 RESULT_KEYS = ("schema_version", "kind", "status", "case", "rank", "world_size", "device", "warmup_steps", "steps",
         "repeats", "windows", "warnings", "settings", "unit", "samples_per_step", "memory_cap", "telemetry",
-        "ranks", "data", "timing", "final_loss", "flops", "convergence", "error", "versions")
+        "ranks", "data", "timing", "final_loss", "flops", "convergence", "interference", "error", "versions")
 assert set(RESULT_KEYS) == {f.name for f in dataclasses.fields(WorkerResult)}

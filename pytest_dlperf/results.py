@@ -32,6 +32,7 @@ class Status(str, enum.Enum):
     IMPROVED = "improved"
     NO_BASELINE = "no-baseline"
     FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"  # undecided at the run budget (pytest_dlperf.sequential)
     ERROR = "error"
     SKIPPED = "skipped"
     REMOTE = "remote"  # a torchrun job across nodes: rank 0's node reports
@@ -45,7 +46,7 @@ class Status(str, enum.Enum):
 
 
 #: Verdicts of a throughput against its baseline (``throughput_verdict``).
-THROUGHPUT_STATUSES = (Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL)
+THROUGHPUT_STATUSES = (Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL, Status.INCONCLUSIVE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +135,7 @@ class GateResult:
 #: Fields written only when set (absent from skipped and failed cases' records).
 _OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence")
 #: Fields of a judged case, written even when null.
-_JUDGED = ("throughput_verdict", "scaling", "flops", "telemetry", "data", "compile_seconds",
+_JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "data", "compile_seconds",
            "gpu_utilization_gate", "hardware_mismatch")
 
 
@@ -168,6 +169,7 @@ class CaseResult:
     duration: float | None = None
     convergence: dict[str, Any] | None = None  # a convergence case: pytest_dlperf.convergence.figures.pooled
     judged: bool = False  # went through the throughput verdict: its figure fields are all written
+    evidence: dict[str, Any] | None = None  # the runs as evidence: estimate, interval, busy runs (.sequential)
 
     # -- derived, so that no reader works them out again
 
@@ -210,7 +212,7 @@ class CaseResult:
             "flops": self.flops, "telemetry": self.telemetry, "data": self.data,
             "compile_seconds": self.compile_seconds,
             "gpu_utilization_gate": None if self.gpu_utilization_gate is None else self.gpu_utilization_gate.to_dict(),
-            "hardware_mismatch": self.hardware_mismatch,
+            "hardware_mismatch": self.hardware_mismatch, "evidence": self.evidence,
         }
         for name in _JUDGED:
             if self.judged or judged[name] is not None:
@@ -235,6 +237,7 @@ class CaseResult:
             gpu_utilization_gate=typed("gpu_utilization_gate", GateResult.from_dict),
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
+            evidence=data.get("evidence"),
         )
 
 

@@ -156,6 +156,7 @@ def _run_record(index: int, outcome: process.WorkerOutcome) -> dict[str, Any]:
         "flops": result and result.flops,
         "data": result and result.data,
         "convergence": result and result.convergence,
+        "interference": result and result.interference,
         "ranks": [_rank_summary(r) for r in (result and result.ranks) or []],
     }
 
@@ -271,17 +272,18 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
 
 
 def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
-            launcher: Launcher | None = None, on_progress=None) -> Attempt:
+            launcher: Launcher | None = None, on_progress=None, first_index: int = 0) -> Attempt:
     """Run ``params.runs`` fresh workers for ``case``; raise :class:`CaseError` if one fails.
 
     A run whose rank 0 is on another node (the ``torchrun`` launcher across nodes) leaves
     no rank-0 result here: :class:`RemoteRankZero` carries what this node's ranks measured.
     ``on_progress(run_index, runs, progress, elapsed)`` is called about once a second while
-    a run goes on (:func:`pytest_dlperf.process.run_worker`).
+    a run goes on (:func:`pytest_dlperf.process.run_worker`).  ``first_index``: the index of
+    the first run (its folder ``run<index>``), for a case measured one run at a time.
     """
     launcher = launcher or LocalLauncher()
     runs: list[dict[str, Any]] = []
-    for index in range(params.runs):
+    for index in range(first_index, first_index + params.runs):
         run_dir = workdir / f"run{index}"
         plan = launcher.plan(case.gpus, params.device, run_dir)
         worker_spec = dataclasses.replace(WorkerSpec.from_params(case, spec, params, distributed=plan.distributed),
@@ -290,7 +292,7 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
                                     startup_timeout=params.startup_timeout, command=plan.command,
                                     extra_env=plan.env,
                                     on_progress=None if on_progress is None else
-                                    functools.partial(on_progress, index, params.runs))
+                                    functools.partial(on_progress, index, first_index + params.runs))
         record = _run_record(index, outcome)
         runs.append(record)
         local_ok = outcome.rank_results and all(r["status"] == Status.OK for r in outcome.rank_results.values())

@@ -1,15 +1,10 @@
-"""The session: run one case (its runs, confirmations, largest batch and scaling reference) and record it.
+"""The session: run one case (its runs, largest batch and scaling reference) and record it.
 
-:class:`DlperfSession` is created once per pytest session by the plugin
-(:mod:`pytest_dlperf.plugin`), which hands it each case's item.  For a case it:
-
-1. decides whether it can run here (:meth:`DlperfSession.skip_reason`);
-2. searches the largest batch first, for a ``batch_size: "max"`` case (:mod:`.batchsearch`);
-3. measures it in fresh worker processes (:func:`pytest_dlperf.runs.measure`), re-measuring
-   a case that fell below its baseline (``--dlperf-confirm``);
-4. judges it (:mod:`.verdict`): throughput, scaling against the 1-rank figure, GPU utilization;
-5. records a typed :class:`~pytest_dlperf.results.CaseResult`, which the outputs
-   (:mod:`.outputs`) and the reports read at the end of the session.
+:class:`DlperfSession` is created once per pytest session by the plugin; for each case it
+decides whether it can run here (:meth:`DlperfSession.skip_reason`), searches the largest
+batch (:mod:`.batchsearch`), measures one fresh run at a time until the runs decide
+(:mod:`.sequential`, :mod:`.evidence`), judges every gate (:mod:`.verdict`) and records a
+typed :class:`~pytest_dlperf.results.CaseResult` for the outputs (:mod:`.outputs`).
 """
 
 from __future__ import annotations
@@ -27,38 +22,19 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import data, models
-from .convergence import run as convergence
 from .batchsearch import Searches
 from .cases import Case
+from .convergence import run as convergence
+from .device import DeviceChoice, gpu_sized_warning
 from .launchers import get_launcher
+from .measurers import measurer_for
 from .options import DEFAULTS, Options
 from .reporting import benchmark_json, junit
 from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
-from .measurers import measurer_for
 from .runs import Attempt, CaseError, RemoteRankZero, RunParams
-from .verdict import Verdict, compose_message, judge, scaling, scaling_message, utilization_gate
-
-@dataclasses.dataclass(frozen=True)
-class DeviceChoice:
-    """Where this session's cases run: ``--dlperf-device`` resolved against what torch sees."""
-
-    kind: str  # "cuda" or "cpu"
-    cuda_count: int  # visible CUDA devices (0 when not probed: --dlperf-device cpu)
-
-    @classmethod
-    def probe(cls, requested: str) -> DeviceChoice:
-        if requested == "cpu":
-            return cls("cpu", 0)
-        import torch
-
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return cls("cuda" if (requested == "cuda" or count) else "cpu", count)
-
-
-#: FLOPs of one training step above which a case is too big for a CPU (a 2-core CPU trains
-#: about 0.1 TFLOP/s: a step of this size takes about 2 seconds; resnet50 at batch 256 is 3 TFLOP).
-CPU_STEP_FLOPS = 0.2e12
+from .sequential import Budget, Evidence, measure_until_decided
+from .verdict import Verdict, compose_message, judge_evidence, scaling, scaling_message, utilization_gate
 
 
 class DlperfSession:
@@ -190,27 +166,8 @@ class DlperfSession:
         return from_option
 
     def gpu_sized_warning(self, case: Case) -> str | None:
-        """Before a GPU-sized case starts on the CPU because ``--dlperf-device auto`` found no GPU: why it may be slow.
-
-        GPU-sized: one training step (all ranks) counts more than :data:`CPU_STEP_FLOPS`
-        (counted on the meta device, as the worker's FLOP count; nothing is trained here).
-        """
-        if self.options.device != "auto" or self.device != "cpu":
-            return None
-        try:
-            from .worker.flops import count_training_flops
-
-            spec = models.get_model_spec(case.model)
-            counted = count_training_flops(spec, spec.settings(case.settings_dict))
-        except Exception:  # noqa: BLE001 - a model the counter cannot run: no estimate, no warning
-            return None
-        batch = case.batch_size if isinstance(case.batch_size, int) else spec.batch_size
-        per_step = counted.per_batch / counted.per_batch_at * batch * case.gpus
-        if per_step < CPU_STEP_FLOPS:
-            return None
-        return (f"dlperf: {case.id} is sized for a GPU ({per_step / 1e12:.1f} TFLOP a step) and trains on the CPU, "
-                "because --dlperf-device auto found no GPU: expect minutes a step; --dlperf-device cuda requires "
-                "a GPU, --dlperf-device cpu says the CPU is meant")
+        """Why a case sized for a GPU may be slow here (:func:`pytest_dlperf.device.gpu_sized_warning`), or None."""
+        return gpu_sized_warning(case, self.options.device, self.device)
 
     # -- the scaling reference
 
@@ -245,15 +202,51 @@ class DlperfSession:
         figure = self._references[one]
         return (figure, "measured for scaling") if figure is not None else None
 
-    def judge_attempt(self, case: Case, entry: baseline_mod.Entry | None, attempt: Attempt,
+    def judge_attempt(self, case: Case, entry: baseline_mod.Entry | None, attempt: Attempt, evidence: Evidence,
                       params: RunParams) -> tuple[Verdict, Scaling | None]:
-        verdict = judge(self.searches.label(case, self.device), attempt.summary, attempt.unit,
-                        self.expected(entry, attempt.unit, case), require_baseline=self.options.require_baseline)
+        verdict = judge_evidence(self.searches.label(case, self.device), evidence, attempt.unit,
+                                 self.expected(entry, attempt.unit, case), require_baseline=self.options.require_baseline,
+                                 inconclusive=self.options.inconclusive)
         reference = self.scaling_reference(case, params) if case.gpus > 1 else None
         if reference is None:
             return verdict, None
         minimum = self.gate_minimum(entry, "min_scaling_efficiency", self.options.min_efficiency)
-        return verdict, scaling(attempt.summary.median, case.gpus, *reference, minimum)
+        figure = evidence.estimate.value if evidence.estimate is not None else attempt.summary.median
+        return verdict, scaling(figure, case.gpus, *reference, minimum)
+
+    def measure_runs(self, case: Case, measured: Case, spec, params: RunParams, entry: baseline_mod.Entry | None,
+                     result: CaseResult) -> tuple[Attempt, Evidence]:
+        """One fresh run at a time until the evidence decides the case (:mod:`.sequential`)."""
+        opts, one_run = self.options, dataclasses.replace(params, runs=1)
+        expected = self.expected(entry, spec.unit, case)
+        budget = Budget(opts.runs, 1 if opts.data_only else opts.max_runs, opts.max_seconds, opts.max_interference)
+
+        done: list[dict] = []
+
+        def measure_one(index: int) -> Attempt:
+            self.live.start()
+            shown = functools.partial(self.live.update, self.searches.label(case, self.device), spec.unit, 0)
+            try:
+                attempt = measurer_for(spec)(measured, spec, one_run, self.case_dir(case), self.launcher,
+                                             on_progress=shown, first_index=index)
+            except CaseError as exc:
+                exc.runs = done + exc.runs  # every run of the case, for the results
+                raise
+            finally:
+                self.live.finish()
+            done.extend(attempt.runs)
+            return attempt
+
+        def more(attempt: Attempt, evidence: Evidence) -> bool:
+            scale = None if opts.data_only else self.judge_attempt(case, entry, attempt, evidence, params)[1]
+            return scale is not None and scale.failed
+
+        # The baseline's own runs: a file entry's medians, or the history's figures (its last sessions).
+        own = expected.figures if expected is not None and expected.figures else (entry.runs if entry else ())
+        attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more)
+        result.attempts.append(attempt.to_dict())
+        result.evidence = None if opts.data_only else evidence.to_dict()
+        return attempt, evidence
 
     # -- running a case
 
@@ -272,7 +265,6 @@ class DlperfSession:
         spec = models.get_model_spec(case.model)
         params = self.params_for(entry)
         started = time.monotonic()
-        attempts: list[Attempt] = []
         result = CaseResult(id=case.id, nodeid=nodeid, case=case, unit=spec.unit, parameters=params.to_dict())
         self.results.append(result)
         try:
@@ -280,22 +272,9 @@ class DlperfSession:
             if case.searches_batch:
                 measured, result.max_batch = self.searches.resolve(case, spec, params,
                                                                    self.case_dir(case) / "max-batch")
-            for index in range(1 + self.options.confirm):
-                self.live.start()
-                shown = functools.partial(self.live.update, self.searches.label(case, self.device), spec.unit, index)
-                try:
-                    attempt = measurer_for(spec)(measured, spec, params, self.case_dir(case) / f"attempt{index}",
-                                      self.launcher, on_progress=shown)
-                finally:
-                    self.live.finish()
-                attempts.append(attempt)
-                result.attempts.append(attempt.to_dict())
-                if self.options.data_only:
-                    break  # the loader alone: nothing to judge or re-measure
-                verdict, scale = self.judge_attempt(case, entry, attempt, params)
-                regressed = verdict.failed and entry is not None
-                if not (regressed or (scale is not None and scale.failed)):
-                    break
+            attempt, evidence = self.measure_runs(case, measured, spec, params, entry, result)
+            if not self.options.data_only:
+                verdict, scale = self.judge_attempt(case, entry, attempt, evidence, params)
         except RemoteRankZero as part:
             # A torchrun job across nodes: rank 0's node measures, gates and reports.
             result.attempts.append({"throughput": None, "runs": part.runs})
@@ -316,19 +295,18 @@ class DlperfSession:
                 result.verdict, result.message = Status.ERROR, f"{case.id}: interrupted before the case finished"
 
         if self.options.data_only:
-            self._record_data_only(entry, result, attempts[-1])
+            self._record_data_only(entry, result, attempt)
             properties.extend(junit.data_only_properties(result.data))
             return
-        self._record_judged(case, entry, result, attempts, verdict, scale)
+        self._record_judged(case, entry, result, attempt, verdict, scale)
         properties.extend(junit.properties(result))
         benchmark_json.add_case(self.config, result)
         if result.verdict is Status.FAIL:
             raise CaseFailed(result.message)
 
     def _record_judged(self, case: Case, entry: baseline_mod.Entry | None, result: CaseResult,
-                       attempts: list[Attempt], verdict: Verdict, scale: Scaling | None) -> None:
-        """The last attempt's figures and every gate's verdict, in ``result``."""
-        last = attempts[-1]
+                       last: Attempt, verdict: Verdict, scale: Scaling | None) -> None:
+        """The runs' figures and every gate's verdict, in ``result``."""
         result.telemetry = last.telemetry()
         minimum = self.gate_minimum(entry, "min_gpu_utilization", self.options.min_gpu_utilization)
         gate = utilization_gate(case.id, case.gpus, minimum, telemetry_summaries(result), self.options.no_telemetry)
@@ -350,13 +328,13 @@ class DlperfSession:
         else:
             scaling_note = None
         failed = verdict.failed or (scale is not None and scale.failed) or (gate is not None and gate.failed)
-        medians = [a.summary.median for a in attempts]
         result.judged = True
         result.verdict = Status.FAIL if failed else verdict.status
-        result.throughput_verdict = verdict.status
-        result.message = compose_message(verdict, scale, scaling_note, gate, medians, last.unit, notes)
-        result.throughput, result.stats, result.difference = last.summary.median, last.summary.to_dict(), \
-            verdict.difference
+        result.throughput_verdict = Status.INCONCLUSIVE if verdict.inconclusive else verdict.status
+        result.message = compose_message(verdict, scale, scaling_note, gate, [], last.unit, notes)
+        estimate = (result.evidence or {}).get("estimate")
+        result.throughput = estimate["value"] if estimate else last.summary.median
+        result.stats, result.difference = last.summary.to_dict(), verdict.difference
         result.device, result.ranks, result.scaling = last.device, ranks, scale
         result.flops, result.data, result.compile_seconds = last.flops(case.gpus), loader, compiled
         result.gpu_utilization_gate, result.hardware_mismatch, result.baseline = gate, mismatch, expected

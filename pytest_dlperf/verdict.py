@@ -25,6 +25,7 @@ class Verdict:
     status: Status
     message: str
     difference: float | None = None  # measured / baseline - 1
+    inconclusive: bool = False  # undecided at the budget (and failed by --dlperf-inconclusive)
 
     @property
     def failed(self) -> bool:
@@ -141,3 +142,67 @@ def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str |
         parts.remove(gate.message)
         parts.insert(0, gate.message)
     return "; ".join(parts)
+
+
+# -- the sequential verdict (pytest_dlperf.sequential): an estimate with its interval
+
+#: ``--dlperf-inconclusive``: which inconclusive cases fail the session.
+INCONCLUSIVE_POLICIES = ("below", "fail", "pass")
+
+
+def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None, *, require_baseline: bool = False,
+                   inconclusive: str = "below") -> Verdict:
+    """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.sequential.Evidence`).
+
+    The message gives the estimate, its interval and the number of runs.  Undecided at the
+    budget: INCONCLUSIVE, which fails under ``inconclusive="fail"``, and under ``"below"``
+    (the default) when the estimate is below the threshold, saying it was not confirmed.
+    """
+    from .evidence import Decision
+
+    est = evidence.estimate
+    busy = evidence.busy
+    busy_note = ""
+    if busy:
+        busy_note = (f"; {len(busy)} of {len(evidence.figures)} run(s) not counted: the machine was busy "
+                     f"({busy[-1].busy} during the windows)")
+    if est is None:
+        value = evidence.busy_estimate
+        failed = inconclusive == "fail"
+        diff = value / expected.throughput - 1.0 if expected is not None else None
+        return Verdict(FAIL if failed else Status.INCONCLUSIVE,
+                       f"{case_id}: inconclusive: the machine was busy ({busy[-1].busy} during the windows); "
+                       f"{len(busy)} run(s) measured {fmt_value(value)} {unit}, none counted"
+                       + ("; fails: --dlperf-inconclusive fail" if failed else ""), diff, inconclusive=True)
+    figure = f"{fmt_value(est.value)} {unit} ({est.interval_text(fmt_value)})"
+    if expected is None:
+        status = FAIL if require_baseline else NO_BASELINE
+        tail = " and --dlperf-require-baseline is set" if require_baseline else ""
+        runs = f" ({est.runs} runs)" if est.runs > 1 else ""
+        if busy and est.runs == len(busy):  # every run busy, none to leave out: the figure is theirs
+            busy_note = f"; measured on a busy machine ({busy[-1].busy} during the windows)"
+        return Verdict(status, f"{case_id}: {fmt_value(est.value)} {unit}{runs}, no baseline{tail}{busy_note}")
+    base, tol = expected.throughput, expected.tolerance
+    diff = est.value / base - 1.0
+    source = f"; source: {expected.source}" if expected.source else ""
+    detail = f"(tolerance {fmt_pct(tol)}{source})"
+    side = f"{fmt_pct(abs(diff))} {'below' if diff < 0 else 'above'} the baseline {fmt_value(base)} {unit}"
+    if evidence.decision is Decision.REGRESSION:
+        return Verdict(FAIL, f"{case_id}: {figure} is {side} {detail}{busy_note}", diff)
+    if evidence.decision is Decision.IMPROVED:
+        return Verdict(IMPROVED, f"{case_id}: {figure} is {side} {detail}; improved: update the baseline "
+                                 f"(--dlperf-save-baseline){busy_note}", diff)
+    if evidence.decision is Decision.PASS:
+        sign = "+" if diff >= 0 else "-"
+        return Verdict(PASS, f"{case_id}: {figure} is within {fmt_pct(tol)} of the baseline {fmt_value(base)} "
+                             f"{unit} ({sign}{fmt_pct(abs(diff))}{source}){busy_note}", diff)
+    threshold = base * (1 - tol)
+    below = est.value < threshold
+    why = (f"its interval reaches both sides of the threshold {fmt_value(threshold)} {unit} "
+           f"({'the' if evidence.stopped == 'time budget' else 'at the'} {evidence.stopped.replace('-', ' ')})")
+    text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{busy_note}"
+    if inconclusive == "fail" or (inconclusive == "below" and below):
+        reason = ("the estimate is below the threshold, not confirmed" if below
+                  else "--dlperf-inconclusive fail")
+        return Verdict(FAIL, f"{text}; fails: {reason}", diff, inconclusive=True)
+    return Verdict(Status.INCONCLUSIVE, text, diff, inconclusive=True)

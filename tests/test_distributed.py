@@ -82,7 +82,7 @@ def test_scaling_efficiency_is_gated_both_ways(dlperf):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "tiny-fp32-bs32-gpu2: scaling efficiency 0% (speedup 0.00x on 2 ranks over 1000000000.0 img/s on 1, "
-        "from baseline) is below the minimum 80%; tiny-fp32-bs32-gpu2: * img/s is *% above the baseline*",
+        "from baseline) is below the minimum 80%; tiny-fp32-bs32-gpu2: * img/s (95% CI *) is *% above the baseline*",
         "   2 | * + | 0.00x (0%) FAIL*"])
 
 

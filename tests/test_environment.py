@@ -253,7 +253,7 @@ def test_a_gpu_baseline_on_a_cpu_run_is_noted_in_the_verdict_summary_and_results
     note = "baseline measured on Tesla V100-SXM2-16GB; this run is on the CPU (*)"
     result.stdout.fnmatch_lines([
         "improved: update the baseline (1):",
-        f"  tiny-fp32-bs32-gpu1: * img/s is *% above the baseline 1.0 img/s *; {note}",
+        f"  tiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s *; {note}",
         "dlperf: 1 improved",
         f"dlperf: {note}",
     ])

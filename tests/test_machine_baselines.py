@@ -162,7 +162,7 @@ def test_a_folder_judges_against_the_file_of_this_cpu_and_says_so_in_one_line(dl
     (line,) = lines_with(result, "suite/mine.json")
     assert line == (f"{ONE_LINE}baseline suite/mine.json: its hardware ({cpu}, {count} CPUs) matches this machine "
                     f"({cpu}, {count} CPUs)")
-    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1: * img/s is *% above the baseline 1.0 img/s*"])
+    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s*"])
     assert not (dlperf.path / ".dlperf" / "baselines").exists()  # nothing to record
 
 
@@ -204,7 +204,7 @@ def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_i
                            f"({cpu}, {count} CPUs) on ")
     assert line.endswith("; no file in suite matches it")
     result.stdout.fnmatch_lines([
-        "*tiny-fp32-bs32-gpu1: * img/s is *% above the baseline 1.0 img/s*",
+        "*tiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s*",
         f"*tiny-fp32-bs16-gpu1: * img/s, no baseline*; not judged: .dlperf/baselines/suite/{slug}.json has no "
         "figure for this case yet; recorded there for the next run",
     ])
@@ -217,7 +217,7 @@ def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_i
     recorded.write_text(json.dumps(saved))
     result = dlperf.run("--dlperf-baseline", folder, "-k", "bs32", "--dlperf-confirm", "0", "-q")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1: * img/s is *% below the baseline 1000000000.0 img/s*"])
+    result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% below the baseline 1000000000.0 img/s*"])
     assert len(lines_with(result, "recorded on this machine")) == 1
 
 
@@ -253,7 +253,7 @@ def test_a_single_file_of_another_cpu_is_judged_with_the_mismatch_noted(dlperf):
     result.assert_outcomes(passed=1)
     note = f"baseline measured on {OTHER_CPU}; this machine has {cpu}"
     result.stdout.fnmatch_lines([
-        f"  tiny-fp32-bs32-gpu1: * img/s is *% above the baseline 1.0 img/s *; {note}",
+        f"  tiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s *; {note}",
         "dlperf: 1 improved",
         f"dlperf: {note}",
     ])

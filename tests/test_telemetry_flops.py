@@ -184,7 +184,7 @@ def test_min_gpu_utilization_gates_only_where_gpu_telemetry_exists(dlperf):
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "gputiny-fp32-bs32-gpu1: GPU utilization 30.0% (mean over the measured windows) is below the minimum 80%; "
-        "gputiny-fp32-bs32-gpu1: * img/s is *% above the baseline 1.0 img/s*",
+        "gputiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s*",
     ])
     result.stdout.re_match_lines([r"gputiny-fp32-bs32-gpu1 \| +[\d.e-]+ \| +- \| +30% / 30% \| +\d+% \| +\d+ MiB$"])
     by_id = {c["id"]: c for c in dlperf.results()["cases"]}

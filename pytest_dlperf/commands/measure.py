@@ -191,17 +191,18 @@ def _too_few(run: _Run, by_rank: dict[int, list[parsers.Record]], read: list[Pat
 
 
 def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
-            launcher: Launcher | None = None, on_progress=None) -> Attempt:
+            launcher: Launcher | None = None, on_progress=None, first_index: int = 0) -> Attempt:
     """Run ``params.runs`` fresh runs of ``spec``'s command for ``case``; raise :class:`CaseError` if one fails.
 
     The same signature and result as :func:`pytest_dlperf.runs.measure`, so the session judges,
     re-measures and reports a command case as any other.  ``on_progress`` is not called: a
-    command reports no progress of its own.
+    command reports no progress of its own.  ``first_index``: the index of the first run (the
+    session measures one run at a time, :mod:`pytest_dlperf.sequential`).
     """
     launcher = launcher or LocalLauncher()
     timeout = params.timeout or spec.timeout or DEFAULT_TIMEOUT
     runs: list[dict[str, Any]] = []
-    for index in range(params.runs):
+    for index in range(first_index, first_index + params.runs):
         run_dir = workdir / f"run{index}"
         run_dir.mkdir(parents=True, exist_ok=True)
         run = _Run(spec, case, params, run_dir, launcher)

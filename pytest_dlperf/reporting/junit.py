@@ -40,6 +40,26 @@ def properties(result: CaseResult) -> list[tuple[str, Any]]:
     cpu = host_metric(summaries, "cpu_percent", "mean")
     if cpu is not None:
         props.append(("dlperf_cpu_util_mean", round(cpu, 2)))
+    return props + evidence_properties(result)
+
+
+def evidence_properties(result: CaseResult) -> list[tuple[str, Any]]:
+    """The runs as evidence: the throughput verdict, the interval, runs counted and not, other processes' CPU."""
+    evidence = result.evidence or {}
+    props: list[tuple[str, Any]] = []
+    if result.throughput_verdict is not None:
+        props.append(("dlperf_throughput_verdict", result.throughput_verdict.value))
+    estimate = evidence.get("estimate")
+    if estimate:
+        props += [("dlperf_ci_low", round(estimate["low"], 3)), ("dlperf_ci_high", round(estimate["high"], 3)),
+                  ("dlperf_runs", estimate["runs"])]
+    runs = evidence.get("runs") or []
+    if runs:
+        props.append(("dlperf_runs_busy", sum(1 for r in runs if r.get("busy"))))
+    others = [run["interference"]["other_cpu_percent"] for attempt in result.attempts
+              for run in attempt.get("runs") or [] if run.get("interference")]
+    if others:
+        props.append(("dlperf_other_cpu_percent_max", round(max(others), 1)))
     return props
 
 

@@ -101,15 +101,18 @@ def method_section(results: Sequence[CaseResult], options: Mapping[str, Any]) ->
     lines = ["## Method", "",
              "Every step is real training (forward, loss, backward, optimizer step). Each run is a "
              "fresh process: it skips the warm-up steps, then times windows of steps between device "
-             "synchronizations. A window's throughput is its samples over its seconds; a case's figure is "
-             "the median of all windows of all its runs. Multi-GPU cases are data-parallel (DDP): the "
-             "global batch over the slowest rank's time.", ""]
+             "synchronizations. A window's throughput is its samples over its seconds; a run's figure is "
+             "the median of its windows, and a case's the geometric mean of its runs' figures, with a 95% "
+             "interval; runs are added one at a time until the interval decides the verdict. Multi-GPU cases "
+             "are data-parallel (DDP): the global batch over the slowest rank's time.", ""]
     if not measured:
         return lines + ["No case was measured.", ""]
     rows = [(meaning, _distinct(measured, lambda r, k=key: r.parameters.get(k, "unknown")))
             for key, meaning in METHOD_PARAMETERS]
     rows.append(("data", _distinct(measured, _data_backend)))
-    if "confirm" in options:
+    if "max_runs" in options:
+        rows.append(("most runs of a case before it is inconclusive", options["max_runs"]))
+    elif "confirm" in options:
         rows.append(("re-measurements of a case below its baseline before it fails", options["confirm"]))
     rows.append(("tolerance", _distinct(measured, lambda r: fmt_pct(r.baseline.tolerance)
                                         if r.baseline is not None else "no baseline")))

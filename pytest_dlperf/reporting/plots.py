@@ -33,9 +33,9 @@ from .plot_data import (Bar, ComparisonPlot, ScalingLine, ScalingPlot, compariso
 
 INSTALL_HINT = "pip install 'pytest-dlperf[plot]'"
 VERDICT_COLORS = {Status.PASS: "#4C72B0", Status.IMPROVED: "#55A868", Status.FAIL: "#C44E52",
-                  Status.NO_BASELINE: "#9A9A9A"}
+                  Status.NO_BASELINE: "#9A9A9A", Status.INCONCLUSIVE: "#DD8452"}
 VERDICT_LABELS = {Status.PASS: "pass", Status.IMPROVED: "improved", Status.FAIL: "fail",
-                  Status.NO_BASELINE: "no baseline"}
+                  Status.NO_BASELINE: "no baseline", Status.INCONCLUSIVE: "inconclusive"}
 DPI = 100
 LOG_RANGE = 20  # measured-vs-baseline: a log axis when the largest figure is this many times the smallest
 

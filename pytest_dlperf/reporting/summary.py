@@ -23,7 +23,7 @@ from ..results import (CaseResult, Scaling, Status, gpu_unavailable_reason, gpu_
                        telemetry_summaries)
 from ..verdict import fmt_value
 
-MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +"}
+MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +", Status.INCONCLUSIVE: " ~"}
 
 
 def render_table(header: Sequence[str], rows: Iterable[Sequence[str]], align_right=(0,)) -> list[str]:
@@ -247,6 +247,7 @@ def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = Non
                 lines.append(f"  {text}")
 
     section("regressions and errors", (Status.FAIL, Status.ERROR))
+    section("inconclusive: not decided within the run budget", (Status.INCONCLUSIVE,))
     section("improved: update the baseline", (Status.IMPROVED,))
     section("no baseline" + (f" in {baseline_path}" if baseline_path else ""), (Status.NO_BASELINE,))
     section("data-only: the data loader alone, not judged", (Status.DATA_ONLY,))

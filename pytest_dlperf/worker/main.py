@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import ModelSource, Progress, Status, WorkerResult, WorkerSpec, result_file
+from .interference import Interference
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -225,6 +226,18 @@ def _input_source(spec: WorkerSpec, settings: dict[str, Any], batch_size: int, d
                             world_size=ranks.world_size, workers=spec.data_workers)
 
 
+def _nvml_index(device_info: dict[str, Any], local_rank: int) -> int | None:
+    """The NVML index of this rank's GPU, for :class:`Interference`; None on the CPU or without NVML's index."""
+    if device_info.get("type") != "cuda":
+        return None
+    try:
+        from . import telemetry
+
+        return telemetry.nvml_index(local_rank)
+    except Exception:  # noqa: BLE001 - no index: other processes on the GPU are not looked for
+        return None
+
+
 def run(spec: WorkerSpec, result: WorkerResult) -> None:
     """Build and train the case described by ``spec``; fill ``result`` as it goes."""
     if spec.convergence is not None:  # a convergence case: train to a target (worker/convergence.py)
@@ -261,6 +274,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
             result.memory_cap = apply_cap(int(spec.max_memory), device)
         source = _input_source(spec, settings, case.batch_size, device, ranks)
         meter = data.WindowMeter(source, then=sampler) if source is not None else sampler
+        busy = Interference(then=meter, gpu_index=_nvml_index(device_info, ranks.local_rank))
         if data_only:
             step = data.DataOnlyStep(source, device)
         else:
@@ -276,7 +290,8 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         windows, marks = time_windows(step, warmup_steps=spec.warmup_steps, steps=spec.steps,
                                       repeats=spec.repeats, samples_per_step=per_rank,
                                       on_progress=progress, barrier=group.barrier if group else None,
-                                      sampler=meter)
+                                      sampler=busy)
+        result.interference = busy.summary()
         mine: dict[str, Any] = {"windows": windows}
         if source is not None:
             mine["data"] = meter.rank_figures(windows)

@@ -1,0 +1,161 @@
+"""How good are the verdicts?  False alarms, detections, inconclusive cases and their cost, measured.
+
+The gate is the product: a nightly job must fail when training got slower and must not fail
+when it did not.  This script measures both, side by side, in one invocation, with real
+pytest sessions of a small convnet whose cost it can raise by a known factor:
+
+1. a temporary folder gets a ``conftest.py`` that registers ``vq``: a small convnet whose
+   forward repeats its conv block ``DLPERF_VQ_COST`` times (default 20; 25 is 25% more work,
+   a 20% lower throughput);
+2. one session saves a baseline (``--dlperf-save-baseline``, ``--dlperf-runs`` 3: the entry
+   keeps its runs' medians);
+3. for each ``--tolerances`` value the baseline's tolerance is set to it, and ``--sessions``
+   sessions run the unchanged case, ``--sessions`` the slowed one (``--slowdown``, 20%
+   by default) and, with ``--hog``, ``--sessions`` unchanged ones while another process keeps
+   every CPU busy.  The kinds alternate, so a drift of the machine does not favour one.
+
+It prints, per tolerance and kind: sessions, failed (for "unchanged" and "hog": false alarms;
+for "slowed": detections), inconclusive, passed, the mean runs per verdict and the mean
+seconds per session.  Exit status 0 (a table; no pass/fail threshold: the figures are the
+result).
+
+    python benchmarks/verdict_quality.py --sessions 20 --tolerances 0.05,0.10 --hog
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+CONFTEST = '''
+import os
+import torch
+from torch import nn
+from pytest_dlperf import register_model
+
+
+class Repeated(nn.Module):
+    """A conv block applied DLPERF_VQ_COST times: the work per step, in known steps of 1/COST."""
+
+    def __init__(self, cost, num_classes):
+        super().__init__()
+        self.cost = cost
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.block = nn.Conv2d(8, 8, 3, padding=1)
+        self.head = nn.Linear(8, num_classes)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        for _ in range(self.cost):
+            x = torch.relu(self.block(x))
+        return self.head(x.mean((2, 3)))
+
+
+@register_model("vq", task="image-classification", batch_size=16, defaults={"image_size": 12, "num_classes": 10})
+def vq(settings):
+    return Repeated(int(os.environ.get("DLPERF_VQ_COST", "20")), settings["num_classes"])
+'''
+
+HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
+
+
+def session(folder: Path, args: list[str], cost: int, hog: bool, timeout: float) -> dict:
+    """One pytest session of the ``vq`` case; its verdict, runs and seconds."""
+    env = dict(os.environ, DLPERF_VQ_COST=str(cost))
+    results = folder / "results.json"
+    results.unlink(missing_ok=True)
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(os.cpu_count() or 1)] if hog else []
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+                               "--dlperf-device", "cpu", "--dlperf-json", str(results), *args],
+                              cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    seconds = time.monotonic() - started
+    if not results.exists():
+        raise SystemExit(f"the session wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                         f"{proc.stderr[-2000:]}")
+    case = json.loads(results.read_text())["cases"][0]
+    evidence = case.get("evidence") or {}
+    return {"verdict": case["verdict"], "throughput_verdict": case.get("throughput_verdict"),
+            "runs": len(evidence.get("runs") or []), "busy": sum(1 for r in evidence.get("runs") or [] if r["busy"]),
+            "seconds": seconds, "message": case["message"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=3, help="sessions of each kind per tolerance (default 3)")
+    parser.add_argument("--tolerances", default="0.05", help="comma list of baseline tolerances (default 0.05)")
+    parser.add_argument("--slowdown", type=float, default=0.20, help="the slowed kind's throughput loss (default 0.20)")
+    parser.add_argument("--hog", action="store_true", help="also run unchanged sessions beside a CPU-hogging process")
+    parser.add_argument("--cost", type=int, default=20, help="conv blocks per forward, unchanged (default 20)")
+    parser.add_argument("--steps", default="2,5,3", help="warm-up steps, steps per window, windows (default 2,5,3)")
+    parser.add_argument("--baseline-runs", type=int, default=3, help="runs of the saved baseline (default 3)")
+    parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
+    parser.add_argument("--max-interference", default=None,
+                        help="--dlperf-max-interference of each session (default: the plugin's, 50; off: never busy)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
+    parser.add_argument("--verbose", action="store_true", help="print each session's message")
+    opts = parser.parse_args(argv)
+    # SIGTERM as Ctrl-C: the running session is stopped and the hogs killed on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    tolerances = [float(t) for t in opts.tolerances.split(",")]
+    warmup, steps, repeats = opts.steps.split(",")
+    slowed = round(opts.cost / (1 - opts.slowdown))
+    common = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", steps, "--dlperf-repeats", repeats]
+    if opts.max_interference is not None:
+        common += ["--dlperf-max-interference", opts.max_interference]
+    with tempfile.TemporaryDirectory(prefix="dlperf-vq-") as tmp:
+        folder = Path(tmp)
+        (folder / "conftest.py").write_text(CONFTEST)
+        started = time.monotonic()
+        saved = session(folder, [*common, "--dlperf-model", "vq", "--dlperf-runs", str(opts.baseline_runs),
+                                 "--dlperf-save-baseline", "base.json"], opts.cost, False, opts.timeout)
+        base = json.loads((folder / "base.json").read_text())
+        entry = base["cases"][0]
+        print(f"baseline: {entry['throughput']:.1f} {entry['unit']} from {saved['runs']} runs "
+              f"(medians {entry.get('runs')}), {saved['seconds']:.0f} s")
+        print(f"cost: unchanged {opts.cost} blocks, slowed {slowed} blocks ({100 * (1 - opts.cost / slowed):.1f}% "
+              f"less throughput); {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
+        kinds = [("unchanged", opts.cost, False), ("slowed", slowed, False)] + \
+            ([("hog", opts.cost, True)] if opts.hog else [])
+        table: dict[tuple[float, str], list[dict]] = defaultdict(list)
+        for tolerance in tolerances:
+            entry["tolerance"] = tolerance
+            (folder / "b.json").write_text(json.dumps(base))
+            args = [*common, "--dlperf-baseline", "b.json", "--dlperf-max-runs", str(opts.max_runs)]
+            for index in range(opts.sessions):
+                for name, cost, hog in kinds:
+                    outcome = session(folder, args, cost, hog, opts.timeout)
+                    table[tolerance, name].append(outcome)
+                    if opts.verbose:
+                        print(f"  tol {tolerance:g} {name} #{index + 1}: {outcome['verdict']} "
+                              f"({outcome['runs']} runs, {outcome['seconds']:.0f} s): {outcome['message']}")
+        print()
+        print("tolerance | kind      | sessions | failed | inconclusive | passed | mean runs | busy runs | mean s")
+        print("----------+-----------+----------+--------+--------------+--------+-----------+-----------+-------")
+        for (tolerance, name), outcomes in table.items():
+            failed = sum(o["verdict"] == "fail" for o in outcomes)
+            unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
+            print(f"{100 * tolerance:8.0f}% | {name:9} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
+                  f"{len(outcomes) - failed - unsure:6} | {statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
+                  f"{sum(o['busy'] for o in outcomes):9} | {statistics.fmean(o['seconds'] for o in outcomes):6.1f}")
+        print("failed: false alarms for unchanged and hog, detections for slowed; inconclusive: passed, not decided")
+        print(f"total {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

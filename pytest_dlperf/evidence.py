@@ -1,0 +1,199 @@
+"""Runs as evidence: each fresh run's median, whether the machine was busy, and the interval of the ratio.
+
+A run is one fresh worker process.  Its windows are correlated (same process, same
+allocation, same neighbours), so the *runs* are the independent samples and a run's figure is
+the median of its windows (:class:`RunFigure`).  A run measured while other processes used
+the machine (:func:`busy_reason`: the worker's ``interference`` and the telemetry's clock
+throttling) is kept in the results but is no evidence.
+
+:func:`estimate` gives the case's figure relative to its baseline with a confidence interval,
+on the log scale (throughput is a rate: slowdowns multiply, and its spread is relative):
+
+* the estimate is the geometric mean of the evidence runs' medians;
+* the spread ``sigma`` (the standard deviation of ``log(run median)``) is pooled from three
+  sources, each weighted by its degrees of freedom: the session's runs (n - 1), the
+  baseline's own run medians when it kept them (``"runs"``, m - 1), and a stated prior,
+  :func:`prior_sigma`, worth :data:`PRIOR_DOF` runs, so that one or two runs never give a
+  spread of zero;
+* the standard error of ``log(estimate / baseline)`` is ``sigma * sqrt(1/n + 1/m)`` (the
+  baseline figure is itself an estimate from m runs; a published figure, m unknown, counts
+  as exact: its tolerance covers it), and the interval is Student's t at the pooled degrees
+  of freedom (``scipy.stats.t``).
+
+:func:`decide`: regression when the whole interval is below ``baseline x (1 - tolerance)``,
+improved when it is all above ``baseline x (1 + tolerance)``, pass when it is all above the
+lower threshold; else undecided, and the session measures another run (:mod:`.sequential`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from scipy import stats as scipy_stats
+
+from .tolerance import NOISE_SIGMAS
+
+#: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2.
+CONFIDENCE = 0.95
+#: Weight of the prior spread, in runs' worth of degrees of freedom.
+PRIOR_DOF = 3
+#: The least prior spread (CV between runs), whatever the tolerance says.
+FLOOR_CV = 0.01
+#: Default: a run is busy when other processes used more than this much CPU (percent of one CPU)
+#: during its windows, while the machine's CPUs were saturated.
+MAX_INTERFERENCE = 50.0
+#: A machine counts as saturated when all processes together used this share of its CPUs.
+SATURATED = 0.9
+#: Clock throttling that comes from the machine's state, not the training itself, seen in
+#: more than this share of the telemetry's samples.
+THROTTLE_REASONS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+THROTTLE_SHARE = 0.1
+
+
+class Decision(str, enum.Enum):
+    REGRESSION = "regression"
+    PASS = "pass"
+    IMPROVED = "improved"
+    UNDECIDED = "undecided"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFigure:
+    """One run: its median, and why it is no evidence (None: it is)."""
+
+    index: int
+    value: float
+    busy: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "throughput": self.value, "busy": self.busy}
+
+
+def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
+                threshold: float | None = MAX_INTERFERENCE) -> str | None:
+    """Why a run's windows were measured on a busy machine, or None.  ``threshold`` None: never busy.
+
+    Other processes' CPU (or the hypervisor's steal) above ``threshold`` percent of one CPU
+    counts where the machine's CPUs were saturated (a process on an idle core takes nothing
+    from the case); other processes on the case's GPU always count; so does clock throttling
+    for the machine's sake (thermal, power brake) in more than 10% of the samples.
+    """
+    if threshold is None:
+        return None
+    reasons = []
+    if interference:
+        other, steal = interference.get("other_cpu_percent", 0.0), interference.get("steal_percent", 0.0)
+        capacity = 100.0 * interference.get("cpus", 1)
+        used = other + steal + interference.get("own_cpu_percent", 0.0)
+        if other + steal > threshold and used >= SATURATED * capacity:
+            what = f"other processes used {other:.0f}% CPU"
+            reasons.append(what + (f", steal {steal:.0f}%" if steal >= 1 else ""))
+        if interference.get("gpu_other_processes"):
+            reasons.append(f"{interference['gpu_other_processes']} other process(es) on the GPU")
+    summaries = telemetry if isinstance(telemetry, list) else [telemetry] if telemetry else []
+    for summary in summaries:
+        for device in ((summary or {}).get("gpu") or {}).get("devices", {}).values():
+            counts, samples = device.get("throttle_samples") or {}, max(1, (summary or {}).get("samples") or 1)
+            seen = [r for r in THROTTLE_REASONS if counts.get(r, 0) > THROTTLE_SHARE * samples]
+            if seen:
+                reasons.append(f"GPU clocks throttled ({', '.join(seen)})")
+    return "; ".join(dict.fromkeys(reasons)) or None
+
+
+def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
+    """Each run record's (:func:`pytest_dlperf.runs.measure`) median of windows, and whether it was busy."""
+    out = []
+    for run in runs:
+        figures = [w["throughput"] for w in run.get("windows") or []]
+        if figures:
+            out.append(RunFigure(run.get("index", len(out)), statistics.median(figures),
+                                 busy_reason(run.get("interference"), run.get("telemetry"), threshold)))
+    return out
+
+
+def prior_sigma(tolerance: float) -> float:
+    """The spread assumed before any run is seen: the tolerance / :data:`NOISE_SIGMAS`, at least :data:`FLOOR_CV`.
+
+    A tolerance is set (by hand, or by ``--dlperf-save-baseline`` from the measured spread,
+    :mod:`.tolerance`) at 3 x the case's noise or more, so tolerance / 3 is the noise its
+    author vouched for.  It weighs :data:`PRIOR_DOF` runs: a few measured runs soon outweigh it.
+    """
+    return max(FLOOR_CV, math.log1p(tolerance / NOISE_SIGMAS))
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """The case's figure from its evidence runs, with its interval, relative to a baseline (when one)."""
+
+    value: float  # geometric mean of the runs' medians
+    low: float
+    high: float
+    runs: int  # evidence runs
+    sigma: float  # pooled spread of log(run median)
+    dof: float
+    baseline: float | None = None
+    baseline_runs: int = 0
+    confidence: float = CONFIDENCE
+
+    @property
+    def difference(self) -> float | None:
+        return None if self.baseline is None else self.value / self.baseline - 1.0
+
+    def interval_text(self, fmt=lambda v: f"{v:.1f}") -> str:
+        return f"{round(100 * self.confidence)}% CI {fmt(self.low)}-{fmt(self.high)}, {self.runs} run" + \
+            ("s" if self.runs != 1 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], tolerance: float) -> tuple[float, float]:
+    """(sigma, degrees of freedom): the prior, the session's and the baseline's spreads pooled by their dof."""
+    prior = prior_sigma(tolerance)
+    squares, dof = PRIOR_DOF * prior ** 2, float(PRIOR_DOF)
+    for sample in (logs, baseline_logs):
+        if len(sample) >= 2:
+            squares += (len(sample) - 1) * statistics.variance(sample)
+            dof += len(sample) - 1
+    return math.sqrt(squares / dof), dof
+
+
+def estimate(values: Sequence[float], tolerance: float, baseline: float | None = None,
+             baseline_runs: Sequence[float] = (), confidence: float = CONFIDENCE) -> Estimate:
+    """The geometric mean of ``values`` (run medians) with its ``confidence`` interval.
+
+    With a ``baseline``, the interval is that of ``mean / baseline`` (times the baseline), the
+    baseline's own ``baseline_runs`` widening it as an estimate from m runs.
+    """
+    if not values:
+        raise ValueError("no run to estimate from")
+    logs = [math.log(v) for v in values]
+    base_logs = [math.log(v) for v in baseline_runs if v > 0]
+    sigma, dof = pooled_sigma(logs, base_logs, tolerance)
+    center = statistics.fmean(logs)
+    se = sigma * math.sqrt(1 / len(logs) + (1 / len(base_logs) if base_logs and baseline is not None else 0))
+    half = scipy_stats.t.ppf(0.5 + confidence / 2, dof) * se
+    return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), len(logs), sigma, dof,
+                    baseline, len(base_logs), confidence)
+
+
+def decide(est: Estimate, tolerance: float) -> Decision:
+    """Regression, improved or pass when the interval lies wholly on one side of a threshold; else undecided."""
+    if est.baseline is None:
+        return Decision.PASS
+    low, high = est.baseline * (1 - tolerance), est.baseline * (1 + tolerance)
+    if est.high < low:
+        return Decision.REGRESSION
+    if est.low > high:
+        return Decision.IMPROVED
+    if est.low >= low:
+        return Decision.PASS
+    return Decision.UNDECIDED

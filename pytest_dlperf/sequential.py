@@ -1,0 +1,116 @@
+"""The sequential verdict: measure one fresh run at a time until the evidence decides, or the budget ends.
+
+:func:`measure_until_decided` runs ``--dlperf-runs`` runs, then after each run estimates the
+case from the runs that are evidence (:mod:`.evidence`) and stops when the interval decides
+(regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
+``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  A run
+measured on a busy machine (``--dlperf-max-interference``) is re-measured after a short wait
+and never counted.  A case still undecided at the budget is *inconclusive*.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import evidence as ev
+from .results import Expected
+from .runs import Attempt
+from .stats import summarize
+
+#: The longest wait before re-measuring a run measured on a busy machine (never longer than that run took).
+BUSY_WAIT = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How much measuring a case may take, and what counts as a busy machine."""
+
+    first_runs: int = 1  # --dlperf-runs: runs before the first decision
+    max_runs: int = 5  # --dlperf-max-runs
+    max_seconds: float | None = None  # --dlperf-max-seconds
+    max_interference: float | None = ev.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What the runs showed: every run's figure, the estimate from the evidence runs and the decision."""
+
+    figures: list[ev.RunFigure]
+    estimate: ev.Estimate | None  # from the runs that are evidence; None when every run was busy
+    decision: ev.Decision
+    stopped: str  # "decided", "max-runs" or "time budget"
+
+    @property
+    def busy(self) -> list[ev.RunFigure]:
+        return [f for f in self.figures if f.busy]
+
+    @property
+    def busy_estimate(self) -> float | None:
+        """The median of the busy runs, shown when no run was evidence."""
+        return summarize([f.value for f in self.busy]).median if self.busy else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision.value, "stopped": self.stopped,
+                "estimate": None if self.estimate is None else self.estimate.to_dict(),
+                "runs": [f.to_dict() for f in self.figures]}
+
+
+def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
+           tolerance: float) -> tuple[ev.Estimate | None, ev.Decision]:
+    """The estimate from the runs that are evidence, and what it decides (no baseline: pass)."""
+    values = [f.value for f in figures if not f.busy]
+    if not values and expected is None:
+        # Nothing to judge, so no false alarm to avoid: not re-measured (the message says the runs were busy).
+        values = [f.value for f in figures]
+    if not values:
+        return None, ev.Decision.UNDECIDED
+    base = expected.throughput if expected is not None else None
+    estimate = ev.estimate(values, tolerance, base, baseline_runs if base is not None else ())
+    return estimate, ev.decide(estimate, tolerance)
+
+
+def merge(attempts: Sequence[Attempt]) -> Attempt:
+    """One attempt of every run so far: their windows pooled (the windows' statistics), runs in order."""
+    runs = [run for attempt in attempts for run in attempt.runs]
+    windows = [w["throughput"] for run in runs for w in run["windows"]]
+    warnings = sorted({w for attempt in attempts for w in attempt.warnings})
+    return Attempt(summarize(windows), attempts[0].unit, runs, attempts[0].device, warnings)
+
+
+def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
+                          baseline_runs: Sequence[float], budget: Budget,
+                          more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
+                          sleep: Callable[[float], None] = time.sleep) -> tuple[Attempt, Evidence]:
+    """Measure ``measure_one(index)`` (one fresh run each) until decided or out of budget.
+
+    ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
+    that failed).  The tolerance is the expected one (a case without a baseline is decided
+    after its first runs).
+    """
+    tolerance = expected.tolerance if expected is not None else 0.05
+    started = time.monotonic()
+    attempts: list[Attempt] = []
+    while True:
+        index = len(attempts)
+        attempts.append(measure_one(index))
+        attempt = merge(attempts)
+        figures = ev.run_figures(attempt.runs, budget.max_interference)
+        if len(attempts) < budget.first_runs:
+            continue
+        estimate, decision = assess(figures, expected, baseline_runs, tolerance)
+        evidence = Evidence(figures, estimate, decision, "decided")
+        if decision is not ev.Decision.UNDECIDED and not more(attempt, evidence):
+            return attempt, evidence
+        if len(attempts) >= budget.max_runs:
+            evidence.stopped = "max-runs"
+            return attempt, evidence
+        elapsed = time.monotonic() - started
+        per_run = elapsed / len(attempts)
+        if budget.max_seconds is not None and elapsed + per_run > budget.max_seconds:
+            evidence.stopped = "time budget"
+            return attempt, evidence
+        if figures and figures[-1].busy:
+            sleep(min(BUSY_WAIT, attempt.runs[-1].get("wall_seconds") or BUSY_WAIT))

@@ -1,0 +1,133 @@
+"""What else used the machine while this run's windows were timed: the ``interference`` of a worker result.
+
+A run measured while another job shared its CPUs or its GPU is no evidence that training got
+slower.  :class:`Interference` reads, at the start of the first window and at the end of the
+last (never inside a timed window; chained like the telemetry sampler, :meth:`start` /
+:meth:`stop`):
+
+* the CPU time of the whole machine (psutil's ``cpu_times``: busy = total - idle - iowait -
+  steal, guest time being part of user time) and the CPU time of the case's own processes:
+  every process whose environment carries this run's ``DLPERF_RUN_ID`` (the worker, the
+  torchrun agent, every rank and their data-loader workers; without the variable, this
+  process and its descendants).  ``other_cpu_percent`` is the difference over the windows'
+  wall time, in percent of one CPU (200: two CPUs kept busy by other processes);
+* ``steal_percent``: time the hypervisor gave this VM's CPUs to others, where the kernel
+  reports it (``cpu_times().steal``), in percent of one CPU;
+* on CUDA, the processes NVML lists on this rank's GPU that are not the case's own
+  (``nvmlDeviceGetComputeRunningProcesses``), with their memory.  Where NVML does not list
+  this process itself (a container whose PIDs NVML cannot see), the count is left out
+  (``gpu_other_processes`` null, with the reason) rather than guessed.
+
+Clock throttling is already sampled by the telemetry (``throttle_reasons``); the controller
+reads it from there (:mod:`pytest_dlperf.evidence`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import psutil
+
+RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.process.RUN_ID_VARIABLE
+
+
+def own_processes() -> list[psutil.Process]:
+    """The case's processes: those tagged with this run's id, else this process and its descendants."""
+    run_id = os.environ.get(RUN_ID_VARIABLE)
+    me = psutil.Process()
+    if not run_id:
+        return [me, *me.children(recursive=True)]
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid == me.pid or proc.environ().get(RUN_ID_VARIABLE) == run_id:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
+    """CPU seconds (user + system, with reaped children's) of each process still alive, by pid."""
+    out = {}
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+            out[proc.pid] = t.user + t.system + t.children_user + t.children_system
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def _machine() -> tuple[float, float]:
+    """(busy CPU seconds other than steal, steal seconds) of the whole machine."""
+    t = psutil.cpu_times()
+    total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
+    steal = getattr(t, "steal", 0.0)
+    return total - t.idle - getattr(t, "iowait", 0.0) - steal, steal
+
+
+class Interference:
+    """Reads what else used the machine between :meth:`start` and :meth:`stop`; ``then``: a sampler to chain."""
+
+    def __init__(self, then=None, gpu_index: int | None = None):
+        self.then = then
+        self.gpu_index = gpu_index
+        self._start: tuple[float, tuple[float, float], dict[int, float], list[psutil.Process]] | None = None
+        self.figures: dict[str, Any] | None = None
+
+    def start(self) -> None:
+        procs = own_processes()
+        self._start = (time.perf_counter(), _machine(), _cpu_seconds(procs), procs)
+        if self.then is not None:
+            self.then.start()
+
+    def stop(self) -> None:
+        if self.then is not None:
+            self.then.stop()
+        if self._start is None or self.figures is not None:
+            return
+        began, (busy0, steal0), own0, _ = self._start
+        busy1, steal1 = _machine()
+        seconds = time.perf_counter() - began
+        procs = own_processes()
+        own1 = _cpu_seconds(procs)
+        own = sum(own1[pid] - own0.get(pid, 0.0) for pid in own1)
+        other = max(0.0, (busy1 - busy0) - own)
+        self.figures = {
+            "seconds": round(seconds, 4),
+            "other_cpu_percent": round(100 * other / seconds, 2) if seconds > 0 else 0.0,
+            "own_cpu_percent": round(100 * own / seconds, 2) if seconds > 0 else 0.0,
+            "steal_percent": round(100 * max(0.0, steal1 - steal0) / seconds, 2) if seconds > 0 else 0.0,
+            "own_processes": len(own1),
+            "cpus": psutil.cpu_count() or 1,
+        }
+        if self.gpu_index is not None:
+            self.figures.update(gpu_others({p.pid for p in procs}, self.gpu_index))
+
+    def summary(self) -> dict[str, Any] | None:
+        return self.figures
+
+
+def gpu_others(own: set[int], index: int) -> dict[str, Any]:
+    """Other processes on NVML device ``index``: count and memory, or why they could not be told."""
+    try:
+        import pynvml as nvml
+
+        nvml.nvmlInit()
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            listed = nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        finally:
+            nvml.nvmlShutdown()
+    except Exception as exc:  # noqa: BLE001 - no NVML, no driver: not known, said so
+        return {"gpu_other_processes": None, "gpu_reason": f"NVML: {exc}"}
+    pids = {p.pid for p in listed}
+    if not pids & own:
+        return {"gpu_other_processes": None,
+                "gpu_reason": "NVML lists none of this case's processes (another PID namespace)"}
+    others = [p for p in listed if p.pid not in own]
+    return {"gpu_other_processes": len(others),
+            "gpu_other_memory_bytes": sum(int(p.usedGpuMemory or 0) for p in others)}
