@@ -78,7 +78,7 @@ def session(folder: Path, args: list[str], cost: int, hog: bool, timeout: float)
     try:
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
                                "--dlperf-device", "cpu", "--dlperf-json", str(results), *args],
-                              cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
+                              cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     finally:
         for h in hogs:
             h.kill()
@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tolerances", default="0.05", help="comma list of baseline tolerances (default 0.05)")
     parser.add_argument("--slowdown", type=float, default=0.20, help="the slowed kind's throughput loss (default 0.20)")
     parser.add_argument("--hog", action="store_true", help="also run unchanged sessions beside a CPU-hogging process")
+    parser.add_argument("--hog-sessions", type=int, default=None,
+                        help="sessions beside the hog per tolerance (default: --sessions)")
     parser.add_argument("--cost", type=int, default=20, help="conv blocks per forward, unchanged (default 20)")
     parser.add_argument("--steps", default="2,5,3", help="warm-up steps, steps per window, windows (default 2,5,3)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="runs of the saved baseline (default 3)")
@@ -136,8 +138,11 @@ def main(argv: list[str] | None = None) -> int:
             entry["tolerance"] = tolerance
             (folder / "b.json").write_text(json.dumps(base))
             args = [*common, "--dlperf-baseline", "b.json", "--dlperf-max-runs", str(opts.max_runs)]
-            for index in range(opts.sessions):
+            hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
+            for index in range(max(opts.sessions, hogs if opts.hog else 0)):
                 for name, cost, hog in kinds:
+                    if index >= (hogs if hog else opts.sessions):
+                        continue
                     outcome = session(folder, args, cost, hog, opts.timeout)
                     table[tolerance, name].append(outcome)
                     if opts.verbose:

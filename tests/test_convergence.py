@@ -123,7 +123,16 @@ def test_time_to_target_verdicts():
     assert judge_time("c", runs, expected).status is Status.PASS
     slow = judge_time("c", [run_figures(12.5, 0), run_figures(13.0, 1)], expected)
     assert slow.status is Status.FAIL and "27.5% slower than the baseline 10.0 s" in slow.message
-    assert judge_time("c", [run_figures(7.0)], expected).status is Status.IMPROVED
+    faster = [run_figures(7.0, 0), run_figures(7.1, 1), run_figures(6.9, 2)]
+    assert judge_time("c", faster, expected).status is Status.IMPROVED
+    # One seed 30% faster: its interval (the prior's noise, tolerance / 3 per run) is wholly below the
+    # slow threshold, so it passes, but not wholly below the fast one: not confirmed as improved.
+    assert judge_time("c", [run_figures(7.0)], expected).status is Status.PASS
+    # One seed 15% slower: its interval spans the slow threshold: undecided, and not failed while the
+    # estimate is within it (--dlperf-inconclusive below), failed with --dlperf-inconclusive fail.
+    alone = judge_time("c", [run_figures(11.5)], expected)
+    assert alone.status is Status.INCONCLUSIVE and "(95% CI " in alone.message and ", 1 run;" in alone.message
+    assert judge_time("c", [run_figures(11.5)], expected, inconclusive="fail").status is Status.FAIL
     assert judge_time("c", runs, None).status is Status.NO_BASELINE
     assert judge_time("c", runs, None, require_baseline=True).status is Status.FAIL
     # One seed that misses the target fails the case, however fast the others were.

@@ -232,7 +232,7 @@ def test_each_verdict_path_in_one_session(dlperf):
     got = {i.split("-")[1]: (c["verdict"], c["throughput_verdict"], c["evidence"]["decision"], len(c["evidence"]["runs"]))
            for i, c in cases.items()}
     assert got == {"pass": ("pass", "pass", "pass", 1), "improved": ("improved", "improved", "improved", 1),
-                   "slow": ("fail", "fail", "regression", 1), "unsure": ("inconclusive", "inconclusive", "undecided", 2)}
+                   "slow": ("fail", "fail", "regression", 2), "unsure": ("inconclusive", "inconclusive", "undecided", 2)}
     result.stdout.fnmatch_lines([
         "*paced-unsure-fp32-bs32-gpu1 PASSED (inconclusive)*",
         "inconclusive: not decided within the run budget (1):",
@@ -241,7 +241,8 @@ def test_each_verdict_path_in_one_session(dlperf):
     ])
     slow = cases["paced-slow-fp32-bs32-gpu1"]
     assert slow["message"].startswith("paced-slow-fp32-bs32-gpu1: ")
-    assert "(95% CI " in slow["message"] and ", 1 run) is " in slow["message"]
+    # A regression is confirmed by a second run (sequential.REGRESSION_RUNS).
+    assert "(95% CI " in slow["message"] and ", 2 runs) is " in slow["message"]
     assert slow["evidence"]["estimate"]["high"] < 800
     junit = (dlperf.path / "junit.xml").read_text()
     assert 'name="dlperf_throughput_verdict" value="inconclusive"' in junit

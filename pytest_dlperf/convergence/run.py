@@ -68,7 +68,7 @@ def run_case(session: DlperfSession, case: Case, entry: baseline_mod.Entry | Non
     figures = [RunFigures.from_dict(run["convergence"]) for run in attempt.runs]
     expected = expected_time(session, entry)
     verdict = judge_time(case.id, figures, expected, budget=describe(goal),
-                         require_baseline=session.options.require_baseline)
+                         require_baseline=session.options.require_baseline, inconclusive=session.options.inconclusive)
     result.attempts.append({"throughput": None, "runs": attempt.runs})
     result.convergence = {**pooled(figures), "goal": goal.to_dict(),
                           "baseline": dataclasses.asdict(expected) if expected is not None else None}

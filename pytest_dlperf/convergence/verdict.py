@@ -2,12 +2,13 @@
 
 * a run that did not reach the target within its budget fails the case ("target not
   reached"), whatever the time;
-* the median time to target over the runs (each run its own seed: the evidence MLPerf
-  uses) is gated against the baseline's ``time_to_target``: lower is better, more than
-  ``tolerance`` slower fails, more than ``tolerance`` faster is *improved*.
-
-:func:`judge_time` is a function of per-run figures and the expected figure only, so the
-throughput verdict's statistics can take its place where they are extended.
+* the time to target of the runs (each run its own seed: the evidence MLPerf uses) is
+  gated against the baseline's ``time_to_target`` with the throughput verdict's statistics
+  (:mod:`pytest_dlperf.evidence`): the geometric mean of the runs' times with its 95%
+  interval, on the log scale; lower is better.  The whole interval above ``baseline x (1 +
+  tolerance)`` fails, wholly below ``x (1 - tolerance)`` is *improved*, wholly below the upper
+  threshold passes; otherwise the case is *inconclusive* (its seeds are its runs: there is no
+  sequential re-measurement), failed as ``--dlperf-inconclusive`` says.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from .. import evidence as ev
 from ..results import Status
 from ..stats import summarize
 from ..verdict import Verdict, fmt_pct
@@ -40,8 +42,11 @@ def _metric(value: float | None) -> str:
 
 
 def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime | None, *,
-               budget: str = "", require_baseline: bool = False, max_cv: float = 0.10) -> Verdict:
-    """The case's verdict from its runs' figures; ``budget`` describes the goal for the message."""
+               budget: str = "", require_baseline: bool = False, max_cv: float = 0.10,
+               inconclusive: str = "below") -> Verdict:
+    """The case's verdict from its runs' figures; ``budget`` describes the goal for the message;
+    ``inconclusive``: ``--dlperf-inconclusive`` (``below``: an undecided case fails when its
+    estimate is slower than the threshold; ``fail``; ``pass``)."""
     missed = [r for r in runs if not r.reached]
     if missed:
         worst = missed[0]
@@ -61,15 +66,24 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
         status = Status.FAIL if require_baseline else Status.NO_BASELINE
         tail = " and --dlperf-require-baseline is set" if require_baseline else ""
         return Verdict(status, f"{what}, no time-to-target baseline{tail}{noise}")
-    diff = value / expected.seconds - 1.0
+    est = ev.estimate([r.seconds_to_target for r in runs], expected.tolerance, baseline=expected.seconds)
+    diff = est.value / expected.seconds - 1.0
     source = f"; source: {expected.source}" if expected.source else ""
-    detail = f"(tolerance {fmt_pct(expected.tolerance)}{source}{noise})"
-    if value > expected.seconds * (1.0 + expected.tolerance):
-        return Verdict(Status.FAIL, f"{what}: {fmt_pct(diff)} slower than the baseline {expected.seconds:.1f} s "
-                                    f"{detail}", diff)
-    if value < expected.seconds * (1.0 - expected.tolerance):
-        return Verdict(Status.IMPROVED, f"{what}: {fmt_pct(-diff)} faster than the baseline "
-                                        f"{expected.seconds:.1f} s {detail}; improved: update the baseline", diff)
-    sign = "+" if diff >= 0 else "-"
-    return Verdict(Status.PASS, f"{what}: within {fmt_pct(expected.tolerance)} of the baseline "
-                                f"{expected.seconds:.1f} s ({sign}{fmt_pct(abs(diff))}{source}{noise})", diff)
+    figure = f"{est.value:.1f} s ({est.interval_text()}; geometric mean)"
+    slow, fast = expected.seconds * (1.0 + expected.tolerance), expected.seconds * (1.0 - expected.tolerance)
+    against = f"the baseline {expected.seconds:.1f} s (tolerance {fmt_pct(expected.tolerance)}{source})"
+    if est.low > slow:
+        return Verdict(Status.FAIL, f"{what}: {figure} is {fmt_pct(diff)} slower than {against}", diff)
+    if est.high < fast:
+        return Verdict(Status.IMPROVED, f"{what}: {figure} is {fmt_pct(-diff)} faster than {against}; improved: "
+                                        "update the baseline", diff)
+    if est.high <= slow:
+        sign = "+" if diff >= 0 else "-"
+        return Verdict(Status.PASS, f"{what}: {figure} is within {fmt_pct(expected.tolerance)} of the baseline "
+                                    f"{expected.seconds:.1f} s ({sign}{fmt_pct(abs(diff))}{source})", diff)
+    failed = inconclusive == "fail" or (inconclusive == "below" and est.value > slow)
+    side = f"{fmt_pct(diff)} slower" if diff >= 0 else f"{fmt_pct(-diff)} faster"
+    tail = ("; not confirmed: the interval reaches the threshold (more seeds decide; --dlperf-inconclusive)"
+            if failed else "; inconclusive: the interval spans the threshold (more seeds decide)")
+    return Verdict(Status.FAIL if failed else Status.INCONCLUSIVE,
+                   f"{what}: {figure} is {side} than {against}{tail}", diff, inconclusive=True)

@@ -134,7 +134,9 @@ def _draw_bar(ax, y: int, item: Bar) -> float:
         ax.barh(y, item.band[1] - item.band[0], left=item.band[0], height=0.8, color="#E3E3E3", zorder=0)
     spread = None
     if item.low is not None and item.high is not None:
-        spread = [[item.measured - item.low], [item.high - item.measured]]
+        # The figure is the runs' estimate, the spread the windows': a run set aside as busy can leave
+        # the estimate outside the windows' range (matplotlib refuses a negative error).
+        spread = [[max(0.0, item.measured - item.low)], [max(0.0, item.high - item.measured)]]
     ax.barh(y, item.measured, height=0.5, color=VERDICT_COLORS.get(item.verdict, "#9A9A9A"), xerr=spread,
             capsize=3, error_kw={"elinewidth": 1, "ecolor": "#333333"}, zorder=2)
     if item.baseline is not None:
