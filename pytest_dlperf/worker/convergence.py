@@ -32,7 +32,7 @@ import os
 import time
 from typing import Any
 
-from ..protocol import ConvergenceSpec, ModelSource, Status, WorkerResult, WorkerSpec
+from ..protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
 
 #: Stop reasons, by precedence when the ranks disagree (an all-reduce keeps the largest).
 STOPS = ("", "seconds", "epochs", "diverged", "target")
@@ -125,22 +125,14 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
     from torchvision import datasets
 
     from .. import data
-    from ..models import ensure_registered
-    from .distributed import ProcessGroup, ranks_from_env
-    from .main import ProgressFile, _device
-    from .training import AUTOCAST, TrainingStep, make_optimizer, uses_channels_last
+    from .distributed import ProcessGroup
+    from .main import ProgressFile
+    from .prepare import prepare
+    from .training import AUTOCAST, TrainingStep, make_optimizer
 
     goal: ConvergenceSpec = spec.convergence
-    ranks = ranks_from_env()
+    ranks, model_spec, settings, device, _ = prepare(spec, result)
     case = spec.case
-    source_of = spec.model_source or ModelSource()
-    model_spec = ensure_registered(case.model, source_of.file, source_of.module)
-    settings = model_spec.settings(case.settings_dict)
-    device, device_info = _device(spec.device, ranks.local_rank)
-    result.device = device_info
-    settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
-    settings["compile"] = bool(settings.get("compile", False))
-    result.settings, result.unit = settings, model_spec.unit
     global_batch = case.batch_size * ranks.world_size
     result.samples_per_step = global_batch
     launched = float(spec.launched_at) if spec.launched_at is not None else time.time()

@@ -36,7 +36,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..protocol import ModelSource, Progress, Status, WorkerResult, WorkerSpec, result_file
+from ..protocol import Progress, Status, WorkerResult, WorkerSpec, result_file
 from .interference import Interference
 
 
@@ -72,20 +72,6 @@ class ProgressFile:
             self.state["remaining_steps"] = remaining_steps
         self.state.update(where)
         write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()))
-
-
-def _device(kind: str, local_rank: int):
-    import torch
-
-    from ..environment import cpu_model
-
-    if kind == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError("CUDA is not available in the worker")
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-        return device, {"type": "cuda", "name": torch.cuda.get_device_name(device), "index": local_rank}
-    return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None}
 
 
 def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
@@ -245,21 +231,12 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
 
         return converge(spec, result)
     from .. import data
-    from .distributed import ProcessGroup, global_windows, rank_identity, ranks_from_env
-    from ..models import ensure_registered
-    from .training import TrainingStep, uses_channels_last
+    from .distributed import ProcessGroup, global_windows, rank_identity
+    from .prepare import prepare
+    from .training import TrainingStep
 
-    ranks = ranks_from_env()
+    ranks, model_spec, settings, device, device_info = prepare(spec, result)
     case = spec.case
-    registered_in = spec.model_source or ModelSource()
-    model_spec = ensure_registered(case.model, registered_in.file, registered_in.module)
-    settings = model_spec.settings(case.settings_dict)
-    device, device_info = _device(spec.device, ranks.local_rank)
-    result.device = device_info
-    settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
-    settings["compile"] = bool(settings.get("compile", False))
-    result.settings = settings
-    result.unit = model_spec.unit
     per_rank = model_spec.samples_per_batch(case.batch_size, settings)
     result.samples_per_step = per_rank * ranks.world_size
 

@@ -1,0 +1,41 @@
+"""What every kind of run sets up first, on each rank: its rank, the registered model, the model's
+settings and the device.  Shared by a throughput run (:func:`pytest_dlperf.worker.main.run`) and
+a convergence run (:mod:`pytest_dlperf.worker.convergence`)."""
+
+from __future__ import annotations
+
+from ..protocol import ModelSource, WorkerResult, WorkerSpec
+
+
+def _device(kind: str, local_rank: int):
+    import torch
+
+    from ..environment import cpu_model
+
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("CUDA is not available in the worker")
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+        return device, {"type": "cuda", "name": torch.cuda.get_device_name(device), "index": local_rank}
+    return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None}
+
+
+def prepare(spec: WorkerSpec, result: WorkerResult):
+    """This rank, the registered model, its settings and the device: ``(ranks, model_spec, settings,
+    device, device_info)``; fills ``result.device``, ``result.settings`` and ``result.unit``."""
+    from ..models import ensure_registered
+    from .distributed import ranks_from_env
+    from .training import uses_channels_last
+
+    ranks = ranks_from_env()
+    case = spec.case
+    registered_in = spec.model_source or ModelSource()
+    model_spec = ensure_registered(case.model, registered_in.file, registered_in.module)
+    settings = model_spec.settings(case.settings_dict)
+    device, device_info = _device(spec.device, ranks.local_rank)
+    result.device = device_info
+    settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
+    settings["compile"] = bool(settings.get("compile", False))
+    result.settings, result.unit = settings, model_spec.unit
+    return ranks, model_spec, settings, device, device_info
