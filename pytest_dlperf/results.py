@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -172,6 +173,22 @@ class CaseResult:
     evidence: dict[str, Any] | None = None  # the runs as evidence: estimate, interval, busy runs (.sequential)
 
     # -- derived, so that no reader works them out again
+
+    def record_error(self, message: str, runs: list[dict[str, Any]],
+                     properties: list[tuple[str, object]]) -> CaseFailed:
+        """Its runs ended without a measurement: recorded as an error (``properties``: the test's
+        ``user_properties``); returns the exception that fails its test."""
+        self.attempts.append({"throughput": None, "runs": runs})
+        self.verdict, self.message = Status.ERROR, message
+        properties.append(("dlperf_verdict", Status.ERROR.value))
+        return CaseFailed(message)
+
+    def record_end(self, started: float) -> None:
+        """The case's duration since ``started`` (``time.monotonic()``); interrupted (Ctrl-C, SIGTERM)
+        mid-case, it is recorded as an error, so the JSON and the report still say what happened."""
+        self.duration = time.monotonic() - started
+        if self.verdict is None:
+            self.verdict, self.message = Status.ERROR, f"{self.id}: interrupted before the case finished"
 
     @property
     def measured(self) -> bool:

@@ -284,15 +284,10 @@ class DlperfSession:
             properties.append(("dlperf_verdict", Status.REMOTE.value))
             return
         except CaseError as exc:
-            result.attempts.append({"throughput": None, "runs": exc.runs})
-            result.verdict, result.message = Status.ERROR, self.searches.relabel(exc.message, case, self.device)
-            properties.append(("dlperf_verdict", Status.ERROR.value))
-            raise CaseFailed(result.message) from None
+            raise result.record_error(self.searches.relabel(exc.message, case, self.device), exc.runs,
+                                      properties) from None
         finally:
-            result.duration = time.monotonic() - started
-            if result.verdict is None:
-                # Interrupted (Ctrl-C, SIGTERM) mid-case: the JSON and the report still say what happened.
-                result.verdict, result.message = Status.ERROR, f"{case.id}: interrupted before the case finished"
+            result.record_end(started)
 
         if self.options.data_only:
             self._record_data_only(entry, result, attempt)

@@ -57,14 +57,9 @@ def run_case(session: DlperfSession, case: Case, entry: baseline_mod.Entry | Non
         properties.append(("dlperf_verdict", Status.REMOTE.value))
         return
     except CaseError as exc:
-        result.attempts.append({"throughput": None, "runs": exc.runs})
-        result.verdict, result.message = Status.ERROR, exc.message
-        properties.append(("dlperf_verdict", Status.ERROR.value))
-        raise CaseFailed(result.message) from None
+        raise result.record_error(exc.message, exc.runs, properties) from None
     finally:
-        result.duration = time.monotonic() - started
-        if result.verdict is None:
-            result.verdict, result.message = Status.ERROR, f"{case.id}: interrupted before the case finished"
+        result.record_end(started)
     figures = [RunFigures.from_dict(run["convergence"]) for run in attempt.runs]
     expected = expected_time(session, entry)
     verdict = judge_time(case.id, figures, expected, budget=describe(goal),
