@@ -34,8 +34,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from scipy import stats as scipy_stats
-
 from .tolerance import NOISE_SIGMAS
 
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2.
@@ -180,6 +178,8 @@ def estimate(values: Sequence[float], tolerance: float, baseline: float | None =
     sigma, dof = pooled_sigma(logs, base_logs, tolerance)
     center = statistics.fmean(logs)
     se = sigma * math.sqrt(1 / len(logs) + (1 / len(base_logs) if base_logs and baseline is not None else 0))
+    from scipy import stats as scipy_stats  # here, not at the top: it costs every pytest start a second
+
     half = scipy_stats.t.ppf(0.5 + confidence / 2, dof) * se
     return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), len(logs), sigma, dof,
                     baseline, len(base_logs), confidence)
