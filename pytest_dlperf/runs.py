@@ -76,6 +76,12 @@ class Attempt:
     device: dict[str, Any]
     warnings: list[str]
 
+    @classmethod
+    def from_runs(cls, runs: list[dict[str, Any]], unit: str, device: dict[str, Any]) -> Attempt:
+        """The attempt of ``runs`` (run records, in order): their windows pooled, their warnings once each."""
+        return cls(summarize([w["throughput"] for run in runs for w in run["windows"]]), unit, runs, device,
+                   sorted({w for run in runs for w in run.get("warnings") or ()}))
+
     @property
     def windows(self) -> list[dict[str, Any]]:
         return [w for run in self.runs for w in run["windows"]]
@@ -199,7 +205,7 @@ def first_failed_rank(world: int, results: dict[int, dict[str, Any]],
     return errors[0] if errors else None
 
 
-def _status_text(code: int | None) -> str:
+def status_text(code: int | None) -> str:
     """An exit status in one wording (``signal SIGSEGV``, ``exit status 1``), with what a SIGKILL may mean."""
     text = process.describe_returncode(code)
     if code == -signal.SIGKILL:
@@ -246,7 +252,7 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
     by_rank = case.gpus > 1 and failed is not None
     if by_rank:
         known = reported is not None and reported[0] == failed and reported[1] is not None
-        status = f" ({_status_text(reported[1])})" if known else ""
+        status = f" ({status_text(reported[1])})" if known else ""
         who = f"rank {failed}{status}"
         stderr = launcher.rank_stderr(outcome.run_dir, failed) or stderr
     result = _result(results.get(failed) if failed is not None else outcome.result)
@@ -265,9 +271,9 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
         return "error", f"{case.id}: {who} failed: {err['type']}: {err['message']}{_tail_block(stderr)}"
     why = outcome.result_error or "wrote no result"
     if by_rank:
-        return "crash", f"{case.id}: {who} died; the job ended with {_status_text(outcome.returncode)}" \
+        return "crash", f"{case.id}: {who} died; the job ended with {status_text(outcome.returncode)}" \
                         f"{_tail_block(stderr)}"
-    return "crash", (f"{case.id}: the worker ended with {_status_text(outcome.returncode)} "
+    return "crash", (f"{case.id}: the worker ended with {status_text(outcome.returncode)} "
                      f"and {why}{_tail_block(stderr)}")
 
 
@@ -301,7 +307,4 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
         if outcome.result is None or record["status"] != Status.OK or outcome.returncode != 0:
             kind, message = failure_message(case, outcome, launcher, timeout_given=params.timeout is not None)
             raise CaseError(message, kind, runs)
-    windows = [w["throughput"] for run in runs for w in run["windows"]]
-    first = runs[0]
-    warnings = sorted({w for run in runs for w in run["warnings"]})
-    return Attempt(summarize(windows), spec.unit, runs, first["device"] or {}, warnings)
+    return Attempt.from_runs(runs, spec.unit, runs[0]["device"] or {})

@@ -78,10 +78,8 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
 
 def merge(attempts: Sequence[Attempt]) -> Attempt:
     """One attempt of every run so far: their windows pooled (the windows' statistics), runs in order."""
-    runs = [run for attempt in attempts for run in attempt.runs]
-    windows = [w["throughput"] for run in runs for w in run["windows"]]
-    warnings = sorted({w for attempt in attempts for w in attempt.warnings})
-    return Attempt(summarize(windows), attempts[0].unit, runs, attempts[0].device, warnings)
+    return Attempt.from_runs([run for attempt in attempts for run in attempt.runs], attempts[0].unit,
+                             attempts[0].device)
 
 
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,

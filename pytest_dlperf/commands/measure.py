@@ -22,7 +22,7 @@ from typing import Any
 from .. import process
 from ..cases import Case
 from ..launchers import Launcher, LocalLauncher
-from ..runs import Attempt, CaseError, RunParams, _status_text
+from ..runs import Attempt, CaseError, RunParams, status_text
 from ..stats import summarize
 from . import parsers
 from .spec import CommandSpec
@@ -138,8 +138,8 @@ def _failure(run: _Run, outcome: process.CommandOutcome) -> tuple[str, str]:
     text = " ".join(process.tail(p, 60).lower() for p in paths)
     if any(marker in text for marker in OOM_MARKERS):
         return "oom", (f"{case.id}: out of memory at batch size {case.batch_size}: {who} ended with "
-                       f"{_status_text(outcome.returncode)}{_log_tail(paths)}")
-    return "crash", f"{case.id}: {who} ended with {_status_text(outcome.returncode)}{_log_tail(paths)}"
+                       f"{status_text(outcome.returncode)}{_log_tail(paths)}")
+    return "crash", f"{case.id}: {who} ended with {status_text(outcome.returncode)}{_log_tail(paths)}"
 
 
 def _run_record(index: int, run: _Run, outcome: process.CommandOutcome, windows: list[dict[str, Any]],
@@ -224,6 +224,4 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
                             "error", runs)
         if not windows:
             raise CaseError(_too_few(run, by_rank, read), "error", runs)
-    figures = [w["throughput"] for run in runs for w in run["windows"]]
-    warnings = sorted({w for run in runs for w in run["warnings"]})
-    return Attempt(summarize(figures), spec.unit, runs, {"type": params.device}, warnings)
+    return Attempt.from_runs(runs, spec.unit, {"type": params.device})
