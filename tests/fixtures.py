@@ -100,10 +100,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not config.pluginmanager.hasplugin("xdist"):
         return  # its marker is declared by the plugin
     for item in items:
-        for fixture, group in _SERVER_GROUPS.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((g for fixture, g in _SERVER_GROUPS.items() if fixture in fixtures), None)
+        if group is None and "shared_run" in fixtures:
+            # The tests of a module that read one shared inner session run in one worker, which runs it once.
+            group = item.nodeid.split("::")[0]
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @dataclasses.dataclass
