@@ -26,9 +26,12 @@ def write_plots(histories: Sequence[CaseHistory], folder: Path) -> list[Path]:
     for history in histories:
         fig, ax = plt.subplots(figsize=(9, 4.2))
         xs = list(range(1, len(history.points) + 1))
+        labelled = False
         for x, point in zip(xs, history.points):
             if len(point.case.runs) > 1:
-                ax.scatter([x] * len(point.case.runs), point.case.runs, s=6, color="0.7", zorder=1)
+                ax.scatter([x] * len(point.case.runs), point.case.runs, s=6, color="0.7", zorder=1,
+                           label=None if labelled else "a run of a session that took several")
+                labelled = True
         ax.plot(xs, history.figures, marker="o", markersize=3.5, linewidth=1, color="tab:blue", zorder=2,
                 label="median of the session")
         bounds = [0] + [p.step.index for p in history.change_points] + [len(xs)]
