@@ -1,0 +1,117 @@
+"""Does a fixed probe follow the machine's own drift?  Measured, for the calibration a verdict would need.
+
+On the project's shared 2-core machine, unchanged sessions of one case drifted 22-38% below
+the session that saved their baseline, with under 2% steal time and under 2% CPU used by
+other processes (README, "How a verdict is decided").  A verdict could tell "the machine is
+slower" from "training got slower" only if a probe that does not use torch slows down with the
+machine.  This script measures whether one does, before any verdict relies on it.
+
+Each round, in turn: three probes (each timed best of 3, single-threaded, no torch), one
+pytest session of the ``tiny`` case (``--dlperf-json``: its throughput), the probes again.
+The probes:
+
+- ``hash``: SHA-256 over 4 MiB (the CPU's integer pipeline; no memory traffic to speak of);
+- ``matmul``: numpy float32 256 x 256 matrix products (BLAS arithmetic, not torch's);
+- ``copy``: numpy copies of 64 MiB (memory bandwidth).
+
+It prints each round's figures, then for each probe the Pearson correlation of log(probe
+rate) with log(throughput) across rounds, and the coefficient of variation of the throughput
+as measured and divided by each probe's rate (relative to the rounds' mean).  A probe that
+follows the drift correlates strongly and makes the divided figures steadier than the raw ones.
+Exit status 0: the figures are the result.
+
+    python benchmarks/machine_drift.py --rounds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+FAST = ["--dlperf-device", "cpu", "--dlperf-model", "tiny", "--dlperf-precision", "fp32",
+        "--dlperf-batch-size", "32", "--dlperf-warmup-steps", "5", "--dlperf-steps", "30", "--dlperf-repeats", "3",
+        "--dlperf-max-interference", "off", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q"]
+
+
+def _best(work, repeats: int = 3) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def probes() -> dict[str, float]:
+    """Each probe's rate (work units per second, higher is faster)."""
+    data = bytes(4 << 20)
+    a = np.random.default_rng(0).random((256, 256), dtype=np.float32)
+    big = np.ones(16 << 20, dtype=np.float32)  # 64 MiB
+    out = np.empty_like(big)
+    return {
+        "hash": 1 / _best(lambda: hashlib.sha256(data).digest()),
+        "matmul": 1 / _best(lambda: [a @ a for _ in range(20)]),
+        "copy": 1 / _best(lambda: np.copyto(out, big)),
+    }
+
+
+def session(folder: Path) -> float:
+    """One fresh pytest session of the tiny case: its throughput (img/s)."""
+    results = folder / "results.json"
+    results.unlink(missing_ok=True)
+    done = subprocess.run([sys.executable, "-m", "pytest", *FAST, "--dlperf-json", str(results)], cwd=folder,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"machine_drift: the session failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    case = json.loads(results.read_text())["cases"][0]
+    return float(case["throughput"])
+
+
+def cv(values: list[float]) -> float:
+    return statistics.stdev(values) / statistics.fmean(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30, help="rounds of probes + one session (default 30)")
+    args = parser.parse_args(argv)
+    import os
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # the probes single-threaded; the session's worker alike
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="dlperf-drift-") as tmp:
+        folder = Path(tmp)
+        print(f"{'round':>5} {'time':>8} {'img/s':>8} {'hash/s':>8} {'matmul/s':>9} {'copy/s':>8}", flush=True)
+        for index in range(args.rounds):
+            before = probes()
+            throughput = session(folder)
+            after = probes()
+            rates = {k: math.sqrt(before[k] * after[k]) for k in before}
+            rows.append((throughput, rates))
+            print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} {throughput:8.1f} {rates['hash']:8.1f} "
+                  f"{rates['matmul']:9.1f} {rates['copy']:8.1f}", flush=True)
+    throughput = [t for t, _ in rows]
+    print(f"\n{len(rows)} rounds; throughput CV {100 * cv(throughput):.1f}% "
+          f"(range {min(throughput):.0f}-{max(throughput):.0f} img/s)")
+    print(f"{'probe':>8} {'probe CV':>9} {'r(log)':>7} {'p':>8} {'CV of img/s / probe':>20}")
+    for name in rows[0][1]:
+        rate = [r[name] for _, r in rows]
+        r, p = stats.pearsonr([math.log(v) for v in rate], [math.log(v) for v in throughput])
+        divided = [t / v for t, v in zip(throughput, rate)]
+        print(f"{name:>8} {100 * cv(rate):8.1f}% {r:7.2f} {p:8.3f} {100 * cv(divided):19.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
