@@ -79,11 +79,6 @@ def dlperf(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Dlperf
     return DlperfTester(pytester)
 
 
-#: Session fixtures that start a server: under ``pytest -n`` (pytest-xdist, ``--dist loadgroup``)
-#: the tests that use one run in one worker, which starts it once.
-_SERVER_GROUPS = {"slurm_cluster": "slurm", "mpirun": "mpi", "postgres_server": "postgres"}
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Under ``pytest -n 2`` on 2 cores, each worker process the tests start trains on one thread.
 
@@ -94,19 +89,6 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if hasattr(config, "workerinput"):  # an xdist worker
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return  # its marker is declared by the plugin
-    for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        group = next((g for fixture, g in _SERVER_GROUPS.items() if fixture in fixtures), None)
-        if group is None and "shared_run" in fixtures:
-            # The tests of a module that read one shared inner session run in one worker, which runs it once.
-            group = item.nodeid.split("::")[0]
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @dataclasses.dataclass
