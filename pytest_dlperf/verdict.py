@@ -150,6 +150,12 @@ def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str |
 INCONCLUSIVE_POLICIES = ("below", "fail", "pass")
 
 
+def inconclusive_fails(policy: str, beyond_threshold: bool) -> bool:
+    """Whether an undecided case fails under ``--dlperf-inconclusive`` ``policy``: always (``fail``), never
+    (``pass``), or when its estimate lies on the wrong side of the threshold (``below``)."""
+    return policy == "fail" or (policy == "below" and beyond_threshold)
+
+
 def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None, *, require_baseline: bool = False,
                    inconclusive: str = "below") -> Verdict:
     """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.sequential.Evidence`).
@@ -168,7 +174,7 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
                      f"({busy[-1].busy} during the windows)")
     if est is None:
         value = evidence.busy_estimate
-        failed = inconclusive == "fail"
+        failed = inconclusive_fails(inconclusive, False)  # no estimate counted: none beyond the threshold
         diff = value / expected.throughput - 1.0 if expected is not None else None
         return Verdict(FAIL if failed else Status.INCONCLUSIVE,
                        f"{case_id}: inconclusive: the machine was busy ({busy[-1].busy} during the windows); "
@@ -201,7 +207,7 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     why = (f"its interval reaches both sides of the threshold {fmt_value(threshold)} {unit} "
            f"({'the' if evidence.stopped == 'time budget' else 'at the'} {evidence.stopped.replace('-', ' ')})")
     text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{busy_note}"
-    if inconclusive == "fail" or (inconclusive == "below" and below):
+    if inconclusive_fails(inconclusive, below):
         reason = ("the estimate is below the threshold, not confirmed" if below
                   else "--dlperf-inconclusive fail")
         return Verdict(FAIL, f"{text}; fails: {reason}", diff, inconclusive=True)

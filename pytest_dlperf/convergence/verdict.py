@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from .. import evidence as ev
 from ..results import Status
 from ..stats import summarize
-from ..verdict import Verdict, fmt_pct
+from ..verdict import Verdict, fmt_pct, inconclusive_fails
 from .figures import RunFigures
 
 
@@ -56,7 +56,8 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
                                     f"{worst.metric} {_metric(worst.final)} at the end (seed {worst.seed}, "
                                     f"{worst.epochs:.1f} epochs, {worst.seconds:.1f} s; stopped: {why}); "
                                     f"goal {budget}")
-    times = summarize([r.seconds_to_target for r in runs])
+    seconds = [r.seconds_to_target for r in runs]
+    times = summarize(seconds)
     value = times.median
     epochs = summarize([r.epochs_to_target for r in runs]).median
     what = (f"{case_id}: {runs[0].metric} {runs[0].target:g} reached in {value:.1f} s ({epochs:.1f} epochs; "
@@ -66,7 +67,7 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
         status = Status.FAIL if require_baseline else Status.NO_BASELINE
         tail = " and --dlperf-require-baseline is set" if require_baseline else ""
         return Verdict(status, f"{what}, no time-to-target baseline{tail}{noise}")
-    est = ev.estimate([r.seconds_to_target for r in runs], expected.tolerance, baseline=expected.seconds)
+    est = ev.estimate(seconds, expected.tolerance, baseline=expected.seconds)
     diff = est.value / expected.seconds - 1.0
     source = f"; source: {expected.source}" if expected.source else ""
     figure = f"{est.value:.1f} s ({est.interval_text()}; geometric mean)"
@@ -81,7 +82,7 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
         sign = "+" if diff >= 0 else "-"
         return Verdict(Status.PASS, f"{what}: {figure} is within {fmt_pct(expected.tolerance)} of the baseline "
                                     f"{expected.seconds:.1f} s ({sign}{fmt_pct(abs(diff))}{source})", diff)
-    failed = inconclusive == "fail" or (inconclusive == "below" and est.value > slow)
+    failed = inconclusive_fails(inconclusive, est.value > slow)
     side = f"{fmt_pct(diff)} slower" if diff >= 0 else f"{fmt_pct(-diff)} faster"
     tail = ("; not confirmed: the interval reaches the threshold (more seeds decide; --dlperf-inconclusive)"
             if failed else "; inconclusive: the interval spans the threshold (more seeds decide)")
