@@ -151,7 +151,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
 
     distributed = ranks.distributed or spec.distributed
     group = ProcessGroup(ranks, device) if distributed else None
-    source = None
+    source = step = plain = None
     try:
         source = data.make_source(data.backend_of(settings), train_dir, settings, case.batch_size, device,
                                   rank=ranks.rank, world_size=ranks.world_size, workers=spec.data_workers)
@@ -213,6 +213,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
     finally:
         if source is not None:
             source.close()
+        step = plain = None  # the DDP model goes before its process group: see ProcessGroup.close
         if group is not None:
             group.close()
     result.windows = windows

@@ -243,7 +243,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
     group = ProcessGroup(ranks, device) if (ranks.distributed or spec.distributed) else None
     sampler = _sampler(spec, device_info, ranks.local_rank, result.warnings)
     data_only = spec.data_only
-    source = None
+    source = step = None
     try:
         if spec.max_memory:
             from .memory import apply_cap
@@ -289,6 +289,8 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
             sampler.stop()  # after an exception: the thread must not outlive the run
         if source is not None:
             source.close()
+        last_loss = step.last_loss if step is not None else None
+        step = None  # the DDP model goes before its process group: see ProcessGroup.close
         if group is not None:
             group.close()
     result.timing = {
@@ -301,7 +303,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         result.timing.update(setup_seconds=compiled["started"] - launched,
                              compile_seconds=compiled["compile_seconds"],
                              compile_steps_seconds=compiled["compile_steps_seconds"])
-    loss = float(step.last_loss) if step.last_loss is not None else None
+    loss = float(last_loss) if last_loss is not None else None
     if loss is not None and not math.isfinite(loss):
         result.warnings.append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
