@@ -46,3 +46,6 @@ for i in range(1, args.steps + 1):
     log([1, i], {"train.loss": loss.item(), "train.total_ips": ips})
 log([1], {"train.loss": loss.item()})
 log([], {"train.total_ips": sum(figures) / len(figures)})
+if world > 1:
+    del model, optimizer  # before the group: see train_plain.py
+    torch.distributed.destroy_process_group()
