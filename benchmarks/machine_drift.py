@@ -21,6 +21,13 @@ follows the drift correlates strongly and makes the divided figures steadier tha
 Exit status 0: the figures are the result.
 
     python benchmarks/machine_drift.py --rounds 30
+
+``--threads 2,1`` asks another question: is the spread between sessions the worker's threads
+contending with the controller and the telemetry thread on a 2-core machine?  Each round then
+runs one session per thread count (``OMP_NUM_THREADS``, interleaved, no probes), and it prints
+per count the CV of the sessions' figures beside the median CV of the windows within one session.
+
+    python benchmarks/machine_drift.py --rounds 10 --threads 2,1
 """
 
 from __future__ import annotations
@@ -67,26 +74,57 @@ def probes() -> dict[str, float]:
     }
 
 
-def session(folder: Path) -> float:
-    """One fresh pytest session of the tiny case: its throughput (img/s)."""
+def session_record(folder: Path, env: dict[str, str] | None = None) -> dict:
+    """One fresh pytest session of the tiny case: its case record from the JSON results."""
     results = folder / "results.json"
     results.unlink(missing_ok=True)
     done = subprocess.run([sys.executable, "-m", "pytest", *FAST, "--dlperf-json", str(results)], cwd=folder,
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"machine_drift: the session failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    case = json.loads(results.read_text())["cases"][0]
-    return float(case["throughput"])
+    return json.loads(results.read_text())["cases"][0]
+
+
+def session(folder: Path) -> float:
+    """One fresh pytest session of the tiny case: its throughput (img/s)."""
+    return float(session_record(folder)["throughput"])
 
 
 def cv(values: list[float]) -> float:
     return statistics.stdev(values) / statistics.fmean(values)
 
 
+def by_threads(rounds: int, counts: list[int]) -> int:
+    """Sessions interleaved across thread counts: the spread between sessions and within one, per count."""
+    figures: dict[int, list[float]] = {n: [] for n in counts}
+    window_cvs: dict[int, list[float]] = {n: [] for n in counts}
+    with tempfile.TemporaryDirectory(prefix="dlperf-drift-") as tmp:
+        print(f"{'round':>5} {'time':>8} " + " ".join(f"{f'{n} thr img/s':>13}" for n in counts), flush=True)
+        for index in range(rounds):
+            row = []
+            for n in counts:
+                record = session_record(Path(tmp), {**os.environ, "OMP_NUM_THREADS": str(n)})
+                windows = [w["throughput"] for w in record["attempts"][0]["runs"][0]["windows"]]
+                figures[n].append(float(record["throughput"]))
+                window_cvs[n].append(cv(windows))
+                row.append(figures[n][-1])
+            print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} " + " ".join(f"{v:13.1f}" for v in row), flush=True)
+    print(f"\n{rounds} rounds")
+    print(f"{'threads':>7} {'mean img/s':>10} {'CV between sessions':>20} {'median CV within one':>21}")
+    for n in counts:
+        print(f"{n:>7} {statistics.fmean(figures[n]):10.1f} {100 * cv(figures[n]):19.1f}% "
+              f"{100 * statistics.median(window_cvs[n]):20.1f}%")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30, help="rounds of probes + one session (default 30)")
+    parser.add_argument("--threads", default=None,
+                        help="comma list of OMP_NUM_THREADS values: sessions per count, interleaved, no probes")
     args = parser.parse_args(argv)
+    if args.threads:
+        return by_threads(args.rounds, [int(n) for n in args.threads.split(",")])
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # the probes single-threaded; the session's worker alike
     rows = []
     with tempfile.TemporaryDirectory(prefix="dlperf-drift-") as tmp:
