@@ -326,7 +326,7 @@ class DlperfSession:
         result.judged = True
         result.verdict = Status.FAIL if failed else verdict.status
         result.throughput_verdict = Status.INCONCLUSIVE if verdict.inconclusive else verdict.status
-        result.message = compose_message(verdict, scale, scaling_note, gate, [], last.unit, notes)
+        result.message = compose_message(verdict, scale, scaling_note, gate, notes)
         estimate = (result.evidence or {}).get("estimate")
         result.throughput = estimate["value"] if estimate else last.summary.median
         result.stats, result.difference = last.summary.to_dict(), verdict.difference

@@ -1,6 +1,7 @@
 """Verdicts: the gates of a case and the message that reports them.
 
-* the throughput gate (:func:`judge`): the median against ``baseline x (1 - tolerance)``;
+* the throughput gate (:func:`judge_evidence`): the runs' interval against ``baseline x (1 - tolerance)``
+  (:mod:`pytest_dlperf.sequential` decides when to stop);
 * the scaling gate (:func:`scaling`): an N-rank case's efficiency against a minimum;
 * the utilization gate (:func:`utilization_gate`): the lowest GPU's mean utilization;
 * :func:`compose_message`: the case's one message, what failed first.
@@ -13,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .results import Expected, GateResult, GateStatus, Scaling, Status, gpu_utilizations
-from .stats import Summary
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
-__all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Verdict", "judge", "scaling",
+__all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Verdict", "scaling",
            "scaling_message", "utilization_gate", "compose_message", "fmt_value", "fmt_pct"]
 
 
@@ -39,39 +39,6 @@ def fmt_value(value: float) -> str:
 def fmt_pct(fraction: float) -> str:
     pct = round(fraction * 100, 1)
     return f"{pct:.0f}%" if pct.is_integer() else f"{pct:.1f}%"
-
-
-def judge(case_id: str, measured: Summary, unit: str, expected: Expected | None, *,
-          require_baseline: bool = False, max_cv: float = 0.05) -> Verdict:
-    """Compare the median of the windows with ``expected``.
-
-    Below ``baseline * (1 - tolerance)``: FAIL.  Above ``baseline * (1 + tolerance)``:
-    PASS, as *improved*.  No baseline: PASS as *no-baseline* (FAIL when one is required).
-    A coefficient of variation above ``max_cv`` is noted in the message.
-    """
-    value = measured.median
-    noise = ""
-    if measured.n > 1 and measured.cv > max_cv:
-        noise = f"; noisy: CV {fmt_pct(measured.cv)} over {measured.n} windows"
-    if expected is None:
-        status = FAIL if require_baseline else NO_BASELINE
-        tail = " and --dlperf-require-baseline is set" if require_baseline else ""
-        return Verdict(status, f"{case_id}: {fmt_value(value)} {unit}, no baseline{tail}{noise}")
-
-    base = expected.throughput
-    diff = value / base - 1.0
-    source = f"; source: {expected.source}" if expected.source else ""
-    detail = f"(tolerance {fmt_pct(expected.tolerance)}{source}{noise})"
-    if value < base * (1.0 - expected.tolerance):
-        return Verdict(FAIL, f"{case_id}: {fmt_value(value)} {unit} is {fmt_pct(-diff)} below the "
-                             f"baseline {fmt_value(base)} {unit} {detail}", diff)
-    if value > base * (1.0 + expected.tolerance):
-        return Verdict(IMPROVED, f"{case_id}: {fmt_value(value)} {unit} is {fmt_pct(diff)} above the "
-                                 f"baseline {fmt_value(base)} {unit} {detail}; improved: update the "
-                                 f"baseline (--dlperf-save-baseline)", diff)
-    sign = "+" if diff >= 0 else "-"
-    return Verdict(PASS, f"{case_id}: {fmt_value(value)} {unit} is within {fmt_pct(expected.tolerance)} of the "
-                         f"baseline {fmt_value(base)} {unit} ({sign}{fmt_pct(abs(diff))}{source}{noise})", diff)
 
 
 def scaling(throughput: float, ranks: int, reference: float, reference_source: str,
@@ -117,11 +84,10 @@ def utilization_gate(case_id: str, ranks: int, minimum: float | None, summaries:
 
 
 def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str | None, gate: GateResult | None,
-                    medians: Sequence[float], unit: str, notes: Sequence[str]) -> str:
+                    notes: Sequence[str]) -> str:
     """A case's message, its parts in the order of what failed first: throughput, scaling, utilization, notes.
 
-    ``scaling_note``: the scaling part (:func:`scaling_message`, or why there are no scaling
-    figures); ``medians``: each measurement's median, when the case was re-measured.
+    ``scaling_note``: the scaling part (:func:`scaling_message`, or why there are no scaling figures).
     """
     scale_failed = scale is not None and scale.failed
     parts = [verdict.message]
@@ -129,12 +95,6 @@ def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str |
         parts.append(scaling_note)
     if gate is not None and gate.status is not GateStatus.PASS:
         parts.append(gate.message)
-    if len(medians) > 1:
-        figures = ", ".join(f"{m:.1f}" for m in medians)
-        if verdict.failed or scale_failed:
-            parts.append(f"measured {len(medians)} times: {figures} {unit}")
-        else:
-            parts.append(f"passed on re-measurement (earlier: {figures.rsplit(', ', 1)[0]} {unit})")
     parts.extend(notes)
     if scale_failed and not verdict.failed:
         parts[0], parts[1] = parts[1], parts[0]  # the scaling gate is what failed: lead with it

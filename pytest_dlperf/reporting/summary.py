@@ -251,11 +251,6 @@ def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = Non
     section("improved: update the baseline", (Status.IMPROVED,))
     section("no baseline" + (f" in {baseline_path}" if baseline_path else ""), (Status.NO_BASELINE,))
     section("data-only: the data loader alone, not judged", (Status.DATA_ONLY,))
-    remeasured = [r for r in results if r.verdict is Status.PASS and len(r.attempts) > 1]
-    if remeasured:
-        # Passed, but only on re-measurement: worth a look before it becomes a regression.
-        lines.append(f"passed on re-measurement ({len(remeasured)}):")
-        lines.extend(f"  {r.message.splitlines()[0]}" for r in remeasured)
     section("skipped", (Status.SKIPPED,))
     lines.append("dlperf: " + verdict_counts(results))
     return lines
