@@ -8,6 +8,7 @@ session runs a good and a broken convergence case end to end.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -163,6 +164,10 @@ def test_curves_and_the_report_section(tmp_path):
     pytest.importorskip("matplotlib")
     (png,) = report.write_curves([result], tmp_path)
     assert png.name == "convergence-tiny.png" and png.read_bytes()[:4] == b"\x89PNG"
+    assert report.write_report_curves([result], tmp_path / "report.md") == {
+        "tiny": "report-curves/convergence-tiny.png"}
+    # A model's name is no file name: a conftest may register "My Net/v2".
+    assert dataclasses.replace(curve_set, model="My Net/v2").filename == "convergence-my-net-v2.png"
 
 
 # --------------------------------------------------------------------------- baselines and collection

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results import CaseResult
+from .plot_data import slug
 
 DPI = 100
 
@@ -43,7 +44,7 @@ class CurveSet:
 
     @property
     def filename(self) -> str:
-        return f"convergence-{self.model}.png"
+        return f"convergence-{slug(self.model)}.png"  # a model's name may hold "/" or spaces
 
 
 def _label(result: CaseResult) -> str:
@@ -168,7 +169,7 @@ def write_report_curves(results: Sequence[CaseResult], report: Path) -> dict[str
         written = write_curves(results, folder)
     except OSError:
         return {}
-    return {path.stem.removeprefix("convergence-"): f"{folder.name}/{path.name}" for path in written}
+    return {curve_set.model: f"{folder.name}/{path.name}" for curve_set, path in zip(curve_sets(results), written)}
 
 
 def summary_cell(result: CaseResult) -> str:
