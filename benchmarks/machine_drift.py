@@ -28,6 +28,13 @@ runs one session per thread count (``OMP_NUM_THREADS``, interleaved, no probes),
 per count the CV of the sessions' figures beside the median CV of the windows within one session.
 
     python benchmarks/machine_drift.py --rounds 10 --threads 2,1
+
+``--burst K --idle S`` asks whether the machine is faster after a rest (boost clocks, CPU
+credits, a cool GPU): each round idles S seconds, then runs K sessions back to back; it prints
+the mean and CV of the sessions by position in the burst.  A baseline saved right after a rest
+would then be faster than the sessions of a long job.
+
+    python benchmarks/machine_drift.py --rounds 4 --burst 8 --idle 120
 """
 
 from __future__ import annotations
@@ -117,12 +124,38 @@ def by_threads(rounds: int, counts: list[int]) -> int:
     return 0
 
 
+def bursts(rounds: int, burst: int, idle: float) -> int:
+    """Rounds of a rest then ``burst`` sessions back to back: the figures by position in the burst."""
+    by_position: list[list[float]] = [[] for _ in range(burst)]
+    with tempfile.TemporaryDirectory(prefix="dlperf-drift-") as tmp:
+        for index in range(rounds):
+            time.sleep(idle)
+            row = []
+            for position in range(burst):
+                row.append(session(Path(tmp)))
+                by_position[position].append(row[-1])
+            print(f"round {index} {time.strftime('%H:%M:%S')}: " + " ".join(f"{v:7.1f}" for v in row), flush=True)
+    everything = [v for column in by_position for v in column]
+    print(f"\n{rounds} rounds of {idle:g} s idle then {burst} sessions; all {statistics.fmean(everything):.1f} img/s")
+    print(f"{'position':>8} {'mean img/s':>10} {'vs all':>7} {'CV':>6}")
+    for position, column in enumerate(by_position):
+        spread = f"{100 * cv(column):5.1f}%" if len(column) > 1 else "    -"
+        mean = statistics.fmean(column)
+        print(f"{position + 1:>8} {mean:10.1f} {mean / statistics.fmean(everything):7.2f} {spread}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30, help="rounds of probes + one session (default 30)")
     parser.add_argument("--threads", default=None,
                         help="comma list of OMP_NUM_THREADS values: sessions per count, interleaved, no probes")
+    parser.add_argument("--burst", type=int, default=None, help="sessions back to back after each rest (no probes)")
+    parser.add_argument("--idle", type=float, default=120.0, help="seconds of rest before each burst (default 120)")
     args = parser.parse_args(argv)
+    if args.burst:
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        return bursts(args.rounds, args.burst, args.idle)
     if args.threads:
         return by_threads(args.rounds, [int(n) for n in args.threads.split(",")])
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # the probes single-threaded; the session's worker alike

@@ -116,7 +116,7 @@ def test_update_takes_measured_cases_keeps_the_rest_and_records_provenance(tmp_p
     ]
     data = jsonio.load(path, "baseline")
     by_id = {Case.from_dict(c).id: c for c in data["cases"]}
-    source = f"measured by pytest-dlperf on box (results.json, 2026-11-21T10:00:00+00:00)"
+    source = "measured by pytest-dlperf on box (results.json, 2026-11-21T10:00:00+00:00)"
     assert by_id["tiny-fp32-bs32-gpu1"] == {**entry(throughput=1234.568), "source": source}
     assert by_id["tiny-bf16-bs32-gpu1"] == entry("bf16", tolerance=0.3)  # an error: not updated
     assert by_id["tiny-fp32-bs32-gpu2"] == entry(gpus=2, throughput=1500.0)  # not measured: stays
