@@ -99,8 +99,20 @@ def test_messages_give_the_estimate_its_interval_and_the_runs():
     assert v.status is Status.FAIL and not v.inconclusive
     assert v.message.startswith("c: 700.0 img/s (95% CI 683.9-716.4, 3 runs)")
     assert ", 3 runs) is 30% below the baseline 1000.0 img/s (tolerance 5%; source: test)" in v.message
+    assert v.difference == pytest.approx((700.0 * 690.0 * 710.0) ** (1 / 3) / 1000.0 - 1)
     v = judge_evidence("c", evidence_of([1300.0]), "img/s", BASE)
-    assert v.status is Status.IMPROVED and "1 run) is 30% above the baseline" in v.message
+    assert v.status is Status.IMPROVED and not v.failed and "1 run) is 30% above the baseline" in v.message
+    assert v.message.endswith("; improved: update the baseline (--dlperf-save-baseline)")
+    v = judge_evidence("c", evidence_of([1000.0, 1001.0, 999.0, 1000.0, 1000.0, 1000.0]), "img/s", BASE)
+    assert v.status is Status.PASS and ", 6 runs) is within 5% of the baseline 1000.0 img/s (" in v.message
+
+
+def test_no_baseline_passes_unless_required():
+    alone = evidence_of([500.0], expected=None)
+    v = judge_evidence("c", alone, "img/s", None)
+    assert v.status is Status.NO_BASELINE and v.message == "c: 500.0 img/s, no baseline"
+    v = judge_evidence("c", alone, "img/s", None, require_baseline=True)
+    assert v.status is Status.FAIL and v.message.endswith("no baseline and --dlperf-require-baseline is set")
 
 
 def test_inconclusive_fails_only_below_the_threshold_unless_told():
