@@ -158,7 +158,8 @@ def write_report_curves(results: Sequence[CaseResult], report: Path) -> dict[str
     None are written (the report then shows the curves as tables) without matplotlib, or
     where the folder cannot be written.
     """
-    if not curve_sets(results):
+    sets = curve_sets(results)
+    if not sets:
         return {}
     try:
         import matplotlib  # noqa: F401 - the plot extra
@@ -166,10 +167,10 @@ def write_report_curves(results: Sequence[CaseResult], report: Path) -> dict[str
         return {}
     folder = Path(report).with_name(f"{Path(report).stem}-curves")
     try:
-        written = write_curves(results, folder)
+        write_curves(results, folder)
     except OSError:
         return {}
-    return {curve_set.model: f"{folder.name}/{path.name}" for curve_set, path in zip(curve_sets(results), written)}
+    return {curve_set.model: f"{folder.name}/{curve_set.filename}" for curve_set in sets}
 
 
 def summary_cell(result: CaseResult) -> str:
