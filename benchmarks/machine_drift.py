@@ -135,30 +135,30 @@ def bursts(rounds: int, burst: int, idle: float) -> int:
                 row.append(session(Path(tmp)))
                 by_position[position].append(row[-1])
             print(f"round {index} {time.strftime('%H:%M:%S')}: " + " ".join(f"{v:7.1f}" for v in row), flush=True)
-    everything = [v for column in by_position for v in column]
-    print(f"\n{rounds} rounds of {idle:g} s idle then {burst} sessions; all {statistics.fmean(everything):.1f} img/s")
+    overall = statistics.fmean(v for column in by_position for v in column)
+    print(f"\n{rounds} rounds of {idle:g} s idle then {burst} sessions; all {overall:.1f} img/s")
     print(f"{'position':>8} {'mean img/s':>10} {'vs all':>7} {'CV':>6}")
     for position, column in enumerate(by_position):
         spread = f"{100 * cv(column):5.1f}%" if len(column) > 1 else "    -"
         mean = statistics.fmean(column)
-        print(f"{position + 1:>8} {mean:10.1f} {mean / statistics.fmean(everything):7.2f} {spread}")
+        print(f"{position + 1:>8} {mean:10.1f} {mean / overall:7.2f} {spread}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30, help="rounds of probes + one session (default 30)")
+    parser.add_argument("--rounds", type=int, default=30,
+                        help="rounds: of probes + one session; with --threads or --burst, of theirs (default 30)")
     parser.add_argument("--threads", default=None,
                         help="comma list of OMP_NUM_THREADS values: sessions per count, interleaved, no probes")
     parser.add_argument("--burst", type=int, default=None, help="sessions back to back after each rest (no probes)")
     parser.add_argument("--idle", type=float, default=120.0, help="seconds of rest before each burst (default 120)")
     args = parser.parse_args(argv)
-    if args.burst:
-        os.environ.setdefault("OMP_NUM_THREADS", "1")
-        return bursts(args.rounds, args.burst, args.idle)
-    if args.threads:
+    if args.threads:  # each session gets its own OMP_NUM_THREADS
         return by_threads(args.rounds, [int(n) for n in args.threads.split(",")])
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # the probes single-threaded; the session's worker alike
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # the probes single-threaded; the sessions' workers alike
+    if args.burst:
+        return bursts(args.rounds, args.burst, args.idle)
     rows = []
     with tempfile.TemporaryDirectory(prefix="dlperf-drift-") as tmp:
         folder = Path(tmp)
