@@ -41,7 +41,7 @@ from typing import TypeVar
 WORKER = ["-m", "pytest_dlperf.worker"]
 #: Variables every rank needs, wherever the launcher starts it.
 FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHONUNBUFFERED",
-             "PYTHONPATH", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS")
+             "PYTHONPATH", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "GLIBC_TUNABLES")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +70,34 @@ def _cpu_threads(ranks_here: int) -> dict[str, str]:
         return {}
     # Share this node's cores between its ranks rather than oversubscribe them.
     return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, ranks_here)))}
+
+
+#: ``--dlperf-malloc``: the workers' memory allocator settings.
+MALLOC_MODES = ("steady", "system")
+#: glibc's malloc, steady: never mmap a chunk (``mmap_max=0``: big tensors come from the heap) and never
+#: return the heap's top to the system (``trim_threshold`` the largest size).  What training frees stays
+#: in the process for the next step, so no step pays the page faults of fresh pages.
+STEADY_MALLOC = {"glibc.malloc.mmap_max": "0", "glibc.malloc.trim_threshold": str(2 ** 64 - 1)}
+
+
+def malloc_env(mode: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment a worker gets for ``--dlperf-malloc mode`` (``steady``: glibc's tunables; ``system``: none).
+
+    Why steady is the default: glibc moves its mmap threshold as memory is freed, so whether a
+    step's large tensors come from the heap or from fresh pages (zeroed by the kernel, a page
+    fault each 4 KiB) depends on the order of a process's early allocations.  Measured on a
+    2-core VM (``tiny`` fp32 bs32, one thread, fresh processes): 24,000 to 107,000 page faults
+    per window of 30 steps and 1,800 to 3,300 img/s from one process to the next; steady, 0 to
+    1,300 faults and 3,600 to 4,200 img/s (``benchmarks/machine_drift.py --faults``; README.md,
+    "Where the spread between runs comes from").  Settings the environment already makes in ``GLIBC_TUNABLES`` are kept.
+    Other C libraries (musl, macOS) ignore the variable.
+    """
+    if mode == "system":
+        return {}
+    current = (os.environ if environ is None else environ).get("GLIBC_TUNABLES", "")
+    given = {item.split("=", 1)[0] for item in current.split(":") if item}
+    added = [f"{name}={value}" for name, value in STEADY_MALLOC.items() if name not in given]
+    return {"GLIBC_TUNABLES": ":".join(filter(None, [current, *added]))} if added else {}
 
 
 _REGISTRY: dict[str, type[Launcher]] = {}
@@ -113,6 +141,11 @@ class Launcher:
         ends with it, and no spec path is appended.
         """
         raise NotImplementedError
+
+    def with_env(self, plan: LaunchPlan, extra: dict[str, str]) -> LaunchPlan:
+        """``plan`` with ``extra`` variables for every rank (the plan's own win): they reach the ranks with
+        the launcher's own environment (torchrun and srun pass it on; mpirun is told)."""
+        return dataclasses.replace(plan, env={**extra, **plan.env}) if extra else plan
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         return None
@@ -320,6 +353,10 @@ class MpiLauncher(Launcher):
         command = ["mpirun", "-np", str(ranks), *exported, "--output-filename", str(run_dir / "ranks"),
                    *self.extra_args, *(program or [sys.executable, *WORKER])]
         return LaunchPlan(command, env, distributed=ranks > 1)
+
+    def with_env(self, plan: LaunchPlan, extra: dict[str, str]) -> LaunchPlan:
+        exported = plan.command[:3] + [arg for name in extra if name not in plan.command for arg in ("-x", name)]
+        return dataclasses.replace(super().with_env(plan, extra), command=exported + plan.command[3:])
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         found = sorted((run_dir / "ranks").glob(f"*/rank.{rank}/stderr"))

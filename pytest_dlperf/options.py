@@ -22,7 +22,7 @@ from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from .evidence import MAX_INTERFERENCE
 from .history.store import redact
-from .launchers import LAUNCHERS
+from .launchers import LAUNCHERS, MALLOC_MODES
 from .reporting import plots
 from .verdict import INCONCLUSIVE_POLICIES
 from .worker import memory
@@ -116,6 +116,9 @@ def add_options(parser: pytest.Parser) -> None:
                          "on the CPU needs it).", metavar="SIZE")
     option("max-batch-trials", f"most short trial runs of one batch size max search (default "
                                f"{batchsearch.MAX_TRIALS}).", metavar="N")
+    option("malloc", "the workers' memory allocator: steady (default: glibc keeps what training frees for the "
+                     "next step instead of handing it back, so no run pays page faults another does not) or "
+                     "system (the environment's own settings, as a plain training script runs).", metavar="MODE")
     option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.",
            action="store_true", default=None, ini_type="bool")
     option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
@@ -263,6 +266,9 @@ class Options:
         self.log_dir = _option(config, "log-dir")
         self.peak_tflops = _float_option(config, "peak-tflops", low=0)
         self.no_telemetry = bool(_option(config, "no-telemetry"))
+        self.malloc = str(_option(config, "malloc") or "steady")
+        if self.malloc not in MALLOC_MODES:
+            raise OptionError(f"--dlperf-malloc: {self.malloc!r} is not one of {', '.join(MALLOC_MODES)}")
         self.data_dir = _data_dir_option(config)
         self.convergence_data = _data_dir_option(config, "convergence_data")
         self.data_workers = _int_option(config, "data-workers", 0)

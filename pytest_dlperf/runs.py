@@ -15,7 +15,7 @@ from typing import Any
 
 from . import process
 from .cases import Case
-from .launchers import Launcher, LocalLauncher
+from .launchers import Launcher, LocalLauncher, malloc_env
 from .models import ModelSpec
 from .protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
 from .stats import Summary, summarize
@@ -41,6 +41,7 @@ class RunParams:
     data_only: bool = False  # --dlperf-data-only: time the data loader alone
     max_memory: int | None = None  # --dlperf-max-memory: bytes each worker's training may add
     convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
+    malloc: str = "steady"  # --dlperf-malloc: the workers' allocator settings (launchers.malloc_env)
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -291,7 +292,7 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
     runs: list[dict[str, Any]] = []
     for index in range(first_index, first_index + params.runs):
         run_dir = workdir / f"run{index}"
-        plan = launcher.plan(case.gpus, params.device, run_dir)
+        plan = launcher.with_env(launcher.plan(case.gpus, params.device, run_dir), malloc_env(params.malloc))
         worker_spec = dataclasses.replace(WorkerSpec.from_params(case, spec, params, distributed=plan.distributed),
                                           run_index=index)
         outcome = process.run_worker(worker_spec, run_dir, timeout=params.timeout,

@@ -150,7 +150,7 @@ class DlperfSession:
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
                          peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
-                         **chosen)
+                         malloc=opts.malloc, **chosen)
 
     def expected(self, entry: baseline_mod.Entry | None, unit: str, case: Case | None = None) -> Expected | None:
         if entry is None or entry.unjudged:  # a baseline file wins; else the case's history, if asked for

@@ -127,6 +127,7 @@ def usage_error(result, *lines):
                                   "channels_last, compile, data, image_size, num_classes"),
     (("--dlperf-set", "data=tfrecord"), "ERROR: --dlperf-set.data: 'tfrecord' is not one of synthetic, *"),
     (("--dlperf-set", "compile=yes"), "ERROR: --dlperf-set.compile: 'yes' is not true or false"),
+    (("--dlperf-malloc", "fast"), "ERROR: --dlperf-malloc: 'fast' is not one of steady, system"),
 ])
 def test_invalid_options_are_usage_errors(dlperf, args, message):
     usage_error(dlperf.run("--dlperf-model", "tiny", *args, fast=False), message)
