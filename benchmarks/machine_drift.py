@@ -35,6 +35,22 @@ the mean and CV of the sessions by position in the burst.  A baseline saved righ
 would then be faster than the sessions of a long job.
 
     python benchmarks/machine_drift.py --rounds 4 --burst 8 --idle 120
+
+``--malloc steady,system`` runs sessions interleaved per ``--dlperf-malloc`` mode (and, with
+``--threads``, per thread count): is the spread the allocator's?
+
+    python benchmarks/machine_drift.py --rounds 8 --threads 2,1 --malloc steady,system
+
+``--faults`` asks why: it gives plain training processes of ``tiny`` (no pytest) each mode's
+environment and counts their page faults per window.
+
+    python benchmarks/machine_drift.py --rounds 8 --faults
+
+``--sync`` asks whether multi-threaded runs follow where the hypervisor placed the VM's two
+vCPUs: a C ping-pong between threads pinned to CPUs 0 and 1 (it needs ``cc``) is timed before
+each of 12 training windows of a small convnet, in fresh processes per thread count.
+
+    python benchmarks/machine_drift.py --rounds 6 --sync --threads 2,1
 """
 
 from __future__ import annotations
@@ -81,11 +97,11 @@ def probes() -> dict[str, float]:
     }
 
 
-def session_record(folder: Path, env: dict[str, str] | None = None) -> dict:
+def session_record(folder: Path, env: dict[str, str] | None = None, extra: list[str] = ()) -> dict:
     """One fresh pytest session of the tiny case: its case record from the JSON results."""
     results = folder / "results.json"
     results.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, "-m", "pytest", *FAST, "--dlperf-json", str(results)], cwd=folder,
+    done = subprocess.run([sys.executable, "-m", "pytest", *FAST, *extra, "--dlperf-json", str(results)], cwd=folder,
                           capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"machine_drift: the session failed:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
@@ -101,26 +117,30 @@ def cv(values: list[float]) -> float:
     return statistics.stdev(values) / statistics.fmean(values)
 
 
-def by_threads(rounds: int, counts: list[int]) -> int:
-    """Sessions interleaved across thread counts: the spread between sessions and within one, per count."""
-    figures: dict[int, list[float]] = {n: [] for n in counts}
-    window_cvs: dict[int, list[float]] = {n: [] for n in counts}
+def compare(rounds: int, variants: list[tuple[str, dict[str, str], list[str]]]) -> int:
+    """Sessions interleaved across variants (label, environment, pytest arguments): the spread between
+    sessions and within one, per variant."""
+    figures: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+    window_cvs: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+    width = max(13, *(len(label) + 6 for label, _, _ in variants))
     with tempfile.TemporaryDirectory(prefix="dlperf-drift-") as tmp:
-        print(f"{'round':>5} {'time':>8} " + " ".join(f"{f'{n} thr img/s':>13}" for n in counts), flush=True)
+        print(f"{'round':>5} {'time':>8} " + " ".join(f"{label + ' img/s':>{width}}" for label, _, _ in variants),
+              flush=True)
         for index in range(rounds):
             row = []
-            for n in counts:
-                record = session_record(Path(tmp), {**os.environ, "OMP_NUM_THREADS": str(n)})
+            for label, env, extra in variants:
+                record = session_record(Path(tmp), {**os.environ, **env}, extra)
                 windows = [w["throughput"] for w in record["attempts"][0]["runs"][0]["windows"]]
-                figures[n].append(float(record["throughput"]))
-                window_cvs[n].append(cv(windows))
-                row.append(figures[n][-1])
-            print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} " + " ".join(f"{v:13.1f}" for v in row), flush=True)
+                figures[label].append(float(record["throughput"]))
+                window_cvs[label].append(cv(windows))
+                row.append(figures[label][-1])
+            print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} " + " ".join(f"{v:{width}.1f}" for v in row), flush=True)
     print(f"\n{rounds} rounds")
-    print(f"{'threads':>7} {'mean img/s':>10} {'CV between sessions':>20} {'median CV within one':>21}")
-    for n in counts:
-        print(f"{n:>7} {statistics.fmean(figures[n]):10.1f} {100 * cv(figures[n]):19.1f}% "
-              f"{100 * statistics.median(window_cvs[n]):20.1f}%")
+    print(f"{'variant':>{width}} {'mean img/s':>10} {'range':>11} {'CV between sessions':>20} "
+          f"{'median CV within one':>21}")
+    for label, values in figures.items():
+        print(f"{label:>{width}} {statistics.fmean(values):10.1f} {min(values):5.0f}-{max(values):<5.0f} "
+              f"{100 * cv(values):19.1f}% {100 * statistics.median(window_cvs[label]):20.1f}%")
     return 0
 
 
@@ -145,17 +165,187 @@ def bursts(rounds: int, burst: int, idle: float) -> int:
     return 0
 
 
+PING_PONG = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static _Atomic long flag;
+static long n;
+static void pin(int cpu) {
+    cpu_set_t s; CPU_ZERO(&s); CPU_SET(cpu, &s);
+    pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+}
+static void *pong(void *arg) {
+    pin(1);
+    for (long i = 0; i < n; i++) {
+        while (atomic_load_explicit(&flag, memory_order_acquire) != 2 * i + 1) {}
+        atomic_store_explicit(&flag, 2 * i + 2, memory_order_release);
+    }
+    return arg;
+}
+int main(int argc, char **argv) {
+    n = argc > 1 ? atol(argv[1]) : 100000;
+    pthread_t t; struct timespec a, b;
+    pthread_create(&t, 0, pong, 0); pin(0);
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++) {
+        atomic_store_explicit(&flag, 2 * i + 1, memory_order_release);
+        while (atomic_load_explicit(&flag, memory_order_acquire) != 2 * i + 2) {}
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b); pthread_join(t, 0);
+    printf("%.1f\n", ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / n);
+    return 0;
+}
+"""
+
+SYNC_WINDOWS = """
+import subprocess, sys, time, torch
+from torch import nn
+torch.set_num_threads(int(sys.argv[2]))
+torch.manual_seed(0)
+blocks = [m for _ in range(20) for m in (nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())]
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), *blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(8, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+x, y = torch.randn(16, 3, 12, 12), torch.randint(0, 10, (16,))
+def step():
+    opt.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+for _ in range(5):
+    step()
+for _ in range(int(sys.argv[3])):
+    latency = float(subprocess.run([sys.argv[1], "100000"], capture_output=True, text=True, check=True).stdout)
+    began = time.perf_counter()
+    for _ in range(30):
+        step()
+    print(latency, 16 * 30 / (time.perf_counter() - began), flush=True)
+"""
+
+
+FAULT_WINDOWS = """
+import resource, sys, time, torch
+from torch import nn
+from pytest_dlperf.models import get_model_spec
+torch.set_num_threads(1)
+spec = get_model_spec("tiny")
+model = spec.factory(spec.settings())
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+def step():
+    opt.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+for _ in range(5):
+    step()
+for _ in range(3):
+    faults, began = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+    for _ in range(30):
+        step()
+    print(32 * 30 / (time.perf_counter() - began), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
+"""
+
+
+def faults(rounds: int, modes: list[str]) -> int:
+    """Page faults and img/s per window of ``tiny`` (fp32, bs32, one thread) in fresh processes, per malloc mode.
+
+    The workers' environment of ``--dlperf-malloc`` (:func:`pytest_dlperf.launchers.malloc_env`)
+    is given to plain training processes (no pytest, no telemetry), interleaved.
+    """
+    from pytest_dlperf.launchers import malloc_env
+
+    seen: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    for index in range(rounds):
+        for mode in modes:
+            env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+            env.update(malloc_env(mode, env), OMP_NUM_THREADS="1")
+            done = subprocess.run([sys.executable, "-c", FAULT_WINDOWS], capture_output=True, text=True, check=True,
+                                  env=env)
+            rows = [tuple(map(float, line.split())) for line in done.stdout.split("\n") if line.strip()]
+            seen[mode] += rows
+            print(f"{index:>3} {mode:>6}: " + " ".join(f"{rate:.0f} img/s {n:.0f} faults" for rate, n in rows),
+                  flush=True)
+    print(f"\n{rounds} processes per mode, 3 windows of 30 steps each")
+    print(f"{'malloc':>6} {'img/s (range)':>20} {'CV of processes':>16} {'faults per window (range)':>26}")
+    for mode, rows in seen.items():
+        per_process = [statistics.median(r for r, _ in rows[i:i + 3]) for i in range(0, len(rows), 3)]
+        rates, counts = [r for r, _ in rows], [n for _, n in rows]
+        print(f"{mode:>6} {min(rates):9.0f}-{max(rates):<10.0f} {100 * cv(per_process):15.1f}% "
+              f"{min(counts):12.0f}-{max(counts):<13.0f}")
+    return 0
+
+
+def sync(rounds: int, threads: list[int]) -> int:
+    """Core-to-core latency beside training windows: does the throughput follow where the vCPUs sit?
+
+    A C ping-pong between two threads pinned to CPUs 0 and 1 (the round trip of a cache line)
+    is timed before each window of a small convnet (the ``vq`` model of verdict_quality.py:
+    20 conv blocks of 8 channels on 12 x 12 images, batch 16), in fresh processes, each with
+    each thread count.  On a VM the hypervisor may move the vCPUs between host cores that share
+    a cache and cores that do not; a workload whose threads meet at every operator pays for it.
+    """
+    import shutil
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise SystemExit("machine_drift --sync: needs a C compiler (cc or gcc) for the ping-pong")
+    with tempfile.TemporaryDirectory(prefix="dlperf-sync-") as tmp:
+        source, binary = Path(tmp) / "pingpong.c", Path(tmp) / "pingpong"
+        source.write_text(PING_PONG)
+        subprocess.run([compiler, "-O2", "-pthread", str(source), "-o", str(binary)], check=True)
+        pairs: dict[int, list[tuple[float, float]]] = {n: [] for n in threads}
+        for index in range(rounds):
+            for n in threads:
+                done = subprocess.run([sys.executable, "-c", SYNC_WINDOWS, str(binary), str(n), "12"],
+                                      capture_output=True, text=True, check=True,
+                                      env={**os.environ, "OMP_NUM_THREADS": str(n)})
+                rows = [tuple(map(float, line.split())) for line in done.stdout.split("\n") if line.strip()]
+                pairs[n] += rows
+                print(f"{index:>3} {n} thr: " + " ".join(f"{lat:.0f}ns/{rate:.0f}" for lat, rate in rows), flush=True)
+    print(f"\n{rounds} processes per thread count, 12 windows each: round trip (ns) / img/s")
+    print(f"{'threads':>7} {'windows':>7} {'r(latency, img/s)':>18} {'img/s, trip < 200 ns':>21} "
+          f"{'img/s, trip >= 200 ns':>22}")
+    for n, rows in pairs.items():
+        r, _ = stats.pearsonr([lat for lat, _ in rows], [rate for _, rate in rows])
+        near = [rate for lat, rate in rows if lat < 200]
+        far = [rate for lat, rate in rows if lat >= 200]
+        def text(values):
+            return f"{statistics.median(values):.0f} ({len(values)})" if values else "-"
+        print(f"{n:>7} {len(rows):>7} {r:18.2f} {text(near):>21} {text(far):>22}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30,
                         help="rounds: of probes + one session; with --threads or --burst, of theirs (default 30)")
     parser.add_argument("--threads", default=None,
                         help="comma list of OMP_NUM_THREADS values: sessions per count, interleaved, no probes")
+    parser.add_argument("--malloc", default=None,
+                        help="comma list of --dlperf-malloc modes (steady, system): sessions per mode, interleaved "
+                             "(with --threads, per mode and thread count)")
     parser.add_argument("--burst", type=int, default=None, help="sessions back to back after each rest (no probes)")
     parser.add_argument("--idle", type=float, default=120.0, help="seconds of rest before each burst (default 120)")
+    parser.add_argument("--faults", action="store_true",
+                        help="page faults and img/s of plain training processes per --malloc mode "
+                             "(default steady,system)")
+    parser.add_argument("--sync", action="store_true",
+                        help="core-to-core latency beside training windows, per --threads count (default 2,1)")
     args = parser.parse_args(argv)
-    if args.threads:  # each session gets its own OMP_NUM_THREADS
-        return by_threads(args.rounds, [int(n) for n in args.threads.split(",")])
+    if args.faults:
+        return faults(args.rounds, (args.malloc or "steady,system").split(","))
+    if args.sync:
+        return sync(args.rounds, [int(n) for n in (args.threads or "2,1").split(",")])
+    if args.threads or args.malloc:  # each session gets its own OMP_NUM_THREADS and/or allocator
+        threads = [(f"{n} thr", {"OMP_NUM_THREADS": n}) for n in args.threads.split(",")] if args.threads \
+            else [("", {})]
+        mallocs = [(m, ["--dlperf-malloc", m]) for m in args.malloc.split(",")] if args.malloc else [("", [])]
+        return compare(args.rounds, [(" ".join(filter(None, [t, m])), env, extra)
+                                     for t, env in threads for m, extra in mallocs])
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # the probes single-threaded; the sessions' workers alike
     if args.burst:
         return bursts(args.rounds, args.burst, args.idle)

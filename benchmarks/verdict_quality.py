@@ -9,7 +9,8 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    a 20% lower throughput);
 2. one session saves a baseline (``--dlperf-save-baseline``, ``--dlperf-runs`` 3: the entry
    keeps its runs' medians);
-3. for each ``--tolerances`` value the baseline's tolerance is set to it, and ``--sessions``
+3. for each ``--tolerances`` value the baseline's tolerance is set to it (``saved``: the one
+   ``--dlperf-save-baseline`` gave it from the spread of its runs), and ``--sessions``
    sessions run the unchanged case, ``--sessions`` the slowed one (``--slowdown``, 20%
    by default) and, with ``--hog``, ``--sessions`` unchanged ones while another process keeps
    every CPU busy.  The kinds alternate, so a drift of the machine does not favour one.
@@ -89,15 +90,24 @@ def session(folder: Path, args: list[str], cost: int, hog: bool, timeout: float)
                          f"{proc.stderr[-2000:]}")
     case = json.loads(results.read_text())["cases"][0]
     evidence = case.get("evidence") or {}
-    return {"verdict": case["verdict"], "throughput_verdict": case.get("throughput_verdict"),
+    estimate = (evidence.get("estimate") or {}).get("value")
+    return {"verdict": case["verdict"], "throughput_verdict": case.get("throughput_verdict"), "estimate": estimate,
             "runs": len(evidence.get("runs") or []), "busy": sum(1 for r in evidence.get("runs") or [] if r["busy"]),
             "seconds": seconds, "message": case["message"]}
+
+
+def ratios(estimates: list[float | None], baseline: float) -> str:
+    """The sessions' estimates over the baseline: median and range (sessions with no estimate left out)."""
+    values = sorted(e / baseline for e in estimates if e)
+    return f"{statistics.median(values):.3f} ({values[0]:.3f}-{values[-1]:.3f})" if values else "-"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3, help="sessions of each kind per tolerance (default 3)")
-    parser.add_argument("--tolerances", default="0.05", help="comma list of baseline tolerances (default 0.05)")
+    parser.add_argument("--tolerances", default="0.05",
+                        help="comma list of baseline tolerances; saved: the one --dlperf-save-baseline wrote, from "
+                             "the baseline runs' spread (default 0.05)")
     parser.add_argument("--slowdown", type=float, default=0.20, help="the slowed kind's throughput loss (default 0.20)")
     parser.add_argument("--hog", action="store_true", help="also run unchanged sessions beside a CPU-hogging process")
     parser.add_argument("--hog-sessions", type=int, default=None,
@@ -108,12 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
     parser.add_argument("--max-interference", default=None,
                         help="--dlperf-max-interference of each session (default: the plugin's, 50; off: never busy)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="OMP_NUM_THREADS of every session's worker (default: the plugin's, the CPUs per rank)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
     parser.add_argument("--verbose", action="store_true", help="print each session's message")
     opts = parser.parse_args(argv)
     # SIGTERM as Ctrl-C: the running session is stopped and the hogs killed on the way out.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    tolerances = [float(t) for t in opts.tolerances.split(",")]
+    tolerances: list[float | None] = [None if t == "saved" else float(t) for t in opts.tolerances.split(",")]
+    if opts.threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(opts.threads)
     warmup, steps, repeats = opts.steps.split(",")
     slowed = round(opts.cost / (1 - opts.slowdown))
     common = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", steps, "--dlperf-repeats", repeats]
@@ -128,14 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         base = json.loads((folder / "base.json").read_text())
         entry = base["cases"][0]
         print(f"baseline: {entry['throughput']:.1f} {entry['unit']} from {saved['runs']} runs "
-              f"(medians {entry.get('runs')}), {saved['seconds']:.0f} s")
+              f"(medians {entry.get('runs')}), {saved['seconds']:.0f} s; "
+              f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'the plugin default')}")
         print(f"cost: unchanged {opts.cost} blocks, slowed {slowed} blocks ({100 * (1 - opts.cost / slowed):.1f}% "
               f"less throughput); {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
         kinds = [("unchanged", opts.cost, False), ("slowed", slowed, False)] + \
             ([("hog", opts.cost, True)] if opts.hog else [])
         table: dict[tuple[float, str], list[dict]] = defaultdict(list)
-        for tolerance in tolerances:
-            entry["tolerance"] = tolerance
+        saved_tolerance = entry.get("tolerance", 0.05)
+        print(f"the tolerance --dlperf-save-baseline gave it: {100 * saved_tolerance:g}%")
+        for asked in tolerances:
+            tolerance = entry["tolerance"] = saved_tolerance if asked is None else asked
             (folder / "b.json").write_text(json.dumps(base))
             args = [*common, "--dlperf-baseline", "b.json", "--dlperf-max-runs", str(opts.max_runs)]
             hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
@@ -149,14 +166,17 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"  tol {tolerance:g} {name} #{index + 1}: {outcome['verdict']} "
                               f"({outcome['runs']} runs, {outcome['seconds']:.0f} s): {outcome['message']}")
         print()
-        print("tolerance | kind      | sessions | failed | inconclusive | passed | mean runs | busy runs | mean s")
-        print("----------+-----------+----------+--------+--------------+--------+-----------+-----------+-------")
+        print("tolerance | kind      | sessions | failed | inconclusive | passed | mean runs | busy runs | mean s "
+              "| estimate / baseline (median, range)")
+        print("----------+-----------+----------+--------+--------------+--------+-----------+-----------+--------"
+              "+------------------------------------")
         for (tolerance, name), outcomes in table.items():
             failed = sum(o["verdict"] == "fail" for o in outcomes)
             unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
             print(f"{100 * tolerance:8.0f}% | {name:9} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
                   f"{len(outcomes) - failed - unsure:6} | {statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
-                  f"{sum(o['busy'] for o in outcomes):9} | {statistics.fmean(o['seconds'] for o in outcomes):6.1f}")
+                  f"{sum(o['busy'] for o in outcomes):9} | {statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
+                  + ratios([o["estimate"] for o in outcomes], entry["throughput"]))
         print("failed: false alarms for unchanged and hog, detections for slowed; inconclusive: passed, not decided")
         print(f"total {time.monotonic() - started:.0f} s")
     return 0
