@@ -151,3 +151,19 @@ def test_gpu_sampling_wherenvml_works() -> None:
     measured = {"utilization_gpu", "memory_used_bytes", "power_w", "sm_clock_mhz", "temperature_c"}
     assert measured <= set(device) | set(device["unsupported"])
     assert set(device["throttle_reasons"]) == set(device["throttle_samples"])
+
+
+def test_stop_after_a_thread_that_could_not_start_keeps_the_first_error(monkeypatch):
+    """Under a memory cap a thread's stack may not fit: stop() must not hide that error behind its own."""
+    import threading
+
+    def no_stack(self):
+        raise RuntimeError("can't start new thread")
+
+    sampler = Telemetry(gpu_indices=None, interval=0.05)
+    monkeypatch.setattr(threading.Thread, "start", no_stack)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        try:
+            sampler.start()
+        finally:
+            sampler.stop()

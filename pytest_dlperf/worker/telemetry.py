@@ -282,6 +282,8 @@ class Telemetry:
         if self._thread is None or self._stop.is_set():
             return
         self._stop.set()
+        if self._thread.ident is None:  # start() failed to start it (no memory for its stack): nothing to join
+            return
         self._thread.join(_STOP_TIMEOUT)
         if self._thread.is_alive() and self._error is None:
             self._error = f"the sampling thread did not stop within {_STOP_TIMEOUT} s"
