@@ -202,6 +202,17 @@ int main(int argc, char **argv) {
 }
 """
 
+#: What both scripts below share: an SGD step of ``model`` on the fixed batch ``x, y``, and a warm-up.
+TRAIN = """
+def step():
+    opt.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+for _ in range(5):
+    step()
+"""
+
 SYNC_WINDOWS = """
 import subprocess, sys, time, torch
 from torch import nn
@@ -210,14 +221,8 @@ torch.manual_seed(0)
 blocks = [m for _ in range(20) for m in (nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())]
 model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), *blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
                       nn.Linear(8, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 x, y = torch.randn(16, 3, 12, 12), torch.randint(0, 10, (16,))
-def step():
-    opt.zero_grad(set_to_none=True)
-    nn.functional.cross_entropy(model(x), y).backward()
-    opt.step()
-for _ in range(5):
-    step()
+""" + TRAIN + """
 for _ in range(int(sys.argv[3])):
     latency = float(subprocess.run([sys.argv[1], "100000"], capture_output=True, text=True, check=True).stdout)
     began = time.perf_counter()
@@ -226,7 +231,6 @@ for _ in range(int(sys.argv[3])):
     print(latency, 16 * 30 / (time.perf_counter() - began), flush=True)
 """
 
-
 FAULT_WINDOWS = """
 import resource, sys, time, torch
 from torch import nn
@@ -234,20 +238,20 @@ from pytest_dlperf.models import get_model_spec
 torch.set_num_threads(1)
 spec = get_model_spec("tiny")
 model = spec.factory(spec.settings())
-opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
-def step():
-    opt.zero_grad(set_to_none=True)
-    nn.functional.cross_entropy(model(x), y).backward()
-    opt.step()
-for _ in range(5):
-    step()
+""" + TRAIN + """
 for _ in range(3):
     faults, began = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
     for _ in range(30):
         step()
     print(32 * 30 / (time.perf_counter() - began), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
 """
+
+
+def script_rows(script: str, args: list[str], env: dict[str, str]) -> list[tuple[float, ...]]:
+    """Run ``script`` (one of the above) in a fresh Python; each line it printed, as numbers."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True, env=env)
+    return [tuple(map(float, line.split())) for line in done.stdout.splitlines() if line.strip()]
 
 
 def faults(rounds: int, modes: list[str]) -> int:
@@ -263,9 +267,7 @@ def faults(rounds: int, modes: list[str]) -> int:
         for mode in modes:
             env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
             env.update(malloc_env(mode, env), OMP_NUM_THREADS="1")
-            done = subprocess.run([sys.executable, "-c", FAULT_WINDOWS], capture_output=True, text=True, check=True,
-                                  env=env)
-            rows = [tuple(map(float, line.split())) for line in done.stdout.split("\n") if line.strip()]
+            rows = script_rows(FAULT_WINDOWS, [], env)
             seen[mode] += rows
             print(f"{index:>3} {mode:>6}: " + " ".join(f"{rate:.0f} img/s {n:.0f} faults" for rate, n in rows),
                   flush=True)
@@ -274,7 +276,8 @@ def faults(rounds: int, modes: list[str]) -> int:
     for mode, rows in seen.items():
         per_process = [statistics.median(r for r, _ in rows[i:i + 3]) for i in range(0, len(rows), 3)]
         rates, counts = [r for r, _ in rows], [n for _, n in rows]
-        print(f"{mode:>6} {min(rates):9.0f}-{max(rates):<10.0f} {100 * cv(per_process):15.1f}% "
+        spread = f"{100 * cv(per_process):15.1f}%" if len(per_process) > 1 else f"{'-':>16}"
+        print(f"{mode:>6} {min(rates):9.0f}-{max(rates):<10.0f} {spread} "
               f"{min(counts):12.0f}-{max(counts):<13.0f}")
     return 0
 
@@ -300,10 +303,7 @@ def sync(rounds: int, threads: list[int]) -> int:
         pairs: dict[int, list[tuple[float, float]]] = {n: [] for n in threads}
         for index in range(rounds):
             for n in threads:
-                done = subprocess.run([sys.executable, "-c", SYNC_WINDOWS, str(binary), str(n), "12"],
-                                      capture_output=True, text=True, check=True,
-                                      env={**os.environ, "OMP_NUM_THREADS": str(n)})
-                rows = [tuple(map(float, line.split())) for line in done.stdout.split("\n") if line.strip()]
+                rows = script_rows(SYNC_WINDOWS, [str(binary), str(n), "12"], {**os.environ, "OMP_NUM_THREADS": str(n)})
                 pairs[n] += rows
                 print(f"{index:>3} {n} thr: " + " ".join(f"{lat:.0f}ns/{rate:.0f}" for lat, rate in rows), flush=True)
     print(f"\n{rounds} processes per thread count, 12 windows each: round trip (ns) / img/s")

@@ -37,6 +37,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from pytest_dlperf.baseline import DEFAULT_TOLERANCE
+
 CONFTEST = '''
 import os
 import torch
@@ -149,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         kinds = [("unchanged", opts.cost, False), ("slowed", slowed, False)] + \
             ([("hog", opts.cost, True)] if opts.hog else [])
         table: dict[tuple[float, str], list[dict]] = defaultdict(list)
-        saved_tolerance = entry.get("tolerance", 0.05)
+        saved_tolerance = entry.get("tolerance", DEFAULT_TOLERANCE)
         print(f"the tolerance --dlperf-save-baseline gave it: {100 * saved_tolerance:g}%")
         for asked in tolerances:
             tolerance = entry["tolerance"] = saved_tolerance if asked is None else asked

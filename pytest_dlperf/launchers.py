@@ -86,11 +86,11 @@ def malloc_env(mode: str, environ: dict[str, str] | None = None) -> dict[str, st
     Why steady is the default: glibc moves its mmap threshold as memory is freed, so whether a
     step's large tensors come from the heap or from fresh pages (zeroed by the kernel, a page
     fault each 4 KiB) depends on the order of a process's early allocations.  Measured on a
-    2-core VM (``tiny`` fp32 bs32, one thread, fresh processes): 24,000 to 107,000 page faults
-    per window of 30 steps and 1,800 to 3,300 img/s from one process to the next; steady, 0 to
-    1,300 faults and 3,600 to 4,200 img/s (``benchmarks/machine_drift.py --faults``; README.md,
-    "Where the spread between runs comes from").  Settings the environment already makes in ``GLIBC_TUNABLES`` are kept.
-    Other C libraries (musl, macOS) ignore the variable.
+    2-core VM (``tiny`` fp32 bs32, one thread, 8 fresh processes each): 31,000 to 111,000 page
+    faults per window of 30 steps and 1,400 to 2,800 img/s (CV 21% between processes); steady, 0
+    to 1,000 faults and 2,900 to 3,800 img/s (CV 9%) (``benchmarks/machine_drift.py --faults``;
+    README.md, "Where the spread between runs comes from").  Settings the environment already
+    makes in ``GLIBC_TUNABLES`` are kept.  Other C libraries (musl, macOS) ignore the variable.
     """
     if mode == "system":
         return {}
