@@ -336,6 +336,11 @@ class SlurmLauncher(Launcher):
         return int(match.group(1)), int(match.group(2)) if match.group(2) else None
 
 
+def _exports(names) -> list[str]:
+    """mpirun's ``-x NAME`` for each name: pass the variable on to every rank."""
+    return [arg for name in names for arg in ("-x", name)]
+
+
 @register_launcher
 class MpiLauncher(Launcher):
     name = "mpi"
@@ -349,14 +354,16 @@ class MpiLauncher(Launcher):
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         if device == "cpu":
             env.update(_cpu_threads(ranks))
-        exported = [arg for name in FORWARDED if name in os.environ or name in env for arg in ("-x", name)]
+        exported = _exports(name for name in FORWARDED if name in os.environ or name in env)
         command = ["mpirun", "-np", str(ranks), *exported, "--output-filename", str(run_dir / "ranks"),
                    *self.extra_args, *(program or [sys.executable, *WORKER])]
         return LaunchPlan(command, env, distributed=ranks > 1)
 
     def with_env(self, plan: LaunchPlan, extra: dict[str, str]) -> LaunchPlan:
-        exported = plan.command[:3] + [arg for name in extra if name not in plan.command for arg in ("-x", name)]
-        return dataclasses.replace(super().with_env(plan, extra), command=exported + plan.command[3:])
+        # After "mpirun -np N", beside the variables plan() exported.
+        exported = _exports(name for name in extra if name not in plan.command)
+        return dataclasses.replace(super().with_env(plan, extra), command=[*plan.command[:3], *exported,
+                                                                            *plan.command[3:]])
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         found = sorted((run_dir / "ranks").glob(f"*/rank.{rank}/stderr"))
