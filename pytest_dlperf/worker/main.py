@@ -75,7 +75,8 @@ class ProgressFile:
 
 
 def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
-                 on_progress=None, barrier=None, sampler=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
+                 on_progress=None, barrier=None, sampler=None,
+                 between=None) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Warm up, then time ``repeats`` windows of ``steps`` steps; returns windows and timings.
 
     With ``barrier`` (several ranks), every window starts on all ranks together.
@@ -84,6 +85,12 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
     warm-up, once the device is synchronized and before the first window's barrier (so a
     slow NVML start on one rank does not skew the ranks' first window), and stopped right
     after the last window's synchronization.  Neither call is inside a timed window.
+
+    ``between()`` is called after each window but the last, once every rank's window is over (a
+    barrier) and before the next one's barrier: the memory probe of
+    :class:`~pytest_dlperf.worker.interference.Interference`, which must not slow a rank still
+    inside its window.  With ``between``, the last window is followed by that barrier too, before
+    ``sampler.stop()`` probes once more.
 
     ``on_progress(step_seconds, remaining_steps, **where)`` (a :class:`ProgressFile`) is told
     the time of a step after the first step, after the warm-up and after the first window, so
@@ -133,6 +140,11 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
                         "throughput": samples / seconds})
         report(seconds / steps if index == 0 else None, measured_total - steps * (index + 1),
                windows_done=index + 1, last_throughput=samples / seconds)
+        if between is not None:
+            if barrier is not None:
+                barrier()  # no rank probes while another is still inside its window
+            if index + 1 < repeats:
+                between()
     if sampler is not None:
         sampler.stop()
     marks["measured_done"] = time.time()
@@ -251,7 +263,9 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
             result.memory_cap = apply_cap(int(spec.max_memory), device)
         source = _input_source(spec, settings, case.batch_size, device, ranks)
         meter = data.WindowMeter(source, then=sampler) if source is not None else sampler
-        busy = Interference(then=meter, gpu_index=_nvml_index(device_info, ranks.local_rank))
+        # No memory probe under a CPU memory cap: its 64 MiB would come out of what the case may use.
+        busy = Interference(then=meter, gpu_index=_nvml_index(device_info, ranks.local_rank),
+                            probe=not (spec.max_memory and device_info.get("type") == "cpu"))
         if data_only:
             step = data.DataOnlyStep(source, device)
         else:
@@ -267,7 +281,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         windows, marks = time_windows(step, warmup_steps=spec.warmup_steps, steps=spec.steps,
                                       repeats=spec.repeats, samples_per_step=per_rank,
                                       on_progress=progress, barrier=group.barrier if group else None,
-                                      sampler=busy)
+                                      sampler=busy, between=busy.between)
         result.interference = busy.summary()
         mine: dict[str, Any] = {"windows": windows}
         if source is not None:
