@@ -48,11 +48,14 @@ def measured_spread(record: Mapping[str, Any]) -> Spread | None:
     """The spread of a results record (``--dlperf-json``'s case): its last attempt's runs and windows.
 
     With 3 runs or more, the CV of the runs' medians: every run is a fresh process, so this is
-    the spread between sessions that the gate meets.  Else the CV of the windows (of both runs
+    the spread between sessions that the gate meets.  Runs the evidence marks busy are left out.  Else the CV of the windows (of both runs
     for 2: two medians give no usable standard deviation).  None when nothing tells.
     """
     attempts = record.get("attempts") or []
-    runs = [run for run in (attempts[-1].get("runs") or [] if attempts else []) if run.get("windows")]
+    # Runs measured on a busy machine (the verdict's evidence says which) are not the case's noise.
+    busy = {r.get("index") for r in ((record.get("evidence") or {}).get("runs") or []) if r.get("busy")}
+    runs = [run for run in (attempts[-1].get("runs") or [] if attempts else [])
+            if run.get("windows") and run.get("index") not in busy]
     medians = [statistics.median(w["throughput"] for w in run["windows"]) for run in runs]
     if len(medians) >= 3:
         return Spread(statistics.stdev(medians) / statistics.fmean(medians), "runs", len(medians))

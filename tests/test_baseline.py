@@ -1,5 +1,6 @@
 import json
 import os
+import statistics
 
 import pytest
 
@@ -216,6 +217,20 @@ def test_with_three_runs_or_more_the_spread_is_the_runs_medians():
     assert "tolerance" not in baseline.from_measurements([measured_record(*runs)], {}, tolerance=0.05)["cases"][0]
     # Two runs: two medians give no usable spread, so both runs' windows do.
     assert tolerance.measured_spread(measured_record(*runs[:2])).over == "windows"
+
+
+def test_runs_measured_on_a_busy_machine_are_not_the_cases_noise():
+    runs = [[100.0, 101.0], [60.0, 61.0], [99.0, 100.0], [101.0, 100.0]]  # the second, busy: 40% slower
+    record = measured_record(*runs)
+    for index, run in enumerate(record["attempts"][0]["runs"]):
+        run["index"] = index
+    assert tolerance.measured_spread(record).cv > 0.15
+    record["evidence"] = {"runs": [{"index": i, "throughput": statistics.median(r),
+                                    "busy": "memory bandwidth 6.0 GB/s, 40% below this case's fastest run's 10.0 GB/s"
+                                    if i == 1 else None} for i, r in enumerate(runs)]}
+    spread = tolerance.measured_spread(record)
+    assert (spread.over, spread.count) == ("runs", 3) and spread.cv < 0.01
+    assert "tolerance" not in baseline.from_measurements([record], {}, tolerance=0.05)["cases"][0]
 
 
 def test_a_case_too_noisy_to_gate_is_saved_capped_and_flagged():
