@@ -22,6 +22,7 @@ import dataclasses
 import datetime as _dt
 import os
 import re
+import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -57,6 +58,7 @@ class Entry:
     seeds: int | None = None
     time_to_target: float | None = None
     runs: tuple[float, ...] = ()  # the medians of the runs the figure came from (schema version 2), for its spread
+    memory_gbs: float | None = None  # the memory bandwidth its runs' probe measured (version 2): busy runs are below it
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -189,6 +191,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             command=raw.get("command"),
             budget=raw.get("budget"), seeds=raw.get("seeds"), time_to_target=raw.get("time_to_target"),
             runs=tuple(float(v) for v in raw.get("runs", ())),
+            memory_gbs=float(raw["memory_gbs"]) if "memory_gbs" in raw else None,
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")
@@ -280,7 +283,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
                 entry[key] = measured_with[key]
         cases.append(entry)
     return {
-        "schema_version": 2 if any("runs" in c for c in cases) else 1,
+        "schema_version": 2 if any("runs" in c or "memory_gbs" in c for c in cases) else 1,
         "kind": "dlperf-baseline",
         "hardware": hardware,
         "provenance": {
@@ -295,13 +298,19 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
     }
 
 
-def run_medians(record: Mapping[str, Any]) -> dict[str, list[float]]:
-    """``{"runs": [...]}``: the medians of a results record's evidence runs (2 or more), else ``{}``.
+def run_medians(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"runs": [...], "memory_gbs": ...}``: the medians of a results record's evidence runs (2 or
+    more), and the median of their memory probes (one or more); ``{}`` where neither.
 
-    A baseline entry keeps them so that a later verdict knows the figure's own spread
-    (:mod:`pytest_dlperf.evidence`); runs measured on a busy machine are left out."""
+    A baseline entry keeps them so that a later verdict knows the figure's own spread and the
+    memory bandwidth the machine gave it (:mod:`pytest_dlperf.evidence`); runs measured on a
+    busy machine are left out."""
     runs = [r for r in ((record.get("evidence") or {}).get("runs") or []) if not r.get("busy")]
-    return {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
+    out: dict[str, Any] = {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
+    probes = [r["memory_gbs"] for r in runs if r.get("memory_gbs")]
+    if probes:
+        out["memory_gbs"] = round(statistics.median(probes), 3)
+    return out
 
 
 def save(path: str | os.PathLike, document: Mapping[str, Any]) -> None:

@@ -159,8 +159,9 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
                          f"({100 * (new / old - 1):+.1f}%)")
         entry.update(throughput=new, unit=rec["unit"], source=source)
         entry.pop("runs", None)
-        entry.update(baseline_mod.run_medians(rec))  # the new figure's own runs, or none
-        if "runs" in entry:
+        entry.pop("memory_gbs", None)
+        entry.update(baseline_mod.run_medians(rec))  # the new figure's own runs and bandwidth, or none
+        if "runs" in entry or "memory_gbs" in entry:
             document["schema_version"] = 2
         # The entry stands for the step counts the figure was measured with (cmd_update has checked
         # that they are the entry's own unless --force).

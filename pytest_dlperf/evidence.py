@@ -4,7 +4,8 @@ A run is one fresh worker process.  Its windows are correlated (same process, sa
 allocation, same neighbours), so the *runs* are the independent samples and a run's figure is
 the median of its windows (:class:`RunFigure`).  A run measured while other processes used
 the machine (:func:`busy_reason`: the worker's ``interference`` and the telemetry's clock
-throttling) is kept in the results but is no evidence.
+throttling), or while its memory bandwidth was well below the baseline's (:func:`bandwidth_reason`:
+other tenants of the host), is kept in the results but is no evidence.
 
 :func:`estimate` gives the case's figure relative to its baseline with a confidence interval,
 on the log scale (throughput is a rate: slowdowns multiply, and its spread is relative):
@@ -51,6 +52,11 @@ SATURATED = 0.9
 #: more than this share of the telemetry's samples.
 THROTTLE_REASONS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 THROTTLE_SHARE = 0.1
+#: Default: a run is busy when its memory probe (``interference.memory_gbs``) measured this much less
+#: bandwidth than the baseline's runs did (or, without that, than this case's fastest run in the
+#: session).  On the project's 2-core VM a run's throughput followed the probe's bandwidth to
+#: the power 0.5: a 10% drop costs about 5%, the default tolerance.
+MAX_BANDWIDTH_DROP = 0.10
 
 
 class Decision(str, enum.Enum):
@@ -70,9 +76,10 @@ class RunFigure:
     index: int
     value: float
     busy: str | None = None
+    bandwidth: float | None = None  # the run's memory probe, GB/s (interference.memory_gbs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "throughput": self.value, "busy": self.busy}
+        return {"index": self.index, "throughput": self.value, "busy": self.busy, "memory_gbs": self.bandwidth}
 
 
 def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
@@ -106,14 +113,37 @@ def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
     return "; ".join(dict.fromkeys(reasons)) or None
 
 
-def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
-    """Each run record's (:func:`pytest_dlperf.runs.measure`) median of windows, and whether it was busy."""
+def bandwidth_reason(bandwidth: float | None, reference: float | None, whose: str,
+                     max_drop: float | None = MAX_BANDWIDTH_DROP) -> str | None:
+    """Why a run's memory bandwidth makes it no evidence (more than ``max_drop`` below ``reference``), or None.
+
+    ``whose``: where the reference comes from, for the message ("the baseline's").
+    """
+    if max_drop is None or bandwidth is None or not reference or bandwidth >= reference * (1 - max_drop):
+        return None
+    return (f"memory bandwidth {bandwidth:.1f} GB/s, {100 * (1 - bandwidth / reference):.0f}% below "
+            f"{whose} {reference:.1f} GB/s")
+
+
+def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE,
+                bandwidth: float | None = None, max_drop: float | None = MAX_BANDWIDTH_DROP) -> list[RunFigure]:
+    """Each run record's (:func:`pytest_dlperf.runs.measure`) median of windows, and whether it was busy.
+
+    ``bandwidth``: the baseline's memory bandwidth (GB/s); without it, the fastest of these runs'
+    probes is the reference, so a run measured while the host's other tenants took its memory
+    bandwidth is no evidence beside one that was not.
+    """
     out = []
-    for run in runs:
+    probed = [(run.get("interference") or {}).get("memory_gbs") for run in runs]
+    reference, whose = (bandwidth, "the baseline's") if bandwidth else \
+        (max((b for b in probed if b), default=None), "this case's fastest run's")
+    for run, probe in zip(runs, probed):
         figures = [w["throughput"] for w in run.get("windows") or []]
         if figures:
+            reasons = [busy_reason(run.get("interference"), run.get("telemetry"), threshold),
+                       bandwidth_reason(probe, reference, whose, max_drop)]
             out.append(RunFigure(run.get("index", len(out)), statistics.median(figures),
-                                 busy_reason(run.get("interference"), run.get("telemetry"), threshold)))
+                                 "; ".join(r for r in reasons if r) or None, probe))
     return out
 
 

@@ -20,7 +20,7 @@ import pytest
 from . import batchsearch, jsonio
 from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
-from .evidence import MAX_INTERFERENCE
+from .evidence import MAX_BANDWIDTH_DROP, MAX_INTERFERENCE
 from .history.store import redact
 from .launchers import LAUNCHERS, MALLOC_MODES
 from .reporting import plots
@@ -92,6 +92,11 @@ def add_options(parser: pytest.Parser) -> None:
     option("max-interference", "a run during whose windows other processes used more than this much CPU (percent "
                                "of one CPU, on a saturated machine; or any other process on the GPU) is re-measured, "
                                "not counted (default 50; off: never).", metavar="PERCENT")
+    option("max-bandwidth-drop", "a run whose memory probe measured this much less bandwidth than the baseline's "
+                                 "runs did (without one: than the case's fastest run) is re-measured, not counted: "
+                                 "the host's other tenants took it (a fraction; default 0.1 for cases on the CPU, "
+                                 "off on GPUs, whose training hardly uses it; off: never).",
+           metavar="FRACTION")
     option("timeout", "seconds a worker may run before its process group is killed "
                       "(default: adapts to the measured step time).", metavar="SECONDS")
     option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).",
@@ -232,6 +237,12 @@ class Options:
         self.max_interference = (None if str(raw).strip().lower() == "off" else
                                  _float_option(config, "max-interference", low=0)) if raw is not None \
             else MAX_INTERFERENCE
+        raw = _option(config, "max-bandwidth-drop")
+        # Not given: MAX_BANDWIDTH_DROP for cases on the CPU, off on GPUs (bandwidth_drop()).
+        self.bandwidth_drop_given = raw is not None
+        self.max_bandwidth_drop = (None if str(raw).strip().lower() == "off" else
+                                   _float_option(config, "max-bandwidth-drop", low=0, high=1)) if raw is not None \
+            else MAX_BANDWIDTH_DROP
         self.timeout = _float_option(config, "timeout", low=0)
         self.tolerance = _float_option(config, "tolerance", low=0, high=1)
         self.min_efficiency = _float_option(config, "min-efficiency", low=0, high=1.5)
@@ -297,6 +308,13 @@ class Options:
     @property
     def active(self) -> bool:
         return bool(self.baseline_path or self.models)
+
+    def bandwidth_drop(self, device: str) -> float | None:
+        """``--dlperf-max-bandwidth-drop`` for cases on ``device``: as given, else MAX_BANDWIDTH_DROP on the
+        CPU and off on GPUs (their training hardly uses the host's memory bandwidth)."""
+        if self.bandwidth_drop_given or device == "cpu":
+            return self.max_bandwidth_drop
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in vars(self).items() if v not in (None, [])}

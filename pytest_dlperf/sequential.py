@@ -4,8 +4,8 @@
 case from the runs that are evidence (:mod:`.evidence`) and stops when the interval decides
 (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
 ``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  A run
-measured on a busy machine (``--dlperf-max-interference``) is re-measured after a short wait
-and never counted.  A case still undecided at the budget is *inconclusive*.
+measured on a busy machine (``--dlperf-max-interference``, ``--dlperf-max-bandwidth-drop``) is
+re-measured after a short wait and never counted.  A case still undecided at the budget is *inconclusive*.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class Budget:
     max_runs: int = 5  # --dlperf-max-runs
     max_seconds: float | None = None  # --dlperf-max-seconds
     max_interference: float | None = ev.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
+    max_bandwidth_drop: float | None = ev.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop; None: off
 
 
 @dataclasses.dataclass
@@ -42,6 +43,9 @@ class Evidence:
     estimate: ev.Estimate | None  # from the runs that are evidence; None when every run was busy
     decision: ev.Decision
     stopped: str  # "decided", "max-runs" or "time budget"
+    #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
+    #: understate the case (see :func:`assess`).
+    busy_counted: bool = False
 
     @property
     def busy(self) -> list[ev.RunFigure]:
@@ -55,7 +59,7 @@ class Evidence:
     def to_dict(self) -> dict[str, Any]:
         return {"decision": self.decision.value, "stopped": self.stopped,
                 "estimate": None if self.estimate is None else self.estimate.to_dict(),
-                "runs": [f.to_dict() for f in self.figures]}
+                "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures]}
 
 
 #: Evidence runs a regression needs before it is declared (while the run budget allows them).
@@ -63,17 +67,30 @@ REGRESSION_RUNS = 2
 
 
 def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
-           tolerance: float) -> tuple[ev.Estimate | None, ev.Decision]:
-    """The estimate from the runs that are evidence, and what it decides (no baseline: pass)."""
+           tolerance: float) -> tuple[ev.Estimate | None, ev.Decision, bool]:
+    """The estimate from the runs that are evidence, what it decides (no baseline: pass), and whether
+    the busy runs are in it.
+
+    A busy run is no evidence of a regression, but the case's slowness it shows is the machine's,
+    so it understates the case: where the evidence runs alone leave the case undecided (or
+    there are none) and all runs together, busy ones included, still pass (or improve), that
+    pass holds, and more so without them.  A regression is only ever decided without them.
+    """
     values = [f.value for f in figures if not f.busy]
     if not values and expected is None:
         # Nothing to judge, so no false alarm to avoid: not re-measured (the message says the runs were busy).
         values = [f.value for f in figures]
-    if not values:
-        return None, ev.Decision.UNDECIDED
     base = expected.throughput if expected is not None else None
-    estimate = ev.estimate(values, tolerance, base, baseline_runs if base is not None else ())
-    return estimate, ev.decide(estimate, tolerance)
+    runs = baseline_runs if base is not None else ()
+    estimate, decision = None, ev.Decision.UNDECIDED
+    if values:
+        estimate = ev.estimate(values, tolerance, base, runs)
+        decision = ev.decide(estimate, tolerance)
+    if base is not None and decision is ev.Decision.UNDECIDED and len(values) < len(figures):
+        with_busy = ev.estimate([f.value for f in figures], tolerance, base, runs)
+        if ev.decide(with_busy, tolerance) in (ev.Decision.PASS, ev.Decision.IMPROVED):
+            return with_busy, ev.decide(with_busy, tolerance), True
+    return estimate, decision, False
 
 
 def merge(attempts: Sequence[Attempt]) -> Attempt:
@@ -85,8 +102,12 @@ def merge(attempts: Sequence[Attempt]) -> Attempt:
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
                           baseline_runs: Sequence[float], budget: Budget,
                           more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
-                          sleep: Callable[[float], None] = time.sleep) -> tuple[Attempt, Evidence]:
+                          sleep: Callable[[float], None] = time.sleep,
+                          bandwidth: float | None = None) -> tuple[Attempt, Evidence]:
     """Measure ``measure_one(index)`` (one fresh run each) until decided or out of budget.
+
+    ``bandwidth``: the memory bandwidth the baseline's runs measured (GB/s), the reference for
+    the runs' own (:func:`pytest_dlperf.evidence.run_figures`).
 
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided
@@ -99,11 +120,11 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         index = len(attempts)
         attempts.append(measure_one(index))
         attempt = merge(attempts)
-        figures = ev.run_figures(attempt.runs, budget.max_interference)
+        figures = ev.run_figures(attempt.runs, budget.max_interference, bandwidth, budget.max_bandwidth_drop)
         if len(attempts) < budget.first_runs:
             continue
-        estimate, decision = assess(figures, expected, baseline_runs, tolerance)
-        evidence = Evidence(figures, estimate, decision, "decided")
+        estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance)
+        evidence = Evidence(figures, estimate, decision, "decided", busy_counted)
         # A regression needs REGRESSION_RUNS runs that agree: one fresh run can be an outlier the spread
         # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose
         # five runs spread 9%).  Fine and improved cases are decided on their first run.

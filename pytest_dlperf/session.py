@@ -219,7 +219,8 @@ class DlperfSession:
         """One fresh run at a time until the evidence decides the case (:mod:`.sequential`)."""
         opts, one_run = self.options, dataclasses.replace(params, runs=1)
         expected = self.expected(entry, spec.unit, case)
-        budget = Budget(opts.runs, 1 if opts.data_only else opts.max_runs, opts.max_seconds, opts.max_interference)
+        budget = Budget(opts.runs, 1 if opts.data_only else opts.max_runs, opts.max_seconds, opts.max_interference,
+                        opts.bandwidth_drop(self.device))
 
         done: list[dict] = []
 
@@ -243,7 +244,8 @@ class DlperfSession:
 
         # The baseline's own runs: a file entry's medians, or the history's figures (its last sessions).
         own = expected.figures if expected is not None and expected.figures else (entry.runs if entry else ())
-        attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more)
+        attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
+                                                  bandwidth=entry.memory_gbs if entry is not None else None)
         result.attempts.append(attempt.to_dict())
         result.evidence = None if opts.data_only else evidence.to_dict()
         return attempt, evidence

@@ -129,7 +129,10 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     est = evidence.estimate
     busy = evidence.busy
     busy_note = ""
-    if busy:
+    if busy and getattr(evidence, "busy_counted", False):
+        busy_note = (f"; {len(busy)} of {len(evidence.figures)} run(s) measured on a busy machine "
+                     f"({busy[-1].busy} during the windows), counted: they can only understate it")
+    elif busy:
         busy_note = (f"; {len(busy)} of {len(evidence.figures)} run(s) not counted: the machine was busy "
                      f"({busy[-1].busy} during the windows)")
     if est is None:

@@ -60,6 +60,9 @@ def evidence_properties(result: CaseResult) -> list[tuple[str, Any]]:
               for run in attempt.get("runs") or [] if run.get("interference")]
     if others:
         props.append(("dlperf_other_cpu_percent_max", round(max(others), 1)))
+    bandwidths = [r["memory_gbs"] for r in runs if r.get("memory_gbs")]
+    if bandwidths:
+        props.append(("dlperf_memory_gbs_min", round(min(bandwidths), 2)))
     return props
 
 
