@@ -46,6 +46,15 @@ environment and counts their page faults per window.
 
     python benchmarks/machine_drift.py --rounds 8 --faults
 
+``--copy`` asks whether runs follow the memory bandwidth the host's other tenants leave them:
+fresh training processes of ``tiny`` (no pytest, one thread, steady malloc) time the worker's
+own memory probe (:class:`pytest_dlperf.worker.interference.MemoryProbe`) before each of 5
+windows and after the last, as a run does.  It prints each process's median img/s and GB/s,
+then the Pearson correlation of their logs, the slope of log(img/s) on log(GB/s), and the CV
+of the processes kept by each ``--dlperf-max-bandwidth-drop`` below the fastest third's median.
+
+    python benchmarks/machine_drift.py --rounds 60 --copy
+
 ``--sync`` asks whether multi-threaded runs follow where the hypervisor placed the VM's two
 vCPUs: a C ping-pong between threads pinned to CPUs 0 and 1 (it needs ``cc``) is timed before
 each of 12 training windows of a small convnet, in fresh processes per thread count.
@@ -67,12 +76,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+# numpy's OpenBLAS reads this when numpy loads: the matmul probe single-threaded (two threads would time
+# where the hypervisor placed the two vCPUs, see --sync).  Torch does not read it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 from scipy import stats
 
 FAST = ["--dlperf-device", "cpu", "--dlperf-model", "tiny", "--dlperf-precision", "fp32",
         "--dlperf-batch-size", "32", "--dlperf-warmup-steps", "5", "--dlperf-steps", "30", "--dlperf-repeats", "3",
-        "--dlperf-max-interference", "off", "-p", "no:cacheprovider", "-p", "no:benchmark", "-q"]
+        "--dlperf-max-interference", "off", "--dlperf-max-bandwidth-drop", "off", "-p", "no:cacheprovider", "-p",
+        "no:benchmark", "-q"]
 
 
 def _best(work, repeats: int = 3) -> float:
@@ -90,10 +104,16 @@ def probes() -> dict[str, float]:
     a = np.random.default_rng(0).random((256, 256), dtype=np.float32)
     big = np.ones(16 << 20, dtype=np.float32)  # 64 MiB
     out = np.empty_like(big)
+    rng = np.random.default_rng(0)
+    far = rng.integers(0, big.size, size=1 << 20)  # 1 Mi random reads over 64 MiB: DRAM latency
+    cache = big[: 2 << 20]  # 8 MiB: fits the L3 this VM shares with its host's other tenants
+    near = rng.integers(0, cache.size, size=1 << 20)
     return {
         "hash": 1 / _best(lambda: hashlib.sha256(data).digest()),
         "matmul": 1 / _best(lambda: [a @ a for _ in range(20)]),
         "copy": 1 / _best(lambda: np.copyto(out, big)),
+        "gather": 1 / _best(lambda: np.take(big, far)),
+        "l3": 1 / _best(lambda: np.take(cache, near)),
     }
 
 
@@ -248,6 +268,26 @@ for _ in range(3):
 """
 
 
+COPY_WINDOWS = """
+import time, torch
+from torch import nn
+from pytest_dlperf.models import get_model_spec
+from pytest_dlperf.worker.interference import MemoryProbe
+torch.set_num_threads(1)
+spec = get_model_spec("tiny")
+model = spec.factory(spec.settings())
+x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+""" + TRAIN + """
+probe = MemoryProbe()
+for _ in range(5):
+    gbs, began = probe(), time.perf_counter()
+    for _ in range(60):
+        step()
+    print(32 * 60 / (time.perf_counter() - began), gbs, flush=True)
+print(0, probe())
+"""
+
+
 def script_rows(script: str, args: list[str], env: dict[str, str]) -> list[tuple[float, ...]]:
     """Run ``script`` (one of the above) in a fresh Python; each line it printed, as numbers."""
     done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True, env=env)
@@ -279,6 +319,40 @@ def faults(rounds: int, modes: list[str]) -> int:
         spread = f"{100 * cv(per_process):15.1f}%" if len(per_process) > 1 else f"{'-':>16}"
         print(f"{mode:>6} {min(rates):9.0f}-{max(rates):<10.0f} {spread} "
               f"{min(counts):12.0f}-{max(counts):<13.0f}")
+    return 0
+
+
+def copy(rounds: int) -> int:
+    """Fresh training processes with the worker's memory probe beside their windows: does img/s follow GB/s?"""
+    from pytest_dlperf.launchers import malloc_env
+
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    env.update(malloc_env("steady", env), OMP_NUM_THREADS="1")
+    rates, bandwidths = [], []
+    print(f"{'round':>5} {'time':>8} {'img/s':>8} {'GB/s':>6} {'CV of windows':>14}", flush=True)
+    for index in range(rounds):
+        rows = script_rows(COPY_WINDOWS, [], env)
+        windows = [r for r, _ in rows if r > 0]
+        rates.append(statistics.median(windows))
+        bandwidths.append(statistics.median(g for _, g in rows))
+        print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} {rates[-1]:8.0f} {bandwidths[-1]:6.2f} "
+              f"{100 * cv(windows):13.1f}%", flush=True)
+    logs, blogs = [math.log(v) for v in rates], [math.log(v) for v in bandwidths]
+    r, p = stats.pearsonr(blogs, logs)
+    fit = stats.linregress(blogs, logs)
+    residual = statistics.stdev(a - (fit.intercept + fit.slope * b) for a, b in zip(logs, blogs))
+    print(f"\n{rounds} processes: img/s CV {100 * cv(rates):.1f}% ({min(rates):.0f}-{max(rates):.0f}), "
+          f"GB/s CV {100 * cv(bandwidths):.1f}% ({min(bandwidths):.1f}-{max(bandwidths):.1f})")
+    print(f"r(log GB/s, log img/s) = {r:.2f} (p {p:.2g}); slope {fit.slope:.2f}; CV left once GB/s is accounted "
+          f"for {100 * residual:.1f}%")
+    reference = statistics.median(sorted(bandwidths)[-max(1, rounds // 3):])
+    print(f"{'max drop':>8} {'kept':>5} {'img/s CV of kept':>17} {'lowest kept / median kept':>26}  "
+          f"(reference: the fastest third's median, {reference:.2f} GB/s)")
+    for drop in (0.05, 0.10, 0.15, 0.20, 0.30):
+        kept = [t for t, b in zip(rates, bandwidths) if b >= reference * (1 - drop)]
+        if len(kept) >= 2:
+            print(f"{100 * drop:7.0f}% {len(kept):5} {100 * cv(kept):16.1f}% "
+                  f"{min(kept) / statistics.median(kept):26.3f}")
     return 0
 
 
@@ -335,7 +409,11 @@ def main(argv: list[str] | None = None) -> int:
                              "(default steady,system)")
     parser.add_argument("--sync", action="store_true",
                         help="core-to-core latency beside training windows, per --threads count (default 2,1)")
+    parser.add_argument("--copy", action="store_true",
+                        help="img/s of plain training processes beside the worker's memory probe (GB/s)")
     args = parser.parse_args(argv)
+    if args.copy:
+        return copy(args.rounds)
     if args.faults:
         return faults(args.rounds, (args.malloc or "steady,system").split(","))
     if args.sync:
@@ -352,15 +430,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="dlperf-drift-") as tmp:
         folder = Path(tmp)
-        print(f"{'round':>5} {'time':>8} {'img/s':>8} {'hash/s':>8} {'matmul/s':>9} {'copy/s':>8}", flush=True)
+        names = list(probes())
+        print(f"{'round':>5} {'time':>8} {'img/s':>8} " + " ".join(f"{n + '/s':>9}" for n in names), flush=True)
         for index in range(args.rounds):
             before = probes()
             throughput = session(folder)
             after = probes()
             rates = {k: math.sqrt(before[k] * after[k]) for k in before}
             rows.append((throughput, rates))
-            print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} {throughput:8.1f} {rates['hash']:8.1f} "
-                  f"{rates['matmul']:9.1f} {rates['copy']:8.1f}", flush=True)
+            print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} {throughput:8.1f} "
+                  + " ".join(f"{rates[n]:9.1f}" for n in names), flush=True)
     throughput = [t for t, _ in rows]
     print(f"\n{len(rows)} rounds; throughput CV {100 * cv(throughput):.1f}% "
           f"(range {min(throughput):.0f}-{max(throughput):.0f} img/s)")

@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
     parser.add_argument("--max-interference", default=None,
                         help="--dlperf-max-interference of each session (default: the plugin's, 50; off: never busy)")
+    parser.add_argument("--max-bandwidth-drop", default=None,
+                        help="--dlperf-max-bandwidth-drop of each session (default: the plugin's, 0.1 on the CPU; "
+                             "off: never busy for it)")
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS of every session's worker (default: the plugin's, the CPUs per rank)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
@@ -135,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     common = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", steps, "--dlperf-repeats", repeats]
     if opts.max_interference is not None:
         common += ["--dlperf-max-interference", opts.max_interference]
+    if opts.max_bandwidth_drop is not None:
+        common += ["--dlperf-max-bandwidth-drop", opts.max_bandwidth_drop]
     with tempfile.TemporaryDirectory(prefix="dlperf-vq-") as tmp:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(CONFTEST)
@@ -144,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         base = json.loads((folder / "base.json").read_text())
         entry = base["cases"][0]
         print(f"baseline: {entry['throughput']:.1f} {entry['unit']} from {saved['runs']} runs "
-              f"(medians {entry.get('runs')}), {saved['seconds']:.0f} s; "
+              f"(medians {entry.get('runs')}, memory {entry.get('memory_gbs')} GB/s), {saved['seconds']:.0f} s; "
               f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'the plugin default')}")
         print(f"cost: unchanged {opts.cost} blocks, slowed {slowed} blocks ({100 * (1 - opts.cost / slowed):.1f}% "
               f"less throughput); {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
