@@ -71,10 +71,11 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
     """The estimate from the runs that are evidence, what it decides (no baseline: pass), and whether
     the busy runs are in it.
 
-    A busy run is no evidence of a regression, but the case's slowness it shows is the machine's,
-    so it understates the case: where the evidence runs alone leave the case undecided (or
-    there are none) and all runs together, busy ones included, still pass (or improve), that
-    pass holds, and more so without them.  A regression is only ever decided without them.
+    A busy run is no evidence of a regression, but the slowness it shows is the machine's: it
+    measured at most what the case gives on a quiet machine.  So where the evidence runs alone
+    leave the case undecided (or there are none) and the interval from all runs together,
+    busy ones included, lies above the threshold (pass, or improved), the quiet case's figure
+    lies above it too.  A regression is only ever decided without them.
     """
     values = [f.value for f in figures if not f.busy]
     if not values and expected is None:
