@@ -94,6 +94,17 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
     return estimate, decision, False
 
 
+def out_of_budget(evidence: Evidence, unconfirmed: bool, why: str) -> Evidence:
+    """The evidence when the budget ends: a regression that fewer than :data:`REGRESSION_RUNS` evidence
+    runs show (the others busy, or a budget of one run) is not confirmed, so undecided: the
+    verdict is inconclusive, and with its estimate below the threshold it fails by default,
+    saying "not confirmed" (``--dlperf-inconclusive``)."""
+    evidence.stopped = why
+    if unconfirmed:
+        evidence.decision = ev.Decision.UNDECIDED
+    return evidence
+
+
 def merge(attempts: Sequence[Attempt]) -> Attempt:
     """One attempt of every run so far: their windows pooled (the windows' statistics), runs in order."""
     return Attempt.from_runs([run for attempt in attempts for run in attempt.runs], attempts[0].unit,
@@ -133,12 +144,10 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         if decision is not ev.Decision.UNDECIDED and not unconfirmed and not more(attempt, evidence):
             return attempt, evidence
         if len(attempts) >= budget.max_runs:
-            evidence.stopped = "max-runs"
-            return attempt, evidence
+            return attempt, out_of_budget(evidence, unconfirmed, "max-runs")
         elapsed = time.monotonic() - started
         per_run = elapsed / len(attempts)
         if budget.max_seconds is not None and elapsed + per_run > budget.max_seconds:
-            evidence.stopped = "time budget"
-            return attempt, evidence
+            return attempt, out_of_budget(evidence, unconfirmed, "time budget")
         if figures and figures[-1].busy:
             sleep(min(BUSY_WAIT, attempt.runs[-1].get("wall_seconds") or BUSY_WAIT))

@@ -234,6 +234,24 @@ def test_a_run_measured_while_the_memory_bandwidth_dropped_is_re_measured():
     assert e.decision is ev.Decision.REGRESSION  # --dlperf-max-bandwidth-drop off: counted
 
 
+def test_a_regression_from_one_counted_run_at_the_budget_is_not_confirmed():
+    hog = {"other_cpu_percent": 180.0, "own_cpu_percent": 20.0, "steal_percent": 0.0, "cpus": 2}
+    fed = iter([attempt(300.0, hog), attempt(700.0)])  # one busy run, one counted run 30% below
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2), sleep=lambda s: None)
+    assert e.stopped == "max-runs" and e.estimate.runs == 1 and e.decision is ev.Decision.UNDECIDED
+    v = judge_evidence("c", e, "img/s", BASE)
+    assert v.status is Status.FAIL and v.inconclusive  # fails by default, saying so
+    assert v.message.endswith("fails: the estimate is below the threshold, not confirmed")
+    assert judge_evidence("c", e, "img/s", BASE, inconclusive="pass").status is Status.INCONCLUSIVE
+    # A budget of one run (--dlperf-max-runs 1) never confirms a regression either; two counted runs do.
+    fed = iter([attempt(700.0)])
+    assert measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=1))[1].decision \
+        is ev.Decision.UNDECIDED
+    fed = iter([attempt(700.0), attempt(702.0)])
+    assert measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2))[1].decision \
+        is ev.Decision.REGRESSION
+
+
 # -- real sessions: paced models whose run figures are known
 
 
