@@ -13,7 +13,9 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    ``--dlperf-save-baseline`` gave it from the spread of its runs), and ``--sessions``
    sessions run the unchanged case, ``--sessions`` the slowed one (``--slowdown``, 20%
    by default) and, with ``--hog``, ``--sessions`` unchanged ones while another process keeps
-   every CPU busy.  The kinds alternate, so a drift of the machine does not favour one.
+   every CPU busy; with ``--fine-sessions``, that many unchanged ones are judged at
+   ``--fine-tolerance`` (20%): a case clearly fine, far from its threshold, whose verdict
+   should cost one run.  The kinds alternate, so a drift of the machine does not favour one.
 
 It prints, per tolerance and kind: sessions, failed (for "unchanged" and "hog": false alarms;
 for "slowed": detections), inconclusive, passed, the mean runs per verdict and the mean
@@ -114,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog", action="store_true", help="also run unchanged sessions beside a CPU-hogging process")
     parser.add_argument("--hog-sessions", type=int, default=None,
                         help="sessions beside the hog per tolerance (default: --sessions)")
+    parser.add_argument("--fine-sessions", type=int, default=0,
+                        help="unchanged sessions judged at --fine-tolerance, a case far from its threshold (default 0)")
+    parser.add_argument("--fine-tolerance", type=float, default=0.20,
+                        help="the tolerance of the fine kind (default 0.20)")
     parser.add_argument("--cost", type=int, default=20, help="conv blocks per forward, unchanged (default 20)")
     parser.add_argument("--steps", default="2,5,3", help="warm-up steps, steps per window, windows (default 2,5,3)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="runs of the saved baseline (default 3)")
@@ -161,30 +167,38 @@ def main(argv: list[str] | None = None) -> int:
         for asked in tolerances:
             tolerance = entry["tolerance"] = saved_tolerance if asked is None else asked
             (folder / "b.json").write_text(json.dumps(base))
-            args = [*common, "--dlperf-baseline", "b.json", "--dlperf-max-runs", str(opts.max_runs)]
+            (folder / "fine.json").write_text(json.dumps({**base, "cases": [{**entry,
+                                                                              "tolerance": opts.fine_tolerance}]}))
+            runs = ["--dlperf-max-runs", str(opts.max_runs)]
             hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
-            for index in range(max(opts.sessions, hogs if opts.hog else 0)):
-                for name, cost, hog in kinds:
-                    if index >= (hogs if hog else opts.sessions):
+            counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions}
+            chosen = kinds + ([("fine", opts.cost, False)] if opts.fine_sessions and asked is tolerances[0] else [])
+            for index in range(max(counts[name] for name, _, _ in chosen)):
+                for name, cost, hog in chosen:
+                    if index >= counts[name]:
                         continue
+                    fine = name == "fine"
+                    args = [*common, "--dlperf-baseline", "fine.json" if fine else "b.json", *runs]
                     outcome = session(folder, args, cost, hog, opts.timeout)
-                    table[tolerance, name].append(outcome)
+                    table[opts.fine_tolerance if fine else tolerance, name].append(outcome)
                     if opts.verbose:
                         print(f"  tol {tolerance:g} {name} #{index + 1}: {outcome['verdict']} "
                               f"({outcome['runs']} runs, {outcome['seconds']:.0f} s): {outcome['message']}")
         print()
-        print("tolerance | kind      | sessions | failed | inconclusive | passed | mean runs | busy runs | mean s "
-              "| estimate / baseline (median, range)")
-        print("----------+-----------+----------+--------+--------------+--------+-----------+-----------+--------"
-              "+------------------------------------")
+        print("tolerance | kind      | sessions | failed | inconclusive | passed | mean runs | on 1st run | busy runs "
+              "| mean s | estimate / baseline (median, range)")
+        print("----------+-----------+----------+--------+--------------+--------+-----------+------------+-----------"
+              "+--------+------------------------------------")
         for (tolerance, name), outcomes in table.items():
             failed = sum(o["verdict"] == "fail" for o in outcomes)
             unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
             print(f"{100 * tolerance:8.0f}% | {name:9} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
                   f"{len(outcomes) - failed - unsure:6} | {statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
+                  f"{sum(o['runs'] == 1 and o['throughput_verdict'] != 'inconclusive' for o in outcomes):10} | "
                   f"{sum(o['busy'] for o in outcomes):9} | {statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
                   + ratios([o["estimate"] for o in outcomes], entry["throughput"]))
-        print("failed: false alarms for unchanged and hog, detections for slowed; inconclusive: passed, not decided")
+        print("failed: false alarms for unchanged, hog and fine, detections for slowed; inconclusive: passed, "
+              "not decided; on 1st run: decided by its first run")
         print(f"total {time.monotonic() - started:.0f} s")
     return 0
 
