@@ -62,7 +62,7 @@ class Entry:
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
-        return Expected(self.throughput, self.unit or unit, tolerance, self.source)
+        return Expected(self.throughput, self.unit or unit, tolerance, self.source, memory_gbs=self.memory_gbs)
 
 
 @dataclasses.dataclass

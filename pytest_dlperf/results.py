@@ -61,18 +61,23 @@ class Expected:
     #: The figures the expected one comes from, where there are several (a baseline from history: its
     #: last N sessions' figures), for statistics that use their spread; None for a baseline file's figure.
     figures: tuple[float, ...] | None = None
+    #: The memory bandwidth (GB/s) the baseline's runs measured, the reference that marks a run on a
+    #: slower host busy (:func:`pytest_dlperf.evidence.run_figures`); None where none was kept.
+    memory_gbs: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"throughput": self.throughput, "tolerance": self.tolerance, "source": self.source, "unit": self.unit}
         if self.figures is not None:
             out["figures"] = list(self.figures)
+        if self.memory_gbs is not None:
+            out["memory_gbs"] = self.memory_gbs
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Expected:
         figures = data.get("figures")
         return cls(data["throughput"], data.get("unit") or "", data.get("tolerance", 0.0), data.get("source"),
-                   None if figures is None else tuple(figures))
+                   None if figures is None else tuple(figures), data.get("memory_gbs"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -245,7 +245,7 @@ class DlperfSession:
         # The baseline's own runs: a file entry's medians, or the history's figures (its last sessions).
         own = expected.figures if expected is not None and expected.figures else (entry.runs if entry else ())
         attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
-                                                  bandwidth=entry.memory_gbs if entry is not None else None)
+                                                  bandwidth=expected.memory_gbs if expected is not None else None)
         result.attempts.append(attempt.to_dict())
         result.evidence = None if opts.data_only else evidence.to_dict()
         return attempt, evidence

@@ -84,6 +84,7 @@ class HistoryBaseline:
     throughput: float  # the median of ``figures``
     figures: tuple[float, ...]  # the last N sessions' figures, oldest first
     description: str  # "history: last 8 sessions on AMD EPYC, 2 CPUs (2026-11-01 .. 2026-11-23)"
+    memory_gbs: float | None = None  # the median of those sessions' memory probes, where they kept one
 
 
 def baselines(points: Iterable[Point], count: int) -> dict[str, HistoryBaseline]:
@@ -93,6 +94,8 @@ def baselines(points: Iterable[Point], count: int) -> dict[str, HistoryBaseline]
         last = group[-count:]
         figures = tuple(p.case.throughput for p in last)
         span = f"{last[0].session.created[:10]} .. {last[-1].session.created[:10]}"
+        probes = [p.case.memory_gbs for p in last if p.case.memory_gbs]
         out[case_id] = HistoryBaseline(statistics.median(figures), figures,
-                                       f"history: last {len(last)} session(s) on {machine} ({span})")
+                                       f"history: last {len(last)} session(s) on {machine} ({span})",
+                                       statistics.median(probes) if probes else None)
     return out

@@ -62,6 +62,9 @@ class CaseRow:
     verdict: str
     baseline: float | None = None
     tolerance: float | None = None
+    #: The median memory bandwidth its counted runs' probe measured (GB/s; schema version 2), the
+    #: reference that marks a later run on a slower host busy (:mod:`pytest_dlperf.evidence`).
+    memory_gbs: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +114,12 @@ def run_medians(attempt: Mapping[str, Any]) -> tuple[float, ...]:
     return tuple(out)
 
 
+def counted_bandwidth(evidence: Mapping[str, Any] | None) -> float | None:
+    """The median memory probe (GB/s) of the runs that counted (``CaseResult.evidence``), or None."""
+    probes = [r["memory_gbs"] for r in (evidence or {}).get("runs") or [] if r.get("memory_gbs") and not r.get("busy")]
+    return round(statistics.median(probes), 3) if probes else None
+
+
 def case_rows(results: Iterable[Any]) -> list[CaseRow]:
     """The judged cases of a session's results (typed :class:`~pytest_dlperf.results.CaseResult`): measured or
     failed ones; skipped, remote and data-only cases are no figure of training throughput."""
@@ -123,7 +132,8 @@ def case_rows(results: Iterable[Any]) -> list[CaseRow]:
         rows.append(CaseRow(
             case_id=result.id, case=result.case.to_dict(), unit=result.unit, throughput=result.throughput,
             runs=runs, verdict=verdict, baseline=None if result.baseline is None else result.baseline.throughput,
-            tolerance=None if result.baseline is None else result.baseline.tolerance))
+            tolerance=None if result.baseline is None else result.baseline.tolerance,
+            memory_gbs=counted_bandwidth(result.evidence)))
     return rows
 
 

@@ -24,14 +24,18 @@ from typing import Any
 
 from .records import CaseRow, Point, SessionRow
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: What each version adds to the one before it, applied in order to an older store when it is opened.
+MIGRATIONS = {
+    2: ("ALTER TABLE dlperf_cases ADD COLUMN memory_gbs DOUBLE PRECISION",),  # the runs' memory probe, GB/s
+}
 #: Seconds a writer waits for another's lock before it gives up (SQLite's busy timeout).
 BUSY_TIMEOUT = 60.0
 
 _SESSION_COLUMNS = ("id", "created", "machine", "hostname", "gpu", "gpu_count", "driver", "torch", "cuda",
                     "cudnn", "nccl", "git_commit", "git_branch", "environment")
 _CASE_COLUMNS = ("session_id", "case_id", "case_json", "unit", "throughput", "runs", "verdict", "baseline",
-                 "tolerance")
+                 "tolerance", "memory_gbs")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dlperf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ("CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
@@ -39,7 +43,7 @@ SCHEMA = (
      "cudnn TEXT, nccl TEXT, git_commit TEXT, git_branch TEXT, environment TEXT NOT NULL)"),
     ("CREATE TABLE IF NOT EXISTS dlperf_cases (session_id TEXT NOT NULL REFERENCES dlperf_sessions(id), "
      "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
-     "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, "
+     "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, memory_gbs DOUBLE PRECISION, "
      "PRIMARY KEY (session_id, case_id))"),
     "CREATE INDEX IF NOT EXISTS dlperf_sessions_machine ON dlperf_sessions (machine, created)",
     "CREATE INDEX IF NOT EXISTS dlperf_cases_case ON dlperf_cases (case_id)",
@@ -184,12 +188,20 @@ class Store:
             cursor.execute(statement)
         cursor.execute(self._sql("SELECT value FROM dlperf_meta WHERE key = ?"), ("schema_version",))
         row = cursor.fetchone()
-        if row is None:
+        if row is None:  # a new store: SCHEMA is this version's
             cursor.execute(self._sql("INSERT INTO dlperf_meta (key, value) VALUES (?, ?)"),
                            ("schema_version", str(SCHEMA_VERSION)))
-        elif int(row[0]) > SCHEMA_VERSION:
+            return
+        found = int(row[0])
+        if found > SCHEMA_VERSION:
             raise StoreError(f"{self.url}: history schema version {row[0]}, written by a newer pytest-dlperf; "
                              f"this one reads version {SCHEMA_VERSION}")
+        if found < SCHEMA_VERSION:  # an older store: its tables brought up to date in this transaction
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version]:
+                    cursor.execute(statement)
+            cursor.execute(self._sql("UPDATE dlperf_meta SET value = ? WHERE key = ?"),
+                           (str(SCHEMA_VERSION), "schema_version"))
 
 
 class SQLiteStore(Store):
@@ -317,7 +329,7 @@ def _session_values(session: SessionRow) -> tuple:
 
 def _case_values(session_id: str, case: CaseRow) -> tuple:
     return (session_id, case.case_id, json.dumps(case.case, sort_keys=True), case.unit, case.throughput,
-            json.dumps(list(case.runs)), case.verdict, case.baseline, case.tolerance)
+            json.dumps(list(case.runs)), case.verdict, case.baseline, case.tolerance, case.memory_gbs)
 
 
 def _point(row: Sequence[Any]) -> Point:
@@ -328,4 +340,4 @@ def _point(row: Sequence[Any]) -> Point:
     return Point(SessionRow(**values), CaseRow(
         case_id=case["case_id"], case=json.loads(case["case_json"]), unit=case["unit"],
         throughput=case["throughput"], runs=tuple(json.loads(case["runs"])), verdict=case["verdict"],
-        baseline=case["baseline"], tolerance=case["tolerance"]))
+        baseline=case["baseline"], tolerance=case["tolerance"], memory_gbs=case["memory_gbs"]))
