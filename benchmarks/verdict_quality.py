@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -73,8 +74,10 @@ def vq(settings):
 HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
 
 
-def session(folder: Path, args: list[str], cost: int, hog: bool, timeout: float) -> dict:
-    """One pytest session of the ``vq`` case; its verdict, runs and seconds."""
+def session(folder: Path, args: list[str], cost: int, hog: bool, timeout: float, keep: Path | None = None) -> dict:
+    """One pytest session of the ``vq`` case; its verdict, runs, their memory probes and seconds.
+
+    ``keep``: where to copy the session's results document."""
     env = dict(os.environ, DLPERF_VQ_COST=str(cost))
     results = folder / "results.json"
     results.unlink(missing_ok=True)
@@ -92,12 +95,17 @@ def session(folder: Path, args: list[str], cost: int, hog: bool, timeout: float)
     if not results.exists():
         raise SystemExit(f"the session wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
                          f"{proc.stderr[-2000:]}")
+    if keep is not None:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(results, keep)
     case = json.loads(results.read_text())["cases"][0]
     evidence = case.get("evidence") or {}
+    probes = [r["memory_gbs"] for r in evidence.get("runs") or [] if r.get("memory_gbs")]
     estimate = (evidence.get("estimate") or {}).get("value")
     return {"verdict": case["verdict"], "throughput_verdict": case.get("throughput_verdict"), "estimate": estimate,
             "runs": len(evidence.get("runs") or []), "busy": sum(1 for r in evidence.get("runs") or [] if r["busy"]),
-            "seconds": seconds, "message": case["message"]}
+            "seconds": seconds, "message": case["message"],
+            "memory_gbs": statistics.median(probes) if probes else None}
 
 
 def ratios(estimates: list[float | None], baseline: float) -> str:
@@ -133,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="OMP_NUM_THREADS of every session's worker (default: the plugin's, the CPUs per rank)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
     parser.add_argument("--verbose", action="store_true", help="print each session's message")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="copy each session's results document into this folder (TOLERANCE-KIND-N.json)")
     opts = parser.parse_args(argv)
     # SIGTERM as Ctrl-C: the running session is stopped and the hogs killed on the way out.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -179,11 +189,14 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     fine = name == "fine"
                     args = [*common, "--dlperf-baseline", "fine.json" if fine else "b.json", *runs]
-                    outcome = session(folder, args, cost, hog, opts.timeout)
-                    table[opts.fine_tolerance if fine else tolerance, name].append(outcome)
+                    judged = opts.fine_tolerance if fine else tolerance
+                    keep = opts.keep / f"{judged:g}-{name}-{index + 1}.json" if opts.keep else None
+                    outcome = session(folder, args, cost, hog, opts.timeout, keep)
+                    table[judged, name].append(outcome)
                     if opts.verbose:
-                        print(f"  tol {tolerance:g} {name} #{index + 1}: {outcome['verdict']} "
-                              f"({outcome['runs']} runs, {outcome['seconds']:.0f} s): {outcome['message']}")
+                        memory = "" if outcome["memory_gbs"] is None else f", {outcome['memory_gbs']:.1f} GB/s"
+                        print(f"  tol {judged:g} {name} #{index + 1}: {outcome['verdict']} "
+                              f"({outcome['runs']} runs, {outcome['seconds']:.0f} s{memory}): {outcome['message']}")
         print()
         print("tolerance | kind      | sessions | failed | inconclusive | passed | mean runs | on 1st run | busy runs "
               "| mean s | estimate / baseline (median, range)")
