@@ -314,6 +314,11 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                         kill_run(proc.pid, run_id)
                         proc.wait()
                         break
+                if not timed_out and progress_path is not None and on_progress is not None:
+                    # The run's last progress (its windows done), which a run shorter than a poll leaves unread.
+                    fresh, seen = read_progress(progress_path, seen)
+                    if fresh is not None:
+                        on_progress(fresh, time.monotonic() - start)
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.

@@ -33,7 +33,8 @@ def test_a_ci_log_gets_plain_lines(dlperf):
     assert result.ret == 0
     lines = result.stdout.lines
     shown = [line for line in lines if line.startswith("dlperf: tiny-fp32-bs32-gpu1: ")]
-    assert any("window 2/2" in line or "windows done" in line for line in shown), lines
+    # The run's last progress is read after it exits, however short it was than the controller's poll.
+    assert any("windows done" in line for line in shown), lines
     assert len(shown) == len(set(shown)) <= 8  # one line per phase or window, not one a second
     # pytest's own line starts again after them, so the result letter is not left alone on a line.
     assert any(line.startswith("dlperf ?") for line in lines), lines
