@@ -73,6 +73,11 @@ class Baseline:
     selection: Any = None  # picked from a folder for this machine: a machines.Selection
 
     @property
+    def commands(self) -> dict[str, Mapping[str, Any]]:
+        """The command objects its entries give, by model name (a baseline saved from its cases keeps them)."""
+        return {e.case.model: e.command for e in self.entries if e.command}
+
+    @property
     def defaults(self) -> Mapping[str, Any]:
         return self.data.get("defaults", {})
 
@@ -241,9 +246,14 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
 
 def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping[str, Any],
                       tolerance: float = DEFAULT_TOLERANCE, steps: Mapping[str, int] | None = None,
-                      widened: list[Widened] | None = None) -> dict[str, Any]:
+                      widened: list[Widened] | None = None,
+                      commands: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """A baseline document from measured cases (``records``: case dict, throughput, unit; as
     ``--dlperf-json`` writes them, with their attempts and stats).
+
+    ``commands``: the command objects of command cases that a baseline gave (model name ->
+    object, :attr:`Baseline.commands`); each entry of such a model keeps its command, so the
+    saved file runs those cases again without the one they came from.
 
     Each entry's tolerance is ``tolerance`` (or the record's own ``tolerance``), widened to
     what its measured spread supports (:func:`noise_tolerance`); each widened case is appended
@@ -281,9 +291,11 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         for key in STEP_FIELDS:
             if key in measured_with and (steps or {}).get(key) != measured_with[key]:
                 entry[key] = measured_with[key]
+        if commands and entry.get("model") in commands:
+            entry["command"] = dict(commands[entry["model"]])
         cases.append(entry)
     return {
-        "schema_version": 2 if any("runs" in c or "memory_gbs" in c for c in cases) else 1,
+        "schema_version": 2 if any(key in c for c in cases for key in ("runs", "memory_gbs", "command")) else 1,
         "kind": "dlperf-baseline",
         "hardware": hardware,
         "provenance": {

@@ -236,7 +236,8 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
     if not records:
         return 0, []
     widened: list[Widened] = []
-    document = baseline_mod.from_measurements(records, env, tolerance=default_tolerance, widened=widened)
+    document = baseline_mod.from_measurements(records, env, tolerance=default_tolerance, widened=widened,
+                                              commands=loaded.commands)
     for case, entry in zip(document["cases"], entries):
         case.setdefault("tolerance", default_tolerance)  # its own: a recorded file's defaults may differ
         for key in ("min_scaling_efficiency", "min_gpu_utilization"):

@@ -167,7 +167,9 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
     steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
     tolerance = session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
     widened: list[Widened] = []
-    document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps, widened=widened)
+    commands = session.baseline.commands if session.baseline is not None else None
+    document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps, widened=widened,
+                                              commands=commands)
     baseline_mod.save(path, document)
     if tr:
         for wide in widened:

@@ -104,6 +104,23 @@ def test_two_ranks_through_torchrun_each_log_their_own_steps(good):
     assert [r["rank"] for r in plain["ranks"]] == [0, 1]
 
 
+def test_a_baseline_saved_from_a_baseline_given_command_keeps_the_command(dlperf):
+    command = {"argv": ["{python}", str(SCRIPTS / "train_mllog.py"), "{global_batch}", "{steps}"], "parser": "mllog"}
+    dlperf.baseline([{"model": "ml", "precision": "fp32", "batch_size": 64, "throughput": 1.0, "unit": "samples/s",
+                      "command": command}], name="given.json", schema_version=2)
+    first = dlperf.run("--dlperf-baseline", "given.json", "--dlperf-save-baseline", "saved.json")
+    first.assert_outcomes(passed=1)
+    saved = json.loads((dlperf.path / "saved.json").read_text())
+    (entry,) = saved["cases"]
+    assert entry["command"] == command and saved["schema_version"] == 2
+    # The saved file alone runs the case again: the command came along.
+    again = dlperf.run("--dlperf-baseline", "saved.json", "--dlperf-json", "again.json")
+    again.assert_outcomes(passed=1)
+    (case,) = dlperf.results("again.json")["cases"]
+    assert case["id"] == "ml-fp32-bs64-gpu1" and case["verdict"] == "pass"
+    assert case["baseline"]["source"].startswith("measured by pytest-dlperf on ")
+
+
 def test_failing_scripts_fail_their_case_with_the_reason_and_the_log(dlperf):
     dlperf.pytester.makeconftest(BAD)
     result = dlperf.run("--dlperf-model", "crash,oom,silent")
