@@ -360,10 +360,10 @@ class MpiLauncher(Launcher):
         return LaunchPlan(command, env, distributed=ranks > 1)
 
     def with_env(self, plan: LaunchPlan, extra: dict[str, str]) -> LaunchPlan:
-        # After "mpirun -np N", beside the variables plan() exported.
+        # Right after the mpirun executable: mpirun takes its options in any order, whatever else the plan holds.
         exported = _exports(name for name in extra if name not in plan.command)
-        return dataclasses.replace(super().with_env(plan, extra), command=[*plan.command[:3], *exported,
-                                                                            *plan.command[3:]])
+        return dataclasses.replace(super().with_env(plan, extra), command=[*plan.command[:1], *exported,
+                                                                            *plan.command[1:]])
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
         found = sorted((run_dir / "ranks").glob(f"*/rank.{rank}/stderr"))

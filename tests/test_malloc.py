@@ -4,6 +4,7 @@ The workers read them from ``GLIBC_TUNABLES`` (:func:`pytest_dlperf.launchers.ma
 a model of our own, registered from a conftest, records what its worker process was given.
 """
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,13 @@ def test_steady_adds_glibc_tunables_and_keeps_the_environments_own():
 def test_mpirun_is_told_to_pass_the_variable_on(tmp_path: Path):
     launcher = get_launcher("mpi")
     plan = launcher.with_env(launcher.plan(2, "cpu", tmp_path), {"GLIBC_TUNABLES": STEADY})
-    assert plan.command[:5] == ["mpirun", "-np", "2", "-x", "GLIBC_TUNABLES"]
+    assert plan.command[:5] == ["mpirun", "-x", "GLIBC_TUNABLES", "-np", "2"]
     assert plan.command.count("GLIBC_TUNABLES") == 1 and plan.env["GLIBC_TUNABLES"] == STEADY
+    # Whatever the plan's shape (options before -np, from a subclass or --dlperf-launcher-args): its
+    # arguments stay in order and in pairs.
+    odd = dataclasses.replace(plan, command=["mpirun", "--bind-to", "none", "-np", "2", "prog"])
+    assert launcher.with_env(odd, {"X": "1"}).command == ["mpirun", "-x", "X", "--bind-to", "none", "-np", "2",
+                                                          "prog"]
     # A plan's own variables win over the added ones.
     assert launcher.with_env(plan, {"MASTER_ADDR": "elsewhere"}).env["MASTER_ADDR"] == plan.env["MASTER_ADDR"]
     local = get_launcher("local")
