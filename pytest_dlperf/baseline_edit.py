@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import json
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,37 @@ def measured_records(results: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]
     return measured, not_measured
 
 
+def merge_results(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several sessions' results as one, for a baseline that spans them (``--from`` given more than once).
+
+    Each case measured in any of them gets, as its figure, the median of the counted runs'
+    medians of all of them (runs measured on a busy machine left out; a record without runs
+    counts its figure as one run), and as its evidence all of those runs: the baseline's spread
+    then includes how the machine differed between the sessions, not only within one.  The
+    newest session's record gives the rest (case, unit, parameters), and the newest document
+    the environment.
+    """
+    ordered = sorted(documents, key=lambda d: str(d.get("created") or ""))
+    merged = copy.deepcopy(dict(ordered[-1]))
+    by_case: dict[str, dict[str, Any]] = {}
+    runs: dict[str, list[Mapping[str, Any]]] = {}
+    for document in ordered:
+        for rec in measured_records(document)[0]:
+            case_id = _case(rec["case"]).id
+            by_case[case_id] = copy.deepcopy(dict(rec))
+            counted = [r for r in (rec.get("evidence") or {}).get("runs") or [] if not r.get("busy")]
+            runs.setdefault(case_id, []).extend(
+                counted or [{"index": 0, "throughput": float(rec["throughput"]), "busy": None}])
+    cases = []
+    for case_id, rec in by_case.items():
+        together = [{**r, "index": i} for i, r in enumerate(runs[case_id])]
+        rec["throughput"] = statistics.median(r["throughput"] for r in together)
+        rec["evidence"] = {**(rec.get("evidence") or {}), "runs": together}
+        cases.append(rec)
+    merged["cases"] = cases
+    return merged
+
+
 def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], results_path: str, *,
                      add: bool = True) -> tuple[dict[str, Any], list[str]]:
     """A copy of the baseline ``data`` with the measured figures of ``results``, and what changed.
@@ -127,7 +159,8 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
     measured, not_measured = measured_records(results)
     host = (results.get("environment") or {}).get("host", {}).get("hostname", "unknown host")
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-    source = f"measured by pytest-dlperf on {host} ({Path(results_path).name}, {results.get('created', now.date())})"
+    names = ", ".join(Path(p.strip()).name for p in results_path.split(","))
+    source = f"measured by pytest-dlperf on {host} ({names}, {results.get('created', now.date())})"
     record: dict[str, Any] = {"date": now.isoformat(), "results": str(results_path),
                               "results_created": results.get("created"), "host": host,
                               "updated": [], "added": []}

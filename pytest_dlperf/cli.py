@@ -29,7 +29,7 @@ from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
 from .history import command as history_command
 from .results import cases_from
-from .baseline_edit import diff_lines, method_mismatches, updated_baseline
+from .baseline_edit import diff_lines, merge_results, method_mismatches, updated_baseline
 
 OK, NO, TROUBLE = 0, 1, 2
 
@@ -151,18 +151,21 @@ def cmd_dataset(args: argparse.Namespace) -> int:
 def cmd_update(args: argparse.Namespace) -> int:
     """Take the measured figures of a results file into a baseline, atomically; say what changed."""
     loaded = baseline_mod.load(args.file)
-    results = jsonio.load(args.results, "results")
-    device = (results.get("environment") or {}).get("device") or {}
-    mismatch = loaded.device_mismatch(device)  # the same comparison as the verdicts' note
-    if mismatch and not args.force:
-        raise Trouble(f"{args.file}: $.hardware: {mismatch}; not updated (--force updates anyway)")
-    other_method = method_mismatches(loaded.data, results, add=not args.no_add)
-    if other_method and not args.force:
-        more = f" (and {len(other_method) - 1} more case(s))" if len(other_method) > 1 else ""
-        print(f"dlperf: {args.file}: {other_method[0]}{more}; not updated (--force takes the figures with "
-              f"their step counts)", file=sys.stderr)
-        return NO
-    document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add)
+    documents = [jsonio.load(path, "results") for path in args.results]  # every file valid before anything
+    for path, results in zip(args.results, documents):
+        which = f" ({path})" if len(documents) > 1 else ""
+        device = (results.get("environment") or {}).get("device") or {}
+        mismatch = loaded.device_mismatch(device)  # the same comparison as the verdicts' note
+        if mismatch and not args.force:
+            raise Trouble(f"{args.file}: $.hardware: {mismatch}{which}; not updated (--force updates anyway)")
+        other_method = method_mismatches(loaded.data, results, add=not args.no_add)
+        if other_method and not args.force:
+            more = f" (and {len(other_method) - 1} more case(s))" if len(other_method) > 1 else ""
+            print(f"dlperf: {args.file}: {other_method[0]}{more}{which}; not updated (--force takes the figures "
+                  f"with their step counts)", file=sys.stderr)
+            return NO
+    results = documents[0] if len(documents) == 1 else merge_results(documents)
+    document, lines = updated_baseline(loaded.data, results, ", ".join(args.results), add=not args.no_add)
     _print(*lines)
     if document == loaded.data:
         _print(f"{args.file}: nothing to update")
@@ -260,8 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
                                             "1 unless --force. Written atomically; nothing is written when "
                                             "either file is invalid.")
     update.add_argument("file", metavar="FILE", help="the baseline to update")
-    update.add_argument("--from", dest="results", metavar="RESULTS", required=True,
-                        help="the session results (--dlperf-json)")
+    update.add_argument("--from", dest="results", metavar="RESULTS", required=True, action="append",
+                        help="the session results (--dlperf-json); given several times, each case's figure is the "
+                             "median of the counted runs of all of them, and the entry keeps them all (a baseline "
+                             "that spans several sessions, and so how much the machine varies between them)")
     update.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
     update.add_argument("--no-add", action="store_true", help="only update existing entries")
     update.add_argument("--force", action="store_true",

@@ -1,6 +1,7 @@
 """The dlperf command: report, baseline validate / diff / update; exit statuses and messages."""
 
 import json
+import statistics
 import os
 import subprocess
 import sys
@@ -134,6 +135,36 @@ def test_update_takes_measured_cases_keeps_the_rest_and_records_provenance(tmp_p
     assert "not added (--no-add): tiny-tf32-bs32-gpu1: 1100.0 img/s" in capsys.readouterr().out
     data = jsonio.load(path, "baseline")
     assert len(data["provenance"]["updates"]) == 2 and len(data["cases"]) == 4
+
+
+def test_update_from_several_sessions_takes_the_median_of_all_their_counted_runs(tmp_path, capsys):
+    def session(created, figures, busy=(), probe=10.0):
+        rec = result(throughput=statistics.geometric_mean(figures))
+        rec["evidence"] = {"decision": "pass", "stopped": "decided", "estimate": None, "busy_counted": False,
+                           "runs": [{"index": i, "throughput": f, "busy": "other processes used 180% CPU"
+                                     if i in busy else None, "memory_gbs": probe} for i, f in enumerate(figures)]}
+        return {**results_doc(rec), "created": created}
+
+    path = write(tmp_path / "b.json", baseline_doc(entry()))
+    files = [write(tmp_path / "mon.json", session("2026-11-23T02:00:00+00:00", [1000.0, 1010.0])),
+             write(tmp_path / "tue.json", session("2026-11-24T02:00:00+00:00", [900.0, 300.0, 910.0], busy={1},
+                                                   probe=8.0)),
+             write(tmp_path / "wed.json", session("2026-11-25T02:00:00+00:00", [1040.0], probe=11.0))]
+    assert cli.main(["baseline", "update", path, *[a for f in files for a in ("--from", f)]]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "updated tiny-fp32-bs32-gpu1: 1000.0 -> 1000.0 img/s (+0.0%)"
+    (case,) = jsonio.load(path, "baseline")["cases"]
+    # The median of the five counted runs of the three sessions (the busy one left out), all of them kept.
+    assert case["throughput"] == 1000.0 and case["runs"] == [1000.0, 1010.0, 900.0, 910.0, 1040.0]
+    assert case["memory_gbs"] == 10.0
+    assert case["source"] == ("measured by pytest-dlperf on box (mon.json, tue.json, wed.json, "
+                              "2026-11-25T02:00:00+00:00)")
+    # One file that is not valid, wherever it is: nothing written, one line naming it.
+    before = (tmp_path / "b.json").read_bytes()
+    bad = write(tmp_path / "bad.json", "{")
+    assert cli.main(["baseline", "update", path, "--from", files[0], "--from", bad]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"dlperf: {bad}: ") and err.count("\n") == 1
+    assert (tmp_path / "b.json").read_bytes() == before
 
 
 @pytest.mark.parametrize("results", [
