@@ -15,7 +15,11 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    by default) and, with ``--hog``, ``--sessions`` unchanged ones while another process keeps
    every CPU busy; with ``--fine-sessions``, that many unchanged ones are judged at
    ``--fine-tolerance`` (20%): a case clearly fine, far from its threshold, whose verdict
-   should cost one run.  The kinds alternate, so a drift of the machine does not favour one.
+   should cost one run.  The kinds alternate, so a drift of the machine does not favour one;
+4. with ``--baseline-sessions N`` (N > 1), N - 1 more sessions measure the case right after the
+   first, and ``dlperf baseline update --from`` each of the N results makes a second baseline
+   of them all; the kinds ``unchanged@N`` and ``slowed@N`` are judged against it, beside the
+   same kinds against the first session's baseline.
 
 It prints, per tolerance and kind: sessions, failed (for "unchanged" and "hog": false alarms;
 for "slowed": detections), inconclusive, passed, the mean runs per verdict and the mean
@@ -128,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="unchanged sessions judged at --fine-tolerance, a case far from its threshold (default 0)")
     parser.add_argument("--fine-tolerance", type=float, default=0.20,
                         help="the tolerance of the fine kind (default 0.20)")
+    parser.add_argument("--baseline-sessions", type=int, default=1,
+                        help="also judge unchanged and slowed sessions against a baseline made of this many "
+                             "sessions' runs (dlperf baseline update --from ...; default 1: only the first's)")
     parser.add_argument("--cost", type=int, default=20, help="conv blocks per forward, unchanged (default 20)")
     parser.add_argument("--steps", default="2,5,3", help="warm-up steps, steps per window, windows (default 2,5,3)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="runs of the saved baseline (default 3)")
@@ -160,10 +167,22 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(CONFTEST)
         started = time.monotonic()
-        saved = session(folder, [*common, "--dlperf-model", "vq", "--dlperf-runs", str(opts.baseline_runs),
-                                 "--dlperf-save-baseline", "base.json"], opts.cost, False, opts.timeout)
+        measure = [*common, "--dlperf-model", "vq", "--dlperf-runs", str(opts.baseline_runs)]
+        saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], opts.cost, False, opts.timeout,
+                        folder / "s0.json")
         base = json.loads((folder / "base.json").read_text())
         entry = base["cases"][0]
+        multi = None
+        if opts.baseline_sessions > 1:
+            for i in range(1, opts.baseline_sessions):
+                session(folder, measure, opts.cost, False, opts.timeout, folder / f"s{i}.json")
+            (folder / "multi.json").write_text(json.dumps(base))
+            sources = [arg for i in range(opts.baseline_sessions) for arg in ("--from", f"s{i}.json")]
+            subprocess.run([sys.executable, "-m", "pytest_dlperf", "baseline", "update", "multi.json", *sources],
+                           cwd=folder, check=True, capture_output=True, text=True)
+            multi = json.loads((folder / "multi.json").read_text())
+            print(f"baseline of {opts.baseline_sessions} sessions: {multi['cases'][0]['throughput']:.1f} from runs "
+                  f"{multi['cases'][0].get('runs')}, memory {multi['cases'][0].get('memory_gbs')} GB/s")
         print(f"baseline: {entry['throughput']:.1f} {entry['unit']} from {saved['runs']} runs "
               f"(medians {entry.get('runs')}, memory {entry.get('memory_gbs')} GB/s), {saved['seconds']:.0f} s; "
               f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'the plugin default')}")
@@ -171,24 +190,35 @@ def main(argv: list[str] | None = None) -> int:
               f"less throughput); {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
         kinds = [("unchanged", opts.cost, False), ("slowed", slowed, False)] + \
             ([("hog", opts.cost, True)] if opts.hog else [])
+        at = f"@{opts.baseline_sessions}"
+        if multi is not None:
+            kinds += [("unchanged" + at, opts.cost, False), ("slowed" + at, slowed, False)]
+        figures = {name: (multi if multi is not None and name.endswith(at) else base)["cases"][0]["throughput"]
+                   for name, _, _ in kinds}
+        figures["fine"] = entry["throughput"]
         table: dict[tuple[float, str], list[dict]] = defaultdict(list)
         saved_tolerance = entry.get("tolerance", DEFAULT_TOLERANCE)
         print(f"the tolerance --dlperf-save-baseline gave it: {100 * saved_tolerance:g}%")
         for asked in tolerances:
             tolerance = entry["tolerance"] = saved_tolerance if asked is None else asked
             (folder / "b.json").write_text(json.dumps(base))
+            if multi is not None:
+                multi["cases"][0]["tolerance"] = tolerance
+                (folder / "m.json").write_text(json.dumps(multi))
             (folder / "fine.json").write_text(json.dumps({**base, "cases": [{**entry,
                                                                               "tolerance": opts.fine_tolerance}]}))
             runs = ["--dlperf-max-runs", str(opts.max_runs)]
             hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
-            counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions}
+            counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions,
+                      "unchanged" + at: opts.sessions, "slowed" + at: opts.sessions}
             chosen = kinds + ([("fine", opts.cost, False)] if opts.fine_sessions and asked is tolerances[0] else [])
             for index in range(max(counts[name] for name, _, _ in chosen)):
                 for name, cost, hog in chosen:
                     if index >= counts[name]:
                         continue
                     fine = name == "fine"
-                    args = [*common, "--dlperf-baseline", "fine.json" if fine else "b.json", *runs]
+                    against = "fine.json" if fine else "m.json" if name.endswith(at) and multi else "b.json"
+                    args = [*common, "--dlperf-baseline", against, *runs]
                     judged = opts.fine_tolerance if fine else tolerance
                     keep = opts.keep / f"{judged:g}-{name}-{index + 1}.json" if opts.keep else None
                     outcome = session(folder, args, cost, hog, opts.timeout, keep)
@@ -198,18 +228,18 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"  tol {judged:g} {name} #{index + 1}: {outcome['verdict']} "
                               f"({outcome['runs']} runs, {outcome['seconds']:.0f} s{memory}): {outcome['message']}")
         print()
-        print("tolerance | kind      | sessions | failed | inconclusive | passed | mean runs | on 1st run | busy runs "
-              "| mean s | estimate / baseline (median, range)")
-        print("----------+-----------+----------+--------+--------------+--------+-----------+------------+-----------"
-              "+--------+------------------------------------")
+        print("tolerance | kind        | sessions | failed | inconclusive | passed | mean runs | on 1st run | "
+              "busy runs | mean s | estimate / baseline (median, range)")
+        print("----------+-------------+----------+--------+--------------+--------+-----------+------------+-"
+              "----------+--------+------------------------------------")
         for (tolerance, name), outcomes in table.items():
             failed = sum(o["verdict"] == "fail" for o in outcomes)
             unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
-            print(f"{100 * tolerance:8.0f}% | {name:9} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
+            print(f"{100 * tolerance:8.0f}% | {name:11} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
                   f"{len(outcomes) - failed - unsure:6} | {statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
                   f"{sum(o['runs'] == 1 and o['throughput_verdict'] != 'inconclusive' for o in outcomes):10} | "
                   f"{sum(o['busy'] for o in outcomes):9} | {statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
-                  + ratios([o["estimate"] for o in outcomes], entry["throughput"]))
+                  + ratios([o["estimate"] for o in outcomes], figures[name]))
         print("failed: false alarms for unchanged, hog and fine, detections for slowed; inconclusive: passed, "
               "not decided; on 1st run: decided by its first run")
         print(f"total {time.monotonic() - started:.0f} s")
