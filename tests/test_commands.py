@@ -114,11 +114,12 @@ def test_a_baseline_saved_from_a_baseline_given_command_keeps_the_command(dlperf
     (entry,) = saved["cases"]
     assert entry["command"] == command and saved["schema_version"] == 2
     # The saved file alone runs the case again: the command came along.
+    # (Measured and judged against it: pass or fail is the machine's business here, with other tests beside it.)
     again = dlperf.run("--dlperf-baseline", "saved.json", "--dlperf-json", "again.json")
-    again.assert_outcomes(passed=1)
+    assert again.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), again.stdout.str()
     (case,) = dlperf.results("again.json")["cases"]
-    assert case["id"] == "ml-fp32-bs64-gpu1" and case["verdict"] == "pass"
-    assert case["baseline"]["source"].startswith("measured by pytest-dlperf on ")
+    assert case["id"] == "ml-fp32-bs64-gpu1" and case["verdict"] in ("pass", "improved", "fail")
+    assert case["throughput"] > 0 and case["baseline"]["source"].startswith("measured by pytest-dlperf on ")
 
 
 def test_failing_scripts_fail_their_case_with_the_reason_and_the_log(dlperf):
