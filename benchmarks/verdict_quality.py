@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         table: dict[tuple[float, str], list[dict]] = defaultdict(list)
         saved_tolerance = entry.get("tolerance", DEFAULT_TOLERANCE)
         print(f"the tolerance --dlperf-save-baseline gave it: {100 * saved_tolerance:g}%")
-        for asked in tolerances:
+        for position, asked in enumerate(tolerances):
             tolerance = entry["tolerance"] = saved_tolerance if asked is None else asked
             (folder / "b.json").write_text(json.dumps(base))
             if multi is not None:
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
             counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions,
                       "unchanged" + at: opts.sessions, "slowed" + at: opts.sessions}
-            chosen = kinds + ([("fine", opts.cost, False)] if opts.fine_sessions and asked is tolerances[0] else [])
+            chosen = kinds + ([("fine", opts.cost, False)] if opts.fine_sessions and position == 0 else [])
             for index in range(max(counts[name] for name, _, _ in chosen)):
                 for name, cost, hog in chosen:
                     if index >= counts[name]:

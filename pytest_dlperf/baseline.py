@@ -317,12 +317,23 @@ def run_medians(record: Mapping[str, Any]) -> dict[str, Any]:
     A baseline entry keeps them so that a later verdict knows the figure's own spread and the
     memory bandwidth the machine gave it (:mod:`pytest_dlperf.evidence`); runs measured on a
     busy machine are left out."""
-    runs = [r for r in ((record.get("evidence") or {}).get("runs") or []) if not r.get("busy")]
+    runs = counted_runs(record.get("evidence"))
     out: dict[str, Any] = {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
-    probes = [r["memory_gbs"] for r in runs if r.get("memory_gbs")]
-    if probes:
-        out["memory_gbs"] = round(statistics.median(probes), 3)
+    bandwidth = counted_bandwidth(record.get("evidence"))
+    if bandwidth is not None:
+        out["memory_gbs"] = bandwidth
     return out
+
+
+def counted_runs(evidence: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The runs of a results record's ``evidence`` that counted (not measured on a busy machine)."""
+    return [r for r in (evidence or {}).get("runs") or [] if not r.get("busy")]
+
+
+def counted_bandwidth(evidence: Mapping[str, Any] | None) -> float | None:
+    """The median memory probe (GB/s) of the counted runs of ``evidence``, or None where none probed."""
+    probes = [r["memory_gbs"] for r in counted_runs(evidence) if r.get("memory_gbs")]
+    return round(statistics.median(probes), 3) if probes else None
 
 
 def save(path: str | os.PathLike, document: Mapping[str, Any]) -> None:

@@ -133,7 +133,7 @@ def merge_results(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for rec in measured_records(document)[0]:
             case_id = _case(rec["case"]).id
             by_case[case_id] = copy.deepcopy(dict(rec))
-            counted = [r for r in (rec.get("evidence") or {}).get("runs") or [] if not r.get("busy")]
+            counted = baseline_mod.counted_runs(rec.get("evidence"))
             runs.setdefault(case_id, []).extend(
                 counted or [{"index": 0, "throughput": float(rec["throughput"]), "busy": None}])
     cases = []
@@ -146,7 +146,7 @@ def merge_results(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], results_path: str, *,
+def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], results_path: str | Sequence[str], *,
                      add: bool = True) -> tuple[dict[str, Any], list[str]]:
     """A copy of the baseline ``data`` with the measured figures of ``results``, and what changed.
 
@@ -159,9 +159,11 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
     measured, not_measured = measured_records(results)
     host = (results.get("environment") or {}).get("host", {}).get("hostname", "unknown host")
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-    names = ", ".join(Path(p.strip()).name for p in results_path.split(","))
+    paths = [results_path] if isinstance(results_path, str) else list(results_path)  # several: merge_results
+    label = ", ".join(map(str, paths))
+    names = ", ".join(Path(p).name for p in paths)
     source = f"measured by pytest-dlperf on {host} ({names}, {results.get('created', now.date())})"
-    record: dict[str, Any] = {"date": now.isoformat(), "results": str(results_path),
+    record: dict[str, Any] = {"date": now.isoformat(), "results": label,
                               "results_created": results.get("created"), "host": host,
                               "updated": [], "added": []}
     lines = []
@@ -171,7 +173,7 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
         new = round(float(rec["throughput"]), 3)
         if not new > 0:
             position = results["cases"].index(rec)
-            raise jsonio.DocumentError(results_path, f"$.cases[{position}].throughput",
+            raise jsonio.DocumentError(label, f"$.cases[{position}].throughput",
                                        f"{rec['throughput']!r} cannot be a baseline figure; expected a number "
                                        f"greater than 0 (at 3 decimals)")
         params = {k: rec.get("parameters", {}).get(k) for k in (*baseline_mod.STEP_FIELDS, "runs")}

@@ -165,7 +165,7 @@ def cmd_update(args: argparse.Namespace) -> int:
                   f"with their step counts)", file=sys.stderr)
             return NO
     results = documents[0] if len(documents) == 1 else merge_results(documents)
-    document, lines = updated_baseline(loaded.data, results, ", ".join(args.results), add=not args.no_add)
+    document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add)
     _print(*lines)
     if document == loaded.data:
         _print(f"{args.file}: nothing to update")

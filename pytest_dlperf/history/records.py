@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..baseline import counted_bandwidth
+
 #: The fields of a session that :func:`environment_changes` compares across a change point, with their labels.
 COMPARED = (("torch", "torch"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"), ("driver", "driver"),
             ("git_commit", "git"), ("git_branch", "branch"), ("hostname", "host"))
@@ -114,12 +116,6 @@ def run_medians(attempt: Mapping[str, Any]) -> tuple[float, ...]:
     return tuple(out)
 
 
-def counted_bandwidth(evidence: Mapping[str, Any] | None) -> float | None:
-    """The median memory probe (GB/s) of the runs that counted (``CaseResult.evidence``), or None."""
-    probes = [r["memory_gbs"] for r in (evidence or {}).get("runs") or [] if r.get("memory_gbs") and not r.get("busy")]
-    return round(statistics.median(probes), 3) if probes else None
-
-
 def case_rows(results: Iterable[Any]) -> list[CaseRow]:
     """The judged cases of a session's results (typed :class:`~pytest_dlperf.results.CaseResult`): measured or
     failed ones; skipped, remote and data-only cases are no figure of training throughput."""
@@ -133,7 +129,7 @@ def case_rows(results: Iterable[Any]) -> list[CaseRow]:
             case_id=result.id, case=result.case.to_dict(), unit=result.unit, throughput=result.throughput,
             runs=runs, verdict=verdict, baseline=None if result.baseline is None else result.baseline.throughput,
             tolerance=None if result.baseline is None else result.baseline.tolerance,
-            memory_gbs=counted_bandwidth(result.evidence)))
+            memory_gbs=counted_bandwidth(result.evidence)))  # as a saved baseline entry keeps it
     return rows
 
 
