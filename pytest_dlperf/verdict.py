@@ -122,7 +122,9 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
 
     The message gives the estimate, its interval and the number of runs.  Undecided at the
     budget: INCONCLUSIVE, which fails under ``inconclusive="fail"``, and under ``"below"``
-    (the default) when the estimate is below the threshold, saying it was not confirmed.
+    (the default) when the estimate is below the threshold, saying it was not confirmed, unless
+    the memory bandwidth the runs lost explains the shortfall (``evidence.allowed``, the estimate
+    allowing for it, is above the threshold): the message says so.
     """
     from .evidence import Decision
 
@@ -156,8 +158,16 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     source = f"; source: {expected.source}" if expected.source else ""
     detail = f"(tolerance {fmt_pct(tol)}{source})"
     side = f"{fmt_pct(abs(diff))} {'below' if diff < 0 else 'above'} the baseline {fmt_value(base)} {unit}"
+    allowed = getattr(evidence, "allowed", None)
+    allowed_note = ""
+    if allowed is not None and (evidence.decision is not Decision.PASS):
+        most = max(f.allowance for f in evidence.figures if not f.busy)
+        reference = "" if expected.memory_gbs is None else f" {expected.memory_gbs:.1f} GB/s"
+        allowed_note = (f"; allowing for the memory bandwidth its runs lost (up to {fmt_pct(1 - 1 / most)} below "
+                        f"the baseline's{reference}), {fmt_value(allowed.value)} {unit} "
+                        f"({allowed.interval_text(fmt_value)})")
     if evidence.decision is Decision.REGRESSION:
-        return Verdict(FAIL, f"{case_id}: {figure} is {side} {detail}{busy_note}", diff)
+        return Verdict(FAIL, f"{case_id}: {figure} is {side} {detail}{allowed_note}{busy_note}", diff)
     if evidence.decision is Decision.IMPROVED:
         return Verdict(IMPROVED, f"{case_id}: {figure} is {side} {detail}; improved: update the baseline "
                                  f"(--dlperf-save-baseline){busy_note}", diff)
@@ -167,11 +177,16 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
                              f"{unit} ({sign}{fmt_pct(abs(diff))}{source}){busy_note}", diff)
     threshold = base * (1 - tol)
     below = est.value < threshold
+    explained = below and allowed is not None and allowed.value >= threshold
     why = (f"its interval reaches both sides of the threshold {fmt_value(threshold)} {unit} "
            f"({'the' if evidence.stopped == 'time budget' else 'at the'} {evidence.stopped.replace('-', ' ')})")
-    text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{busy_note}"
-    if inconclusive_fails(inconclusive, below):
-        reason = ("the estimate is below the threshold, not confirmed" if below
+    if allowed is not None and est.high < threshold:  # undecided only for the allowance
+        why = f"the memory bandwidth its runs lost may explain it (at the {evidence.stopped.replace('-', ' ')})"
+    text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{allowed_note}{busy_note}"
+    if explained:
+        text += "; not failed: the bandwidth explains the estimate's shortfall"
+    if inconclusive_fails(inconclusive, below and not explained):
+        reason = ("the estimate is below the threshold, not confirmed" if below and not explained
                   else "--dlperf-inconclusive fail")
         return Verdict(FAIL, f"{text}; fails: {reason}", diff, inconclusive=True)
     return Verdict(Status.INCONCLUSIVE, text, diff, inconclusive=True)
