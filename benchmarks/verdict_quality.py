@@ -13,8 +13,10 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    ``--dlperf-save-baseline`` gave it from the spread of its runs), and ``--sessions``
    sessions run the unchanged case, ``--sessions`` the slowed one (``--slowdown``, 20%
    by default) and, with ``--hog``, ``--sessions`` unchanged ones while another process keeps
-   every CPU busy; with ``--fine-sessions``, that many unchanged ones are judged at
-   ``--fine-tolerance`` (20%): a case clearly fine, far from its threshold, whose verdict
+   every CPU busy; with ``--neighbour-sessions``, that many unchanged ones beside a process that
+   copies memory ``--neighbour-duty`` of the time, with ``--dlperf-max-interference off``: a
+   tenant of the host that only the memory probe can see; with ``--fine-sessions``, that many
+   unchanged ones are judged at ``--fine-tolerance`` (20%): a case clearly fine, far from its threshold, whose verdict
    should cost one run.  The kinds alternate, so a drift of the machine does not favour one;
 4. with ``--baseline-sessions N`` (N > 1), N - 1 more sessions measure the case right after the
    first, and ``dlperf baseline update --from`` each of the N results makes a second baseline
@@ -79,15 +81,31 @@ def vq(settings):
 
 HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
 
+#: Another tenant of the host, as far as the case can tell: copies 64 MiB back and forth, busy for
+#: the fraction ``DUTY`` of the time, taking memory bandwidth (the neighbour kind runs it with the
+#: CPU rule off, as no process list shows another VM's tenant).
+NEIGHBOUR = """
+import os, time
+parent, duty = os.getppid(), {duty}
+src, dst = bytearray(64 << 20), bytearray(64 << 20)
+while os.getppid() == parent:
+    started = time.perf_counter()
+    memoryview(dst)[:] = src
+    if duty < 1:
+        time.sleep((time.perf_counter() - started) * (1 - duty) / duty)
+"""
 
-def session(folder: Path, args: list[str], cost: int, hog: bool, timeout: float, keep: Path | None = None) -> dict:
+
+def session(folder: Path, args: list[str], cost: int, beside: list[str], timeout: float,
+            keep: Path | None = None) -> dict:
     """One pytest session of the ``vq`` case; its verdict, runs, their memory probes and seconds.
 
-    ``keep``: where to copy the session's results document."""
+    ``beside``: the code of each process that runs beside it; ``keep``: where to copy the session's
+    results document."""
     env = dict(os.environ, DLPERF_VQ_COST=str(cost))
     results = folder / "results.json"
     results.unlink(missing_ok=True)
-    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(os.cpu_count() or 1)] if hog else []
+    hogs = [subprocess.Popen([sys.executable, "-c", code]) for code in beside]
     started = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
@@ -137,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hog", action="store_true", help="also run unchanged sessions beside a CPU-hogging process")
     parser.add_argument("--hog-sessions", type=int, default=None,
                         help="sessions beside the hog per tolerance (default: --sessions)")
+    parser.add_argument("--neighbour-sessions", type=int, default=0,
+                        help="unchanged sessions beside a process copying memory --neighbour-duty of the time, with "
+                             "--dlperf-max-interference off: a tenant of the host only the memory probe sees "
+                             "(default 0)")
+    parser.add_argument("--neighbour-duty", type=float, default=0.5,
+                        help="the share of the time the neighbour copies memory (default 0.5)")
     parser.add_argument("--fine-sessions", type=int, default=0,
                         help="unchanged sessions judged at --fine-tolerance, a case far from its threshold (default 0)")
     parser.add_argument("--fine-tolerance", type=float, default=0.20,
@@ -177,14 +201,14 @@ def main(argv: list[str] | None = None) -> int:
         (folder / "conftest.py").write_text(CONFTEST)
         started = time.monotonic()
         measure = [*common, "--dlperf-model", "vq", "--dlperf-runs", str(opts.baseline_runs)]
-        saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], opts.cost, False, opts.timeout,
+        saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], opts.cost, [], opts.timeout,
                         folder / "s0.json")
         base = json.loads((folder / "base.json").read_text())
         entry = base["cases"][0]
         multi = None
         if opts.baseline_sessions > 1:
             for i in range(1, opts.baseline_sessions):
-                session(folder, measure, opts.cost, False, opts.timeout, folder / f"s{i}.json")
+                session(folder, measure, opts.cost, [], opts.timeout, folder / f"s{i}.json")
             (folder / "multi.json").write_text(json.dumps(base))
             sources = [arg for i in range(opts.baseline_sessions) for arg in ("--from", f"s{i}.json")]
             subprocess.run([sys.executable, "-m", "pytest_dlperf", "baseline", "update", "multi.json", *sources],
@@ -197,11 +221,14 @@ def main(argv: list[str] | None = None) -> int:
               f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'the plugin default')}")
         print(f"cost: unchanged {opts.cost} blocks, slowed {slowed} blocks ({100 * (1 - opts.cost / slowed):.1f}% "
               f"less throughput); {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
-        kinds = [("unchanged", opts.cost, False), ("slowed", slowed, False)] + \
-            ([("hog", opts.cost, True)] if opts.hog else [])
+        hog = [HOG] * (os.cpu_count() or 1)
+        neighbour = [NEIGHBOUR.format(duty=opts.neighbour_duty)]
+        kinds = [("unchanged", opts.cost, []), ("slowed", slowed, [])] + \
+            ([("hog", opts.cost, hog)] if opts.hog else []) + \
+            ([("neighbour", opts.cost, neighbour)] if opts.neighbour_sessions else [])
         at = f"@{opts.baseline_sessions}"
         if multi is not None:
-            kinds += [("unchanged" + at, opts.cost, False), ("slowed" + at, slowed, False)]
+            kinds += [("unchanged" + at, opts.cost, []), ("slowed" + at, slowed, [])]
         figures = {name: (multi if multi is not None and name.endswith(at) else base)["cases"][0]["throughput"]
                    for name, _, _ in kinds}
         figures["fine"] = entry["throughput"]
@@ -219,18 +246,21 @@ def main(argv: list[str] | None = None) -> int:
             runs = ["--dlperf-max-runs", str(opts.max_runs)]
             hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
             counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions,
-                      "unchanged" + at: opts.sessions, "slowed" + at: opts.sessions}
-            chosen = kinds + ([("fine", opts.cost, False)] if opts.fine_sessions and position == 0 else [])
+                      "neighbour": opts.neighbour_sessions, "unchanged" + at: opts.sessions,
+                      "slowed" + at: opts.sessions}
+            chosen = kinds + ([("fine", opts.cost, [])] if opts.fine_sessions and position == 0 else [])
             for index in range(max(counts[name] for name, _, _ in chosen)):
-                for name, cost, hog in chosen:
+                for name, cost, beside in chosen:
                     if index >= counts[name]:
                         continue
                     fine = name == "fine"
                     against = "fine.json" if fine else "m.json" if name.endswith(at) and multi else "b.json"
                     args = [*common, "--dlperf-baseline", against, *runs]
+                    if name == "neighbour":
+                        args += ["--dlperf-max-interference", "off"]
                     judged = opts.fine_tolerance if fine else tolerance
                     keep = opts.keep / f"{judged:g}-{name}-{index + 1}.json" if opts.keep else None
-                    outcome = session(folder, args, cost, hog, opts.timeout, keep)
+                    outcome = session(folder, args, cost, beside, opts.timeout, keep)
                     table[judged, name].append(outcome)
                     if opts.verbose:
                         memory = "" if outcome["memory_gbs"] is None else f", {outcome['memory_gbs']:.1f} GB/s"
@@ -250,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{sum(o['runs'] == 1 and o['throughput_verdict'] != 'inconclusive' for o in outcomes):10} | "
                   f"{sum(o['busy'] for o in outcomes):9} | {statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
                   + ratios([o["estimate"] for o in outcomes], figures[name]))
-        print("failed: false alarms for unchanged, hog and fine, detections for slowed; inconclusive: passed, "
-              "not decided; allowed: not failed only for the memory bandwidth its runs lost (their estimate is "
+        print("failed: false alarms for unchanged, hog, neighbour and fine, detections for slowed; inconclusive: "
+              "passed, not decided; allowed: not failed only for the memory bandwidth its runs lost (their estimate is "
               "below the threshold: failed without the allowance); on 1st run: decided by its first run")
         print(f"total {time.monotonic() - started:.0f} s")
     return 0

@@ -88,14 +88,16 @@ def add_options(parser: pytest.Parser) -> None:
     option("max-seconds", "time budget of a case's runs: no run starts that would end past it (default: none).",
            metavar="SECONDS")
     option("inconclusive", "which cases still undecided at the budget fail: below (those whose estimate is below "
-                           "the threshold; default), fail (all), pass (none).", metavar="POLICY")
+                           "the threshold, unless the memory bandwidth their runs lost explains it; default), fail "
+                           "(all), pass (none).", metavar="POLICY")
     option("max-interference", "a run during whose windows other processes used more than this much CPU (percent "
                                "of one CPU, on a saturated machine; or any other process on the GPU) is re-measured, "
                                "not counted (default 50; off: never).", metavar="PERCENT")
     option("max-bandwidth-drop", "a run whose memory probe measured this much less bandwidth than the baseline's "
                                  "runs did (without one: than the case's fastest run) is re-measured, not counted: "
-                                 "the host's other tenants took it (a fraction; default 0.1 for cases on the CPU, "
-                                 "off on GPUs, whose training hardly uses it; off: never).",
+                                 "the host's other tenants took it; a run within it counts towards a regression "
+                                 "only beyond the bandwidth it lost (a fraction; default 0.1 for cases on the CPU, "
+                                 "off on GPUs, whose training hardly uses it; off: neither).",
            metavar="FRACTION")
     option("timeout", "seconds a worker may run before its process group is killed "
                       "(default: adapts to the measured step time).", metavar="SECONDS")
