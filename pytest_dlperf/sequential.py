@@ -134,11 +134,15 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
                           baseline_runs: Sequence[float], budget: Budget,
                           more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
                           sleep: Callable[[float], None] = time.sleep,
-                          bandwidth: float | None = None) -> tuple[Attempt, Evidence]:
+                          bandwidth: float | None = None, counted_runs: int = 0) -> tuple[Attempt, Evidence]:
     """Measure ``measure_one(index)`` (one fresh run each) until decided or out of budget.
 
     ``bandwidth``: the memory bandwidth the baseline's runs measured (GB/s), the reference for
     the runs' own (:func:`pytest_dlperf.evidence.run_figures`).
+
+    ``counted_runs``: runs that must be evidence (not busy) before a decided case stops, within the
+    budget: a baseline being saved (``--dlperf-save-baseline``) re-measures its busy runs, so that
+    its figure, spread and bandwidth come from as many runs of a quiet machine as were asked for.
 
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided
@@ -160,7 +164,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose
         # five runs spread 9%).  Fine and improved cases are decided on their first run.
         unconfirmed = decision is ev.Decision.REGRESSION and estimate.runs < REGRESSION_RUNS
-        if decision is not ev.Decision.UNDECIDED and not unconfirmed and not more(attempt, evidence):
+        wanting = sum(not f.busy for f in figures) < counted_runs
+        if decision is not ev.Decision.UNDECIDED and not unconfirmed and not wanting and not more(attempt, evidence):
             return attempt, evidence
         if len(attempts) >= budget.max_runs:
             return attempt, out_of_budget(evidence, unconfirmed, "max-runs")

@@ -244,8 +244,12 @@ class DlperfSession:
 
         # The baseline's own runs: a file entry's medians, or the history's figures (its last sessions).
         own = expected.figures if expected is not None and expected.figures else (entry.runs if entry else ())
+        # A baseline being saved re-measures its busy runs (within the budget): one saved on a disturbed
+        # machine would poison every later verdict against it.
+        wanted = opts.runs if opts.save_baseline and not opts.data_only else 0
         attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
-                                                  bandwidth=expected.memory_gbs if expected is not None else None)
+                                                  bandwidth=expected.memory_gbs if expected is not None else None,
+                                                  counted_runs=wanted)
         result.attempts.append(attempt.to_dict())
         result.evidence = None if opts.data_only else evidence.to_dict()
         return attempt, evidence

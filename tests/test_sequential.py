@@ -415,6 +415,22 @@ def test_a_run_beside_another_job_is_re_measured_never_a_regression(dlperf):
     json.dumps(case)
 
 
+def test_a_baseline_saved_beside_another_job_re_measures_the_busy_run(dlperf):
+    dlperf.pytester.makeconftest(PACED)
+    result = dlperf.run("--dlperf-model", "paced-busy", "--dlperf-precision", "fp32", "--dlperf-batch-size", "32",
+                        "--dlperf-max-runs", "3", "--dlperf-max-interference", "50", "--dlperf-save-baseline",
+                        "saved.json", "--dlperf-json", "results.json")
+    assert result.ret == pytest.ExitCode.OK
+    runs = dlperf.results()["cases"][0]["evidence"]["runs"]
+    assert runs[0]["busy"].startswith("other processes used ") and len(runs) >= 2
+    counted = [r["throughput"] for r in runs if not r["busy"]]
+    # Stopped at the first counted run (or, the test machine's neighbours busy too, at the budget of 3).
+    assert (counted and runs[-1]["busy"] is None) or len(runs) == 3
+    entry = json.loads((dlperf.path / "saved.json").read_text())["cases"][0]
+    if counted:
+        assert entry["throughput"] == pytest.approx(counted[0], rel=1e-3)  # the busy run left out
+
+
 def test_the_memory_probe_reaches_the_verdict_against_the_baselines_bandwidth(dlperf):
     # The worker's real probe against a baseline entry's memory_gbs: far above any machine's, every run is
     # busy (a slow case inconclusive and passed, a fine one passed with its busy run counted); far below,
@@ -509,6 +525,28 @@ def test_a_saved_baseline_keeps_the_medians_of_its_counted_runs(tmp_path):
     assert baseline.load(tmp_path / "c.json").entries[0].memory_gbs == 9.5
     one = baseline.from_measurements([{**record, "evidence": {"runs": probed_runs[:1]}}], {}, 0.05)
     assert one["schema_version"] == 2 and one["cases"][0]["memory_gbs"] == 9.0 and "runs" not in one["cases"][0]
+
+
+def test_a_baseline_being_saved_re_measures_its_busy_runs_within_the_budget():
+    hog = {"other_cpu_percent": 180.0, "own_cpu_percent": 20.0, "steal_percent": 0.0, "cpus": 2}
+    fed = [attempt(300.0, hog), attempt(1000.0), attempt(320.0, hog), attempt(1010.0), attempt(990.0)]
+    calls = []
+
+    def one(index):
+        calls.append(index)
+        return fed[index]
+
+    merged, e = measure_until_decided(one, None, (), Budget(first_runs=2, max_runs=5), sleep=lambda s: None,
+                                      counted_runs=2)
+    assert calls == [0, 1, 2, 3] and [f.busy is None for f in e.figures] == [False, True, False, True]
+    assert e.decision is ev.Decision.PASS and e.estimate.runs == 2 and e.stopped == "decided"
+    calls.clear()
+    merged, e = measure_until_decided(one, None, (), Budget(first_runs=2, max_runs=3), sleep=lambda s: None,
+                                      counted_runs=2)
+    assert calls == [0, 1, 2] and e.stopped == "max-runs" and e.estimate.runs == 1  # the budget still holds
+    calls.clear()
+    measure_until_decided(one, None, (), Budget(first_runs=2, max_runs=5), sleep=lambda s: None)
+    assert calls == [0, 1]  # not saving: nothing judged, nothing re-measured
 
 
 def test_a_case_without_a_baseline_is_not_re_measured_for_a_busy_machine():
