@@ -53,7 +53,7 @@ SATURATED = 0.9
 THROTTLE_REASONS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
 THROTTLE_SHARE = 0.1
 #: Default: a run is busy when its memory probe (``interference.memory_gbs``) measured this much less
-#: bandwidth than the baseline's runs did (or, without that, than this case's fastest run in the
+#: bandwidth than the baseline's runs did (or, without that, than this case's fastest third of runs in the
 #: session).  On the project's 2-core VM a run's throughput followed the probe's bandwidth to
 #: the power 0.5: a 10% drop costs about 5%, the default tolerance.
 MAX_BANDWIDTH_DROP = 0.10
@@ -151,20 +151,38 @@ def bandwidth_allowance(bandwidth: float | None, reference: float | None,
     return reference / bandwidth
 
 
+def fastest_probes(probes: Sequence[float | None]) -> tuple[float | None, str]:
+    """The reference bandwidth of runs without a baseline's: the median of the fastest third of their
+    probes (at least one), and its name for the message.
+
+    Not the single fastest: the maximum of n noisy probes rises with n, so the more runs a
+    session measures (a baseline being saved re-measures its busy runs), the more of them it
+    would call busy.  The fastest third's median is the reference ``machine_drift.py --copy``
+    measured the runs against.
+    """
+    fastest = sorted((p for p in probes if p), reverse=True)
+    if not fastest:
+        return None, ""
+    top = fastest[:max(1, round(len(fastest) / 3))]
+    if len(top) == 1:
+        return top[0], "this case's fastest run's"
+    return statistics.median(top), f"the median of this case's {len(top)} fastest runs,"
+
+
 def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE,
                 bandwidth: float | None = None, max_drop: float | None = MAX_BANDWIDTH_DROP) -> list[RunFigure]:
     """Each run record's (:func:`pytest_dlperf.runs.measure`) median of windows, and whether it was busy.
 
-    ``bandwidth``: the baseline's memory bandwidth (GB/s); without it, the fastest of these runs'
-    probes is the reference, so a run measured while the host's other tenants took its memory
-    bandwidth is no evidence beside one that was not.  Against the baseline's bandwidth, each
-    run also gets its :func:`bandwidth_allowance` (against the fastest run's it is 1: that
+    ``bandwidth``: the baseline's memory bandwidth (GB/s); without it, the fastest third of these
+    runs' probes is the reference (:func:`fastest_probes`), so a run measured while the host's
+    other tenants took its memory bandwidth is no evidence beside one that was not.  Against the
+    baseline's bandwidth, each run also gets its :func:`bandwidth_allowance` (against the fastest
+    runs' it is 1: that
     reference says nothing about the machine the baseline was measured on).
     """
     out = []
     probed = [(run.get("interference") or {}).get("memory_gbs") for run in runs]
-    reference, whose = (bandwidth, "the baseline's") if bandwidth else \
-        (max((b for b in probed if b), default=None), "this case's fastest run's")
+    reference, whose = (bandwidth, "the baseline's") if bandwidth else fastest_probes(probed)
     for run, probe in zip(runs, probed):
         figures = [w["throughput"] for w in run.get("windows") or []]
         if figures:

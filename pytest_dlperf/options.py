@@ -94,7 +94,8 @@ def add_options(parser: pytest.Parser) -> None:
                                "of one CPU, on a saturated machine; or any other process on the GPU) is re-measured, "
                                "not counted (default 50; off: never).", metavar="PERCENT")
     option("max-bandwidth-drop", "a run whose memory probe measured this much less bandwidth than the baseline's "
-                                 "runs did (without one: than the case's fastest run) is re-measured, not counted: "
+                                 "runs did (without one: than the median of the case's fastest third of runs) is "
+                                 "re-measured, not counted: "
                                  "the host's other tenants took it; a run within it counts towards a regression "
                                  "only beyond the bandwidth it lost (a fraction; default 0.1 for cases on the CPU, "
                                  "off on GPUs, whose training hardly uses it; off: neither).",

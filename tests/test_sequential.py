@@ -135,6 +135,12 @@ def test_a_run_whose_memory_bandwidth_dropped_is_no_evidence():
     assert unprobed[0].busy is None and unprobed[0].bandwidth is None  # no probe (a memory cap): nothing to judge
     assert unprobed[0].to_dict() == {"index": 0, "throughput": 1.0, "busy": None, "memory_gbs": None,
                                      "allowance": 1.0}
+    # Six runs: the reference is the median of the fastest third (13.5 and 12.0), not the single fastest,
+    # which rises with every run a session adds.
+    six = ev.run_figures([probed(1000.0, g) for g in (13.5, 12.0, 11.6, 11.4, 10.0, 9.0)])
+    assert [f.busy is None for f in six] == [True, True, True, False, False, False]
+    assert six[3].busy == "memory bandwidth 11.4 GB/s, 11% below the median of this case's 2 fastest runs, 12.8 GB/s"
+    assert ev.fastest_probes([None, 9.0]) == (9.0, "this case's fastest run's") and ev.fastest_probes([])[0] is None
     # The allowance: the baseline's bandwidth over the run's, never below 1; none against the fastest run.
     assert [f.allowance for f in ev.run_figures(runs, bandwidth=10.0)] == [10.0 / 9.0, 10.0 / 8.9, 1.0]
     assert [f.allowance for f in ev.run_figures(runs)] == [1.0, 1.0, 1.0]
