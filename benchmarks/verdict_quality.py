@@ -27,8 +27,10 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
 It prints, per tolerance and kind: sessions, failed (for "unchanged" and "hog": false alarms;
 for "slowed": detections), inconclusive, passed, allowed (of those not failed, the sessions
 whose estimate was below the threshold: only the memory bandwidth their runs lost kept them
-from failing, :func:`pytest_dlperf.evidence.bandwidth_allowance`), the mean runs per verdict
-and the mean seconds per session.  Exit status 0 (a table; no pass/fail threshold: the figures are the
+from failing, :func:`pytest_dlperf.evidence.bandwidth_allowance`), the mean runs per verdict,
+the busy runs and, of them, those busy for their memory bandwidth alone (``bw-only``:
+:func:`pytest_dlperf.evidence.bandwidth_alone`, which count towards a regression at their allowed
+figures), and the mean seconds per session.  Exit status 0 (a table; no pass/fail threshold: the figures are the
 result).
 
     python benchmarks/verdict_quality.py --sessions 20 --tolerances 0.05,0.10 --hog
@@ -136,6 +138,7 @@ def session(folder: Path, args: list[str], cost: int, beside: list[str], timeout
     return {"verdict": case["verdict"], "throughput_verdict": case.get("throughput_verdict"), "estimate": estimate,
             "allowed": allowed,
             "runs": len(evidence.get("runs") or []), "busy": sum(1 for r in evidence.get("runs") or [] if r["busy"]),
+            "bandwidth_only": sum(1 for r in evidence.get("runs") or [] if r.get("bandwidth_only")),
             "seconds": seconds, "message": case["message"],
             "memory_gbs": statistics.median(probes) if probes else None}
 
@@ -271,9 +274,9 @@ def main(argv: list[str] | None = None) -> int:
                               f"({outcome['runs']} runs, {outcome['seconds']:.0f} s{memory}): {outcome['message']}")
         print()
         print("tolerance | kind        | sessions | failed | inconclusive | passed | allowed | mean runs | "
-              "on 1st run | busy runs | mean s | estimate / baseline (median, range)")
+              "on 1st run | busy runs | bw-only | mean s | estimate / baseline (median, range)")
         print("----------+-------------+----------+--------+--------------+--------+---------+-----------+-"
-              "-----------+-----------+--------+------------------------------------")
+              "-----------+-----------+---------+--------+------------------------------------")
         for (tolerance, name), outcomes in table.items():
             failed = sum(o["verdict"] == "fail" for o in outcomes)
             unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
@@ -281,11 +284,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{len(outcomes) - failed - unsure:6} | {sum(o['allowed'] for o in outcomes):7} | "
                   f"{statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
                   f"{sum(o['runs'] == 1 and o['throughput_verdict'] != 'inconclusive' for o in outcomes):10} | "
-                  f"{sum(o['busy'] for o in outcomes):9} | {statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
+                  f"{sum(o['busy'] for o in outcomes):9} | {sum(o['bandwidth_only'] for o in outcomes):7} | "
+                  f"{statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
                   + ratios([o["estimate"] for o in outcomes], figures[name]))
         print("failed: false alarms for unchanged, hog, neighbour and fine, detections for slowed; inconclusive: "
               "passed, not decided; allowed: not failed only for the memory bandwidth its runs lost (their estimate is "
-              "below the threshold: failed without the allowance); on 1st run: decided by its first run")
+              "below the threshold: failed without the allowance); on 1st run: decided by its first run; bw-only: busy runs "
+              "busy for their memory bandwidth alone, which count towards a regression at their allowed figures")
         print(f"total {time.monotonic() - started:.0f} s")
     return 0
 

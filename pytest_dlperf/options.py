@@ -95,9 +95,10 @@ def add_options(parser: pytest.Parser) -> None:
                                "not counted (default 50; off: never).", metavar="PERCENT")
     option("max-bandwidth-drop", "a run whose memory probe measured this much less bandwidth than the baseline's "
                                  "runs did (without one: than the median of the case's fastest third of runs) is "
-                                 "re-measured, not counted: "
-                                 "the host's other tenants took it; a run within it counts towards a regression "
-                                 "only beyond the bandwidth it lost (a fraction; default 0.1 for cases on the CPU, "
+                                 "re-measured, no evidence of a pass: the host's other tenants took it; any run "
+                                 "counts towards a regression only beyond the bandwidth it lost, and a run beyond "
+                                 "the drop only where nothing else used the machine's CPUs (a fraction; default "
+                                 "0.1 for cases on the CPU, "
                                  "off on GPUs, whose training hardly uses it; off: neither).",
            metavar="FRACTION")
     option("timeout", "seconds a worker may run before its process group is killed "

@@ -5,8 +5,9 @@ case from the runs that are evidence (:mod:`.evidence`) and stops when the inter
 (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
 ``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  A run
 measured on a busy machine (``--dlperf-max-interference``, ``--dlperf-max-bandwidth-drop``) is
-re-measured after a short wait and never counted; a counted run whose memory bandwidth was below the
-baseline's is evidence of a regression only beyond what that loss explains.  A case still
+re-measured after a short wait and never counted towards a pass; a run whose memory bandwidth was below
+the baseline's is evidence of a regression only beyond what that loss explains, and only where the
+bandwidth went to the host's other tenants (no other process in the machine used its CPUs).  A case still
 undecided at the budget is *inconclusive*.
 """
 
@@ -81,13 +82,19 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
     measured at most what the case gives on a quiet machine.  So where the evidence runs alone
     leave the case undecided (or there are none) and the interval from all runs together,
     busy ones included, lies above the threshold (pass, or improved), the quiet case's figure
-    lies above it too.  A regression is only ever decided without them.
+    lies above it too.
 
-    The same holds, in part, for an evidence run whose memory probe measured less than the
-    baseline's (within ``--dlperf-max-bandwidth-drop``): a regression is decided only when the
-    interval of the runs' *allowed* figures (:func:`pytest_dlperf.evidence.bandwidth_allowance`:
-    each raised by the bandwidth it lost) lies below the threshold too.  That estimate is the
-    fourth item where any run lost bandwidth and the case was not decided a pass.
+    The same holds, in part, for a run whose memory probe measured less than the baseline's:
+    its *allowed* figure (:func:`pytest_dlperf.evidence.bandwidth_allowance`: raised by the
+    bandwidth it lost) is the most it could have measured with the baseline's bandwidth.  A
+    regression is decided from the allowed figures of the runs that count against the case
+    (:attr:`pytest_dlperf.evidence.RunFigure.counts_against`): the counted runs, and those
+    busy only because the host's other tenants took more than ``--dlperf-max-bandwidth-drop`` of
+    the bandwidth (:func:`pytest_dlperf.evidence.bandwidth_alone`), which are no evidence of a
+    pass.  Runs busy for other processes on the machine's CPUs or GPU never count against it.
+    The allowed estimate is the fourth item where any such run lost bandwidth and the case was
+    not decided a pass; where runs busy for their bandwidth alone decide a regression, the
+    estimate is that of all the runs that count against the case.
     """
     values = [f.value for f in figures if not f.busy]
     if not values and expected is None:
@@ -104,12 +111,15 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
         if ev.decide(with_busy, tolerance) in (ev.Decision.PASS, ev.Decision.IMPROVED):
             return with_busy, ev.decide(with_busy, tolerance), True, None
     allowed = None
-    counted = [f for f in figures if not f.busy]
-    if base is not None and counted and decision in (ev.Decision.REGRESSION, ev.Decision.UNDECIDED) \
-            and any(f.allowance > 1.0 for f in counted):
-        allowed = ev.estimate([f.allowed for f in counted], tolerance, base, runs)
-        if decision is ev.Decision.REGRESSION and ev.decide(allowed, tolerance) is not ev.Decision.REGRESSION:
-            decision = ev.Decision.UNDECIDED  # the bandwidth the runs lost can explain it: measure again
+    against = [f for f in figures if f.counts_against]
+    if base is not None and against and decision in (ev.Decision.REGRESSION, ev.Decision.UNDECIDED) \
+            and any(f.allowance > 1.0 for f in against):
+        allowed = ev.estimate([f.allowed for f in against], tolerance, base, runs)
+        if ev.decide(allowed, tolerance) is not ev.Decision.REGRESSION:
+            if decision is ev.Decision.REGRESSION:
+                decision = ev.Decision.UNDECIDED  # the bandwidth the runs lost can explain it: measure again
+        elif len(against) > len(values):  # runs busy for their bandwidth alone show more slowness than it explains
+            estimate, decision = ev.estimate([f.value for f in against], tolerance, base, runs), ev.Decision.REGRESSION
     return estimate, decision, False, allowed
 
 

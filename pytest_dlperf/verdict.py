@@ -130,13 +130,22 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
 
     est = evidence.estimate
     busy = evidence.busy
+    allowed = getattr(evidence, "allowed", None)
     busy_note = ""
     if busy and getattr(evidence, "busy_counted", False):
         busy_note = (f"; {len(busy)} of {len(evidence.figures)} run(s) measured on a busy machine "
                      f"({busy[-1].busy} during the windows), counted: they can only understate it")
     elif busy:
-        busy_note = (f"; {len(busy)} of {len(evidence.figures)} run(s) not counted: the machine was busy "
-                     f"({busy[-1].busy} during the windows)")
+        # Runs busy for their memory bandwidth alone are in the allowed estimate (pytest_dlperf.sequential.assess).
+        against = [f for f in busy if f.bandwidth_only] if allowed is not None else []
+        others = [f for f in busy if f not in against]
+        if against:
+            busy_note += (f"; {len(against)} of {len(evidence.figures)} run(s) measured while the host's other "
+                          f"tenants took its memory bandwidth ({against[-1].busy}): counted against it only at "
+                          f"their allowed figures")
+        if others:
+            busy_note += (f"; {len(others)} of {len(evidence.figures)} run(s) not counted: the machine was busy "
+                          f"({others[-1].busy} during the windows)")
     if est is None:
         value = evidence.busy_estimate
         failed = inconclusive_fails(inconclusive, False)  # no estimate counted: none beyond the threshold
@@ -158,10 +167,9 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     source = f"; source: {expected.source}" if expected.source else ""
     detail = f"(tolerance {fmt_pct(tol)}{source})"
     side = f"{fmt_pct(abs(diff))} {'below' if diff < 0 else 'above'} the baseline {fmt_value(base)} {unit}"
-    allowed = getattr(evidence, "allowed", None)
     allowed_note = ""
     if allowed is not None and (evidence.decision is not Decision.PASS):
-        most = max(f.allowance for f in evidence.figures if not f.busy)
+        most = max(f.allowance for f in evidence.figures if f.counts_against)
         reference = "" if expected.memory_gbs is None else f" {expected.memory_gbs:.1f} GB/s"
         allowed_note = (f"; allowing for the memory bandwidth its runs lost (up to {fmt_pct(1 - 1 / most)} below "
                         f"the baseline's{reference}), {fmt_value(allowed.value)} {unit} "

@@ -134,7 +134,7 @@ def test_a_run_whose_memory_bandwidth_dropped_is_no_evidence():
                               bandwidth=9.0)
     assert unprobed[0].busy is None and unprobed[0].bandwidth is None  # no probe (a memory cap): nothing to judge
     assert unprobed[0].to_dict() == {"index": 0, "throughput": 1.0, "busy": None, "memory_gbs": None,
-                                     "allowance": 1.0}
+                                     "allowance": 1.0, "bandwidth_only": False}
     # Six runs: the reference is the median of the fastest third (13.5 and 12.0), not the single fastest,
     # which rises with every run a session adds.
     six = ev.run_figures([probed(1000.0, g) for g in (13.5, 12.0, 11.6, 11.4, 10.0, 9.0)])
@@ -289,6 +289,78 @@ def test_a_shortfall_the_lost_memory_bandwidth_explains_is_no_regression():
     assert e.decision is ev.Decision.UNDECIDED and e.allowed.value < 950.0
     v = judge_evidence("c", e, "img/s", BASE)
     assert v.failed and v.message.endswith("fails: the estimate is below the threshold, not confirmed")
+
+
+def test_runs_busy_for_their_bandwidth_alone_count_against_the_case_at_their_allowed_figures():
+    # Every run's probe 14-15% below the baseline's (busy), nothing else on the machine: a case 30% slower is
+    # still 18% slower allowing for the bandwidth it lost, so two such runs decide a regression.
+    fed = iter([lost(700.0, 8.6), lost(690.0, 8.5)])
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=5), sleep=lambda s: None,
+                                      bandwidth=10.0)
+    assert [f.bandwidth_only for f in e.figures] == [True, True] and all(f.busy for f in e.figures)
+    assert e.decision is ev.Decision.REGRESSION and e.stopped == "decided" and len(e.figures) == 2
+    assert e.estimate.runs == 2 and e.estimate.value == pytest.approx(math.sqrt(700 * 690))
+    assert e.allowed.value == pytest.approx(math.sqrt(700 / 0.86 * 690 / 0.85)) and e.allowed.high < 950.0
+    expected = Expected(1000.0, "img/s", 0.05, "test", memory_gbs=10.0)
+    v = judge_evidence("c", e, "img/s", expected)
+    assert v.failed and not v.inconclusive
+    assert v.message.startswith("c: 695.0 img/s (95% CI 674.6-716.0, 2 runs) is 30.5% below the baseline 1000.0 img/s ")
+    assert ("allowing for the memory bandwidth its runs lost (up to 15% below the baseline's 10.0 GB/s), 812.9 "
+            "img/s" in v.message)
+    assert v.message.endswith("; 2 of 2 run(s) measured while the host's other tenants took its memory bandwidth "
+                              "(memory bandwidth 8.5 GB/s, 15% below the baseline's 10.0 GB/s): counted against it "
+                              "only at their allowed figures")
+    assert e.to_dict()["runs"][0]["bandwidth_only"] is True
+    # One such run is no confirmed regression: at a budget of one, inconclusive ("not confirmed").
+    fed = iter([lost(700.0, 8.6)])
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=1), bandwidth=10.0)
+    assert e.decision is ev.Decision.UNDECIDED and e.estimate.runs == 1
+    # An unchanged case measured at the lost bandwidth's cost is no regression: allowing for it, it is fine.
+    fed = iter([lost(860.0, 8.6), lost(850.0, 8.5)])
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2), sleep=lambda s: None,
+                                      bandwidth=10.0)
+    assert e.decision is ev.Decision.UNDECIDED and e.estimate is None and e.allowed.value > 990.0
+    v = judge_evidence("c", e, "img/s", expected)
+    assert v.status is Status.INCONCLUSIVE and not v.failed and "the machine was busy (memory bandwidth" in v.message
+    # Mixed with a counted run: the counted run is evidence both ways, the busy ones only against.
+    fed = iter([lost(760.0, 9.6), lost(700.0, 8.6)])
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=5), sleep=lambda s: None,
+                                      bandwidth=10.0)
+    assert [f.busy is None for f in e.figures] == [True, False] and e.decision is ev.Decision.REGRESSION
+    v = judge_evidence("c", e, "img/s", expected)
+    assert "; 1 of 2 run(s) measured while the host's other tenants took its memory bandwidth" in v.message
+
+
+def test_a_bandwidth_drop_beside_another_process_in_the_machine_never_counts_against_the_case():
+    # Another process using 40% of a CPU (the machine not saturated, so not busy for the CPU rule) evicts the
+    # case's caches too, which the probe does not feel: such a run is no evidence either way.
+    neighbour = {"other_cpu_percent": 40.0, "own_cpu_percent": 100.0, "steal_percent": 0.0, "cpus": 2,
+                 "memory_gbs": 8.5}
+    fed = iter([attempt(700.0, neighbour)] * 2)
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2), sleep=lambda s: None,
+                                      bandwidth=10.0)
+    assert [f.bandwidth_only for f in e.figures] == [False, False] and e.estimate is None
+    v = judge_evidence("c", e, "img/s", BASE)
+    assert v.status is Status.INCONCLUSIVE and not v.failed
+    # Nor with the CPU rule off (--dlperf-max-interference off): the neighbour is still there.
+    fed = iter([attempt(700.0, neighbour)] * 2)
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2, max_interference=None),
+                                      sleep=lambda s: None, bandwidth=10.0)
+    assert e.estimate is None and e.decision is ev.Decision.UNDECIDED
+    # Quiet apart from the bandwidth, the same runs are a regression.
+    fed = iter([attempt(700.0, dict(neighbour, other_cpu_percent=3.0))] * 2)
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2), sleep=lambda s: None,
+                                      bandwidth=10.0)
+    assert e.decision is ev.Decision.REGRESSION
+    # Steal counts as another tenant's CPU; so does a CPU-busy run, which never counts.
+    assert not ev.bandwidth_alone({"other_cpu_percent": 2.0, "steal_percent": 20.0}, None, "bw", 1.2)
+    assert not ev.bandwidth_alone({"other_cpu_percent": 2.0}, "other processes used 180% CPU", "bw", 1.2)
+    assert ev.bandwidth_alone({"other_cpu_percent": 2.0, "steal_percent": 1.0}, None, "bw", 1.2)
+    # Without the baseline's bandwidth (the reference is the session's fastest runs) there is no allowance.
+    runs = [{"index": i, "windows": [{"throughput": v}], "interference": {"memory_gbs": g}}
+            for i, (v, g) in enumerate([(700.0, 8.0), (1000.0, 10.0), (1000.0, 10.0)])]
+    assert [f.bandwidth_only for f in ev.run_figures(runs)] == [False, False, False]
+    assert [f.bandwidth_only for f in ev.run_figures(runs, bandwidth=10.0)] == [True, False, False]
 
 
 def test_a_regression_from_one_counted_run_at_the_budget_is_not_confirmed():
