@@ -46,12 +46,14 @@ environment and counts their page faults per window.
 
     python benchmarks/machine_drift.py --rounds 8 --faults
 
-``--copy`` asks whether runs follow the memory bandwidth the host's other tenants leave them:
-fresh training processes of ``tiny`` (no pytest, one thread, steady malloc) time the worker's
-own memory probe (:class:`pytest_dlperf.worker.interference.MemoryProbe`) before each of 5
-windows and after the last, as a run does.  It prints each process's median img/s and GB/s,
-then the Pearson correlation of their logs, the slope of log(img/s) on log(GB/s), and the CV
-of the processes kept by each ``--dlperf-max-bandwidth-drop`` below the fastest third's median.
+``--copy`` asks whether runs follow the memory bandwidth and the core the host's other tenants
+leave them: fresh training processes of ``tiny`` (no pytest, one thread, steady malloc) time the
+worker's own probes (:class:`pytest_dlperf.worker.interference.MemoryProbe` and ``CoreProbe``)
+before each of 5 windows and after the last, as a run does.  It prints each process's median
+img/s, GB/s and GFLOP/s, then for each probe the Pearson correlation of the logs, the slope of
+log(img/s) on log(probe) and the CV left once it is accounted for, and the CV of the processes
+kept by each ``--dlperf-max-bandwidth-drop`` (and ``--dlperf-max-core-drop`` alike) below the
+fastest third's medians.
 
     python benchmarks/machine_drift.py --rounds 60 --copy
 
@@ -272,19 +274,19 @@ COPY_WINDOWS = """
 import time, torch
 from torch import nn
 from pytest_dlperf.models import get_model_spec
-from pytest_dlperf.worker.interference import MemoryProbe
+from pytest_dlperf.worker.interference import CoreProbe, MemoryProbe
 torch.set_num_threads(1)
 spec = get_model_spec("tiny")
 model = spec.factory(spec.settings())
 x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
 """ + TRAIN + """
-probe = MemoryProbe()
+probe, core = MemoryProbe(), CoreProbe()
 for _ in range(5):
-    gbs, began = probe(), time.perf_counter()
+    gbs, gflops, began = probe(), core(), time.perf_counter()
     for _ in range(60):
         step()
-    print(32 * 60 / (time.perf_counter() - began), gbs, flush=True)
-print(0, probe())
+    print(32 * 60 / (time.perf_counter() - began), gbs, gflops, flush=True)
+print(0, probe(), core())
 """
 
 
@@ -323,36 +325,44 @@ def faults(rounds: int, modes: list[str]) -> int:
 
 
 def copy(rounds: int) -> int:
-    """Fresh training processes with the worker's memory probe beside their windows: does img/s follow GB/s?"""
+    """Fresh training processes with the worker's host probes beside their windows: does img/s follow the
+    memory probe's GB/s, or the core probe's GFLOP/s?"""
     from pytest_dlperf.launchers import malloc_env
 
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     env.update(malloc_env("steady", env), OMP_NUM_THREADS="1")
-    rates, bandwidths = [], []
-    print(f"{'round':>5} {'time':>8} {'img/s':>8} {'GB/s':>6} {'CV of windows':>14}", flush=True)
+    rates: list[float] = []
+    probes: dict[str, list[float]] = {"GB/s": [], "GFLOP/s": []}
+    print(f"{'round':>5} {'time':>8} {'img/s':>8} {'GB/s':>6} {'GFLOP/s':>8} {'CV of windows':>14}", flush=True)
     for index in range(rounds):
         rows = script_rows(COPY_WINDOWS, [], env)
-        windows = [r for r, _ in rows if r > 0]
+        windows = [r for r, _, _ in rows if r > 0]
         rates.append(statistics.median(windows))
-        bandwidths.append(statistics.median(g for _, g in rows))
-        print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} {rates[-1]:8.0f} {bandwidths[-1]:6.2f} "
-              f"{100 * cv(windows):13.1f}%", flush=True)
-    logs, blogs = [math.log(v) for v in rates], [math.log(v) for v in bandwidths]
-    r, p = stats.pearsonr(blogs, logs)
-    fit = stats.linregress(blogs, logs)
-    residual = statistics.stdev(a - (fit.intercept + fit.slope * b) for a, b in zip(logs, blogs))
-    print(f"\n{rounds} processes: img/s CV {100 * cv(rates):.1f}% ({min(rates):.0f}-{max(rates):.0f}), "
-          f"GB/s CV {100 * cv(bandwidths):.1f}% ({min(bandwidths):.1f}-{max(bandwidths):.1f})")
-    print(f"r(log GB/s, log img/s) = {r:.2f} (p {p:.2g}); slope {fit.slope:.2f}; CV left once GB/s is accounted "
-          f"for {100 * residual:.1f}%")
-    reference = statistics.median(sorted(bandwidths)[-max(1, rounds // 3):])
-    print(f"{'max drop':>8} {'kept':>5} {'img/s CV of kept':>17} {'lowest kept / median kept':>26}  "
-          f"(reference: the fastest third's median, {reference:.2f} GB/s)")
+        probes["GB/s"].append(statistics.median(g for _, g, _ in rows))
+        probes["GFLOP/s"].append(statistics.median(f for _, _, f in rows))
+        print(f"{index:>5} {time.strftime('%H:%M:%S'):>8} {rates[-1]:8.0f} {probes['GB/s'][-1]:6.2f} "
+              f"{probes['GFLOP/s'][-1]:8.1f} {100 * cv(windows):13.1f}%", flush=True)
+    logs = [math.log(v) for v in rates]
+    print(f"\n{rounds} processes: img/s CV {100 * cv(rates):.1f}% ({min(rates):.0f}-{max(rates):.0f})")
+    references = {}
+    for unit, values in probes.items():
+        plogs = [math.log(v) for v in values]
+        r, p = stats.pearsonr(plogs, logs)
+        fit = stats.linregress(plogs, logs)
+        residual = statistics.stdev(a - (fit.intercept + fit.slope * b) for a, b in zip(logs, plogs))
+        references[unit] = statistics.median(sorted(values)[-max(1, rounds // 3):])
+        print(f"{unit:>8}: CV {100 * cv(values):.1f}% ({min(values):.1f}-{max(values):.1f}); r(log probe, log img/s) "
+              f"= {r:.2f} (p {p:.2g}); slope {fit.slope:.2f}; CV left once it is accounted for {100 * residual:.1f}%")
+    print(f"{'max drop':>8} {'kept by GB/s':>13} {'CV':>6} {'kept by both':>13} {'CV':>6} "
+          f"{'lowest kept / median kept':>26}  (references: the fastest third's medians, "
+          + ", ".join(f"{v:.2f} {k}" for k, v in references.items()) + ")")
     for drop in (0.05, 0.10, 0.15, 0.20, 0.30):
-        kept = [t for t, b in zip(rates, bandwidths) if b >= reference * (1 - drop)]
-        if len(kept) >= 2:
-            print(f"{100 * drop:7.0f}% {len(kept):5} {100 * cv(kept):16.1f}% "
-                  f"{min(kept) / statistics.median(kept):26.3f}")
+        by_memory = [t for t, b in zip(rates, probes["GB/s"]) if b >= references["GB/s"] * (1 - drop)]
+        by_both = [t for t, b, f in zip(rates, probes["GB/s"], probes["GFLOP/s"])
+                   if b >= references["GB/s"] * (1 - drop) and f >= references["GFLOP/s"] * (1 - drop)]
+        if len(by_both) >= 2:
+            print(f"{100 * drop:7.0f}% {len(by_memory):13} {100 * cv(by_memory):5.1f}% {len(by_both):13} "
+                  f"{100 * cv(by_both):5.1f}% {min(by_both) / statistics.median(by_both):26.3f}")
     return 0
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from . import environment as environment_mod
 from . import jsonio
 from .cases import Case
+from .evidence import HOST_PROBES
 from .tolerance import Widened, noise_tolerance
 from .verdict import Expected
 
@@ -36,6 +37,11 @@ DEFAULT_TOLERANCE = 0.05
 STEP_FIELDS = ("warmup_steps", "steps", "repeats")
 # The step counts where neither the command line nor the baseline gives any (README: Options).
 STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
+#: An entry's host probes (the median of its counted runs' memory_gbs and core_gflops): the references
+#: that mark a later run busy, and its allowance (:mod:`pytest_dlperf.evidence`).
+PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
+#: Entry fields that make a baseline schema version 2.
+VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "command")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +65,12 @@ class Entry:
     time_to_target: float | None = None
     runs: tuple[float, ...] = ()  # the medians of the runs the figure came from (schema version 2), for its spread
     memory_gbs: float | None = None  # the memory bandwidth its runs' probe measured (version 2): busy runs are below it
+    core_gflops: float | None = None  # the core speed its runs' core probe measured (version 2), likewise
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
-        return Expected(self.throughput, self.unit or unit, tolerance, self.source, memory_gbs=self.memory_gbs)
+        return Expected(self.throughput, self.unit or unit, tolerance, self.source, memory_gbs=self.memory_gbs,
+                        core_gflops=self.core_gflops)
 
 
 @dataclasses.dataclass
@@ -197,6 +205,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             budget=raw.get("budget"), seeds=raw.get("seeds"), time_to_target=raw.get("time_to_target"),
             runs=tuple(float(v) for v in raw.get("runs", ())),
             memory_gbs=float(raw["memory_gbs"]) if "memory_gbs" in raw else None,
+            core_gflops=float(raw["core_gflops"]) if "core_gflops" in raw else None,
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")
@@ -295,7 +304,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
             entry["command"] = dict(commands[entry["model"]])
         cases.append(entry)
     return {
-        "schema_version": 2 if any(key in c for c in cases for key in ("runs", "memory_gbs", "command")) else 1,
+        "schema_version": 2 if any(key in c for c in cases for key in VERSION_2_FIELDS) else 1,
         "kind": "dlperf-baseline",
         "hardware": hardware,
         "provenance": {
@@ -311,17 +320,18 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
 
 
 def run_medians(record: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"runs": [...], "memory_gbs": ...}``: the medians of a results record's evidence runs (2 or
-    more), and the median of their memory probes (one or more); ``{}`` where neither.
+    """``{"runs": [...], "memory_gbs": ..., "core_gflops": ...}``: the medians of a results record's evidence
+    runs (2 or more), and the median of each of their host probes (one or more); ``{}`` where none.
 
     A baseline entry keeps them so that a later verdict knows the figure's own spread and the
-    memory bandwidth the machine gave it (:mod:`pytest_dlperf.evidence`); runs measured on a
-    busy machine are left out."""
+    memory bandwidth and core speed the machine gave it (:mod:`pytest_dlperf.evidence`); runs
+    measured on a busy machine are left out."""
     runs = counted_runs(record.get("evidence"))
     out: dict[str, Any] = {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
-    bandwidth = counted_bandwidth(record.get("evidence"))
-    if bandwidth is not None:
-        out["memory_gbs"] = bandwidth
+    for key in PROBE_FIELDS:
+        figure = counted_probe(record.get("evidence"), key)
+        if figure is not None:
+            out[key] = figure
     return out
 
 
@@ -330,9 +340,10 @@ def counted_runs(evidence: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [r for r in (evidence or {}).get("runs") or [] if not r.get("busy")]
 
 
-def counted_bandwidth(evidence: Mapping[str, Any] | None) -> float | None:
-    """The median memory probe (GB/s) of the counted runs of ``evidence``, or None where none probed."""
-    probes = [r["memory_gbs"] for r in counted_runs(evidence) if r.get("memory_gbs")]
+def counted_probe(evidence: Mapping[str, Any] | None, key: str) -> float | None:
+    """The median host probe ``key`` (``memory_gbs``, ``core_gflops``) of the counted runs of ``evidence``, or
+    None where none probed."""
+    probes = [r[key] for r in counted_runs(evidence) if r.get(key)]
     return round(statistics.median(probes), 3) if probes else None
 
 

@@ -193,10 +193,10 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
             lines.append(f"updated {case.id}: {fmt_value(old)} -> {fmt_value(new)} {rec['unit']} "
                          f"({100 * (new / old - 1):+.1f}%)")
         entry.update(throughput=new, unit=rec["unit"], source=source)
-        entry.pop("runs", None)
-        entry.pop("memory_gbs", None)
-        entry.update(baseline_mod.run_medians(rec))  # the new figure's own runs and bandwidth, or none
-        if "runs" in entry or "memory_gbs" in entry:
+        for key in ("runs", *baseline_mod.PROBE_FIELDS):
+            entry.pop(key, None)
+        entry.update(baseline_mod.run_medians(rec))  # the new figure's own runs and host probes, or none
+        if any(key in entry for key in baseline_mod.VERSION_2_FIELDS):
             document["schema_version"] = 2
         # The entry stands for the step counts the figure was measured with (cmd_update has checked
         # that they are the entry's own unless --force).

@@ -4,8 +4,9 @@ A run is one fresh worker process.  Its windows are correlated (same process, sa
 allocation, same neighbours), so the *runs* are the independent samples and a run's figure is
 the median of its windows (:class:`RunFigure`).  A run measured while other processes used
 the machine (:func:`busy_reason`: the worker's ``interference`` and the telemetry's clock
-throttling), or while its memory bandwidth was well below the baseline's (:func:`bandwidth_reason`:
-other tenants of the host), is kept in the results but is no evidence.
+throttling), or while its memory bandwidth or core speed was well below the baseline's
+(:class:`HostProbe`: other tenants of the host), is kept in the results and is no evidence that
+the case is fine (:func:`host_alone`: at most, evidence that it is slow).
 
 :func:`estimate` gives the case's figure relative to its baseline with a confidence interval,
 on the log scale (throughput is a rate: slowdowns multiply, and its spread is relative):
@@ -57,12 +58,47 @@ THROTTLE_SHARE = 0.1
 #: session).  On the project's 2-core VM a run's throughput followed the probe's bandwidth to
 #: the power 0.5: a 10% drop costs about 5%, the default tolerance.
 MAX_BANDWIDTH_DROP = 0.10
-#: A run busy only for its memory bandwidth still counts towards a regression, at its allowed figure, where
-#: the bandwidth went to the host's other tenants and not to a process inside this machine: other processes
-#: and steal used at most this much CPU (percent of one CPU) during its windows.  A neighbour inside the
-#: machine also evicts the case's share of the caches, which a copy probe does not feel: on the project's
-#: 2-core VM, a process copying memory at 50% of the other CPU slowed the case by twice what the probe lost.
+#: Default: a run is busy when its core probe (``interference.core_gflops``: float32 products in numpy) measured
+#: this much less than the baseline's runs did (or than this case's fastest third of runs).  On the project's
+#: 2-core VM, in an hour when another tenant took half of a vCPU's core about half the time, fresh runs
+#: followed the probe with r = 0.90, img/s ~ probe^1.0, their memory bandwidth flat.
+MAX_CORE_DROP = 0.10
+#: A run busy only for what the host took (memory bandwidth, core speed) still counts towards a regression,
+#: at its allowed figure, where no process inside this machine took it: other processes and steal used at
+#: most this much CPU (percent of one CPU) during its windows.  A neighbour inside the machine also evicts
+#: the case's share of the caches, which a copy probe does not feel: on the project's 2-core VM, a process
+#: copying memory at 50% of the other CPU slowed the case by twice what the probe lost.
 QUIET_CPU = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class HostProbe:
+    """A probe of what the host's other tenants can take from a run, timed by the worker between windows.
+
+    ``key`` names its median in the run's ``interference``, in a baseline entry (the median of the
+    baseline's counted runs) and on :class:`pytest_dlperf.results.Expected`.
+    """
+
+    key: str
+    what: str  # for messages: "memory bandwidth"
+    unit: str
+
+    def reason(self, value: float | None, reference: float | None, whose: str,
+               max_drop: float | None) -> str | None:
+        """Why a run whose probe read ``value`` is no evidence (more than ``max_drop`` below ``reference``), or None.
+
+        ``whose``: where the reference comes from, for the message ("the baseline's").
+        """
+        if max_drop is None or value is None or not reference or value >= reference * (1 - max_drop):
+            return None
+        return (f"{self.what} {value:.1f} {self.unit}, {100 * (1 - value / reference):.0f}% below "
+                f"{whose} {reference:.1f} {self.unit}")
+
+
+MEMORY = HostProbe("memory_gbs", "memory bandwidth", "GB/s")
+CORE = HostProbe("core_gflops", "core speed", "GFLOP/s")
+#: Every host probe, in the order messages name them.
+HOST_PROBES = (MEMORY, CORE)
 
 
 class Decision(str, enum.Enum):
@@ -83,12 +119,14 @@ class RunFigure:
     value: float
     busy: str | None = None
     bandwidth: float | None = None  # the run's memory probe, GB/s (interference.memory_gbs)
-    #: How much of the run's slowness the host's memory bandwidth can explain (:func:`bandwidth_allowance`):
-    #: ``value * allowance`` is the most the run could have measured with the baseline's bandwidth.
+    #: How much of the run's slowness what the host took can explain (:func:`bandwidth_allowance`, the
+    #: largest of its probes'): ``value * allowance`` is the most the run could have measured with the
+    #: baseline's memory bandwidth and core speed.
     allowance: float = 1.0
-    #: Busy only because the host's other tenants took its memory bandwidth (:func:`bandwidth_alone`): no
+    #: Busy only because the host's other tenants took its memory bandwidth or core (:func:`host_alone`): no
     #: evidence that the case is fine, but its :attr:`allowed` figure is still evidence of a regression.
-    bandwidth_only: bool = False
+    host_only: bool = False
+    core: float | None = None  # the run's core probe, GFLOP/s (interference.core_gflops)
 
     @property
     def allowed(self) -> float:
@@ -97,11 +135,15 @@ class RunFigure:
     @property
     def counts_against(self) -> bool:
         """Whether the run is evidence of a regression (at its :attr:`allowed` figure)."""
-        return not self.busy or self.bandwidth_only
+        return not self.busy or self.host_only
+
+    def probe(self, probe: HostProbe) -> float | None:
+        """The run's figure of ``probe`` (:data:`MEMORY`, :data:`CORE`)."""
+        return self.bandwidth if probe is MEMORY else self.core
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "throughput": self.value, "busy": self.busy, "memory_gbs": self.bandwidth,
-                "allowance": self.allowance, "bandwidth_only": self.bandwidth_only}
+                "core_gflops": self.core, "allowance": self.allowance, "host_only": self.host_only}
 
 
 def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
@@ -137,48 +179,42 @@ def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
 
 def bandwidth_reason(bandwidth: float | None, reference: float | None, whose: str,
                      max_drop: float | None = MAX_BANDWIDTH_DROP) -> str | None:
-    """Why a run's memory bandwidth makes it no evidence (more than ``max_drop`` below ``reference``), or None.
-
-    ``whose``: where the reference comes from, for the message ("the baseline's").
-    """
-    if max_drop is None or bandwidth is None or not reference or bandwidth >= reference * (1 - max_drop):
-        return None
-    return (f"memory bandwidth {bandwidth:.1f} GB/s, {100 * (1 - bandwidth / reference):.0f}% below "
-            f"{whose} {reference:.1f} GB/s")
+    """Why a run's memory bandwidth makes it no evidence (more than ``max_drop`` below ``reference``), or None."""
+    return MEMORY.reason(bandwidth, reference, whose, max_drop)
 
 
 def bandwidth_allowance(bandwidth: float | None, reference: float | None,
                         max_drop: float | None = MAX_BANDWIDTH_DROP) -> float:
-    """How much of a run's slowness the host's lost memory bandwidth can explain: ``reference / bandwidth``
-    where the run's probe measured less than the baseline's ``reference``, else 1 (also where either is
-    unknown, or the bandwidth rule is off: ``max_drop`` None).
+    """How much of a run's slowness what the host took can explain: ``reference / bandwidth`` where the
+    run's probe (memory bandwidth, or core speed) measured less than the baseline's ``reference``, else 1
+    (also where either is unknown, or the probe's rule is off: ``max_drop`` None).
 
-    A run whose bandwidth fell by more than ``max_drop`` is busy and no evidence of a regression
-    at all; within that band it still counts, but its slowness is only evidence of a regression
-    beyond what the bandwidth it lost can explain.  The allowance takes the case to slow down in
-    proportion to the bandwidth, the most a case bound by memory bandwidth can (on the project's
-    2-core VM, fresh runs followed the probe to the power 0.5 over many runs, but single sessions
-    were seen 9-10% slower with the probe 7-9% down: ``benchmarks/machine_drift.py --copy``).
+    A run whose probe fell by more than ``max_drop`` is busy and no evidence that the case is
+    fine; within that band it still counts, but its slowness is only evidence of a regression
+    beyond what the host took can explain.  The allowance takes the case to slow down in
+    proportion to the probe, the most a case bound by that resource can (on the project's
+    2-core VM, fresh runs followed the memory probe to the power 0.5 over many runs, but single
+    sessions were seen 9-10% slower with the probe 7-9% down; they followed the core probe to the
+    power 1.0: ``benchmarks/machine_drift.py --copy``).
     """
     if max_drop is None or not bandwidth or not reference or bandwidth >= reference:
         return 1.0
     return reference / bandwidth
 
 
-def bandwidth_alone(interference: Mapping[str, Any] | None, cpu_reason: str | None, memory_reason: str | None,
-                    allowance: float) -> bool:
-    """Whether a run was busy for its memory bandwidth alone, the bandwidth going to the host's other tenants.
+def host_alone(interference: Mapping[str, Any] | None, cpu_reason: str | None, host_reason: str | None,
+               allowance: float) -> bool:
+    """Whether a run was busy for what the host took alone (its memory bandwidth or its core), the host's
+    other tenants having taken it.
 
-    True where the bandwidth rule made it busy (``memory_reason``), nothing else did (``cpu_reason``
+    True where a host probe's rule made it busy (``host_reason``), nothing else did (``cpu_reason``
     None: no other process on its GPU, no throttling), it has an allowance against the baseline's
-    bandwidth (> 1), and no other process in the machine used more than :data:`QUIET_CPU` of one CPU
+    probes (> 1), and no other process in the machine used more than :data:`QUIET_CPU` of one CPU
     (looked at even with the CPU rule off: a neighbour inside the machine that takes bandwidth
     also evicts the case's caches).  Such a run measured at most :attr:`RunFigure.allowed` with
-    the baseline's bandwidth: the host's tenants slowed the project's 2-core VM by the
-    bandwidth's power 0.5-0.6 over many fresh processes (README, "Where the spread between runs
-    comes from").
+    the baseline's bandwidth and core (README, "Where the spread between runs comes from").
     """
-    if memory_reason is None or cpu_reason is not None or allowance <= 1.0:
+    if host_reason is None or cpu_reason is not None or allowance <= 1.0:
         return False
     others = (interference or {}).get("other_cpu_percent", 0.0) + (interference or {}).get("steal_percent", 0.0)
     return others <= QUIET_CPU
@@ -203,28 +239,35 @@ def fastest_probes(probes: Sequence[float | None]) -> tuple[float | None, str]:
 
 
 def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE,
-                bandwidth: float | None = None, max_drop: float | None = MAX_BANDWIDTH_DROP) -> list[RunFigure]:
+                bandwidth: float | None = None, max_drop: float | None = MAX_BANDWIDTH_DROP,
+                core: float | None = None, max_core_drop: float | None = MAX_CORE_DROP) -> list[RunFigure]:
     """Each run record's (:func:`pytest_dlperf.runs.measure`) median of windows, and whether it was busy.
 
-    ``bandwidth``: the baseline's memory bandwidth (GB/s); without it, the fastest third of these
-    runs' probes is the reference (:func:`fastest_probes`), so a run measured while the host's
-    other tenants took its memory bandwidth is no evidence beside one that was not.  Against the
-    baseline's bandwidth, each run also gets its :func:`bandwidth_allowance` (against the fastest
-    runs' it is 1: that reference says nothing about the machine the baseline was measured on),
-    and a run busy for its bandwidth alone is marked :func:`bandwidth_alone`.
+    ``bandwidth``, ``core``: the baseline's memory bandwidth (GB/s) and core speed (GFLOP/s);
+    without one, the fastest third of these runs' probes is its reference (:func:`fastest_probes`),
+    so a run measured while the host's other tenants took its bandwidth or its core is no
+    evidence beside one that was not.  Against the baseline's figures, each run also gets its
+    :func:`bandwidth_allowance`, the largest of its probes' (against the fastest runs' it is 1:
+    that reference says nothing about the machine the baseline was measured on), and a run busy
+    for what the host took alone is marked :func:`host_alone`.
     """
     out = []
-    probed = [(run.get("interference") or {}).get("memory_gbs") for run in runs]
-    reference, whose = (bandwidth, "the baseline's") if bandwidth else fastest_probes(probed)
-    for run, probe in zip(runs, probed):
+    rules = ((MEMORY, bandwidth, max_drop), (CORE, core, max_core_drop))
+    probed = {probe.key: [(run.get("interference") or {}).get(probe.key) for run in runs] for probe, _, _ in rules}
+    references = {probe.key: (baseline, "the baseline's") if baseline else fastest_probes(probed[probe.key])
+                  for probe, baseline, _ in rules}
+    for i, run in enumerate(runs):
         figures = [w["throughput"] for w in run.get("windows") or []]
-        if figures:
-            reasons = [busy_reason(run.get("interference"), run.get("telemetry"), threshold),
-                       bandwidth_reason(probe, reference, whose, max_drop)]
-            allowance = bandwidth_allowance(probe, bandwidth, max_drop)
-            only = bandwidth_alone(run.get("interference"), *reasons, allowance)
-            out.append(RunFigure(run.get("index", len(out)), statistics.median(figures),
-                                 "; ".join(r for r in reasons if r) or None, probe, allowance, only))
+        if not figures:
+            continue
+        cpu_reason = busy_reason(run.get("interference"), run.get("telemetry"), threshold)
+        host_reasons = [probe.reason(probed[probe.key][i], *references[probe.key], drop) for probe, _, drop in rules]
+        host_reason = "; ".join(r for r in host_reasons if r) or None
+        allowance = max(bandwidth_allowance(probed[probe.key][i], baseline, drop) for probe, baseline, drop in rules)
+        only = host_alone(run.get("interference"), cpu_reason, host_reason, allowance)
+        out.append(RunFigure(run.get("index", len(out)), statistics.median(figures),
+                             "; ".join(r for r in (cpu_reason, host_reason) if r) or None,
+                             probed[MEMORY.key][i], allowance, only, probed[CORE.key][i]))
     return out
 
 

@@ -20,7 +20,7 @@ import pytest
 from . import batchsearch, jsonio
 from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
-from .evidence import MAX_BANDWIDTH_DROP, MAX_INTERFERENCE
+from .evidence import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from .history.store import redact
 from .launchers import LAUNCHERS, MALLOC_MODES
 from .reporting import plots
@@ -101,6 +101,12 @@ def add_options(parser: pytest.Parser) -> None:
                                  "0.1 for cases on the CPU, "
                                  "off on GPUs, whose training hardly uses it; off: neither).",
            metavar="FRACTION")
+    option("max-core-drop", "a run whose core probe (float32 products in numpy) measured this much less than the "
+                            "baseline's runs did (without one: than the median of the case's fastest third of "
+                            "runs) is re-measured, no evidence of a pass: the host's other tenants took its core; "
+                            "any run counts towards a regression only beyond the core speed it lost, and a run "
+                            "beyond the drop only where nothing else used the machine's CPUs (a fraction; "
+                            "default 0.1 for cases on the CPU, off on GPUs; off: neither).", metavar="FRACTION")
     option("timeout", "seconds a worker may run before its process group is killed "
                       "(default: adapts to the measured step time).", metavar="SECONDS")
     option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).",
@@ -247,6 +253,11 @@ class Options:
         self.max_bandwidth_drop = (None if str(raw).strip().lower() == "off" else
                                    _float_option(config, "max-bandwidth-drop", low=0, high=1)) if raw is not None \
             else MAX_BANDWIDTH_DROP
+        raw = _option(config, "max-core-drop")
+        self.core_drop_given = raw is not None
+        self.max_core_drop = (None if str(raw).strip().lower() == "off" else
+                              _float_option(config, "max-core-drop", low=0, high=1)) if raw is not None \
+            else MAX_CORE_DROP
         self.timeout = _float_option(config, "timeout", low=0)
         self.tolerance = _float_option(config, "tolerance", low=0, high=1)
         self.min_efficiency = _float_option(config, "min-efficiency", low=0, high=1.5)
@@ -318,6 +329,13 @@ class Options:
         CPU and off on GPUs (their training hardly uses the host's memory bandwidth)."""
         if self.bandwidth_drop_given or device == "cpu":
             return self.max_bandwidth_drop
+        return None
+
+    def core_drop(self, device: str) -> float | None:
+        """``--dlperf-max-core-drop`` for cases on ``device``: as given, else MAX_CORE_DROP on the CPU and off on
+        GPUs (a GPU case's host threads mostly wait for the GPU)."""
+        if self.core_drop_given or device == "cpu":
+            return self.max_core_drop
         return None
 
     def to_dict(self) -> dict[str, Any]:

@@ -64,6 +64,8 @@ class Expected:
     #: The memory bandwidth (GB/s) the baseline's runs measured, the reference that marks a run on a
     #: slower host busy (:func:`pytest_dlperf.evidence.run_figures`); None where none was kept.
     memory_gbs: float | None = None
+    #: The core speed (GFLOP/s) the baseline's runs' core probe measured, likewise; None where none was kept.
+    core_gflops: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"throughput": self.throughput, "tolerance": self.tolerance, "source": self.source, "unit": self.unit}
@@ -71,13 +73,15 @@ class Expected:
             out["figures"] = list(self.figures)
         if self.memory_gbs is not None:
             out["memory_gbs"] = self.memory_gbs
+        if self.core_gflops is not None:
+            out["core_gflops"] = self.core_gflops
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Expected:
         figures = data.get("figures")
         return cls(data["throughput"], data.get("unit") or "", data.get("tolerance", 0.0), data.get("source"),
-                   None if figures is None else tuple(figures), data.get("memory_gbs"))
+                   None if figures is None else tuple(figures), data.get("memory_gbs"), data.get("core_gflops"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,10 +4,11 @@
 case from the runs that are evidence (:mod:`.evidence`) and stops when the interval decides
 (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
 ``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  A run
-measured on a busy machine (``--dlperf-max-interference``, ``--dlperf-max-bandwidth-drop``) is
-re-measured after a short wait and never counted towards a pass; a run whose memory bandwidth was below
-the baseline's is evidence of a regression only beyond what that loss explains, and only where the
-bandwidth went to the host's other tenants (no other process in the machine used its CPUs).  A case still
+measured on a busy machine (``--dlperf-max-interference``, ``--dlperf-max-bandwidth-drop``,
+``--dlperf-max-core-drop``) is re-measured after a short wait and never counted towards a pass; a run
+whose memory bandwidth or core speed was below the baseline's is evidence of a regression only beyond
+what that loss explains, and a busy one only where the host's other tenants took it (no other process
+in the machine used its CPUs).  A case still
 undecided at the budget is *inconclusive*.
 """
 
@@ -36,6 +37,7 @@ class Budget:
     max_seconds: float | None = None  # --dlperf-max-seconds
     max_interference: float | None = ev.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
     max_bandwidth_drop: float | None = ev.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop; None: off
+    max_core_drop: float | None = ev.MAX_CORE_DROP  # --dlperf-max-core-drop; None: off
 
 
 @dataclasses.dataclass
@@ -84,14 +86,14 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
     busy ones included, lies above the threshold (pass, or improved), the quiet case's figure
     lies above it too.
 
-    The same holds, in part, for a run whose memory probe measured less than the baseline's:
-    its *allowed* figure (:func:`pytest_dlperf.evidence.bandwidth_allowance`: raised by the
-    bandwidth it lost) is the most it could have measured with the baseline's bandwidth.  A
-    regression is decided from the allowed figures of the runs that count against the case
-    (:attr:`pytest_dlperf.evidence.RunFigure.counts_against`): the counted runs, and those
+    The same holds, in part, for a run whose memory or core probe measured less than the
+    baseline's: its *allowed* figure (:func:`pytest_dlperf.evidence.bandwidth_allowance`: raised
+    by what the host took) is the most it could have measured with the baseline's bandwidth and
+    core.  A regression is decided from the allowed figures of the runs that count against the
+    case (:attr:`pytest_dlperf.evidence.RunFigure.counts_against`): the counted runs, and those
     busy only because the host's other tenants took more than ``--dlperf-max-bandwidth-drop`` of
-    the bandwidth (:func:`pytest_dlperf.evidence.bandwidth_alone`), which are no evidence of a
-    pass.  Runs busy for other processes on the machine's CPUs or GPU never count against it.
+    the bandwidth or ``--dlperf-max-core-drop`` of the core
+    (:func:`pytest_dlperf.evidence.host_alone`), which are no evidence of a pass.  Runs busy for other processes on the machine's CPUs or GPU never count against it.
     The allowed estimate is the fourth item where any such run lost bandwidth and the case was
     not decided a pass; where runs busy for their bandwidth alone decide a regression, the
     estimate is that of all the runs that count against the case.
@@ -144,11 +146,12 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
                           baseline_runs: Sequence[float], budget: Budget,
                           more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
                           sleep: Callable[[float], None] = time.sleep,
-                          bandwidth: float | None = None, counted_runs: int = 0) -> tuple[Attempt, Evidence]:
+                          bandwidth: float | None = None, counted_runs: int = 0,
+                          core: float | None = None) -> tuple[Attempt, Evidence]:
     """Measure ``measure_one(index)`` (one fresh run each) until decided or out of budget.
 
-    ``bandwidth``: the memory bandwidth the baseline's runs measured (GB/s), the reference for
-    the runs' own (:func:`pytest_dlperf.evidence.run_figures`).
+    ``bandwidth``, ``core``: the memory bandwidth (GB/s) and core speed (GFLOP/s) the baseline's
+    runs measured, the references for the runs' own (:func:`pytest_dlperf.evidence.run_figures`).
 
     ``counted_runs``: runs that must be evidence (not busy) before a decided case stops, within the
     budget: a baseline being saved (``--dlperf-save-baseline``) re-measures its busy runs, so that
@@ -165,7 +168,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         index = len(attempts)
         attempts.append(measure_one(index))
         attempt = merge(attempts)
-        figures = ev.run_figures(attempt.runs, budget.max_interference, bandwidth, budget.max_bandwidth_drop)
+        figures = ev.run_figures(attempt.runs, budget.max_interference, bandwidth, budget.max_bandwidth_drop,
+                                 core, budget.max_core_drop)
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted, allowed = assess(figures, expected, baseline_runs, tolerance)

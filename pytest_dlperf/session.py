@@ -220,7 +220,7 @@ class DlperfSession:
         opts, one_run = self.options, dataclasses.replace(params, runs=1)
         expected = self.expected(entry, spec.unit, case)
         budget = Budget(opts.runs, 1 if opts.data_only else opts.max_runs, opts.max_seconds, opts.max_interference,
-                        opts.bandwidth_drop(self.device))
+                        opts.bandwidth_drop(self.device), opts.core_drop(self.device))
 
         done: list[dict] = []
 
@@ -249,7 +249,8 @@ class DlperfSession:
         wanted = opts.runs if opts.save_baseline and not opts.data_only else 0
         attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
                                                   bandwidth=expected.memory_gbs if expected is not None else None,
-                                                  counted_runs=wanted)
+                                                  counted_runs=wanted,
+                                                  core=expected.core_gflops if expected is not None else None)
         result.attempts.append(attempt.to_dict())
         result.evidence = None if opts.data_only else evidence.to_dict()
         return attempt, evidence

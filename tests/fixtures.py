@@ -26,13 +26,14 @@ __all__ = ["FAST", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_ca
            "tiny_case", "wait_gone"]
 
 # A few steps are enough to exercise the whole path; each case still starts a fresh worker.
-# Interference detection off (CPU and memory bandwidth): on a shared test machine the neighbours'
+# Interference detection off (CPU, memory bandwidth and core speed): on a shared test machine the neighbours'
 # load would make every verdict inconclusive (tests/test_sequential.py turns it on where it is the subject).
 # Without hypothesis's plugin, which an inner session does not use: a subprocess session
 # starts about a second sooner without importing it.
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
         "--dlperf-repeats", "2", "--dlperf-max-interference", "off",
-        "--dlperf-max-bandwidth-drop", "off", "-p", "no:cacheprovider", "-p", "no:benchmark",
+        "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off", "-p", "no:cacheprovider",
+        "-p", "no:benchmark",
         "-p", "no:hypothesispytest")
 
 

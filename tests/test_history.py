@@ -136,23 +136,32 @@ def test_first_use_creates_a_versioned_schema_and_a_newer_one_is_refused(tmp_pat
 
 
 def test_an_older_store_is_brought_to_this_schema_version_in_place(store_url):
-    """A version-1 store (no memory_gbs column) keeps its rows, gains the column and the version when opened."""
+    """A version-1 store (no memory_gbs nor core_gflops column) keeps its rows, gains the columns and the
+    version when opened; so does a version-2 one (no core_gflops)."""
     write_sessions(store_url, [1000.0, 1010.0])
+
+    def version(cursor):
+        cursor.execute("SELECT value FROM dlperf_meta")
+        return cursor.fetchone()[0]
+
     with open_store(store_url) as store:  # back to version 1, as an older pytest-dlperf left it
         store._transaction(lambda cursor: (cursor.execute("ALTER TABLE dlperf_cases DROP COLUMN memory_gbs"),
+                                           cursor.execute("ALTER TABLE dlperf_cases DROP COLUMN core_gflops"),
                                            cursor.execute("UPDATE dlperf_meta SET value = '1'")), write_lock=True)
     with open_store(store_url) as store:
         assert [p.case.memory_gbs for p in store.points()] == [None, None]
         session = SessionRow(id="new", created="2026-12-01T00:00:00.000000+00:00", machine=MACHINE)
         store.append(session, [CaseRow("resnet50-amp-bs256-gpu8", CASE, "img/s", 990.0, (990.0,), "pass",
-                                       memory_gbs=12.5)])
+                                       memory_gbs=12.5, core_gflops=50.0)])
         assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
-
-        def version(cursor):
-            cursor.execute("SELECT value FROM dlperf_meta")
-            return cursor.fetchone()[0]
-
-        assert store._transaction(version) == str(SCHEMA_VERSION) == "2"
+        assert [p.case.core_gflops for p in store.points()] == [None, None, 50.0]
+        assert store._transaction(version) == str(SCHEMA_VERSION) == "3"
+        store._transaction(lambda cursor: (cursor.execute("ALTER TABLE dlperf_cases DROP COLUMN core_gflops"),
+                                           cursor.execute("UPDATE dlperf_meta SET value = '2'")), write_lock=True)
+    with open_store(store_url) as store:  # version 2, as the last pytest-dlperf left it
+        assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
+        assert [p.case.core_gflops for p in store.points()] == [None, None, None]
+        assert store._transaction(version) == "3"
 
 
 def test_gate_catches_a_step_at_the_newest_figures_only():
@@ -173,7 +182,7 @@ def test_baseline_from_history_is_the_median_of_the_last_sessions_with_their_spr
     for i, (figure, probe) in enumerate(zip([50.0] * 5 + [100.0, 104.0, 96.0, 100.0], probes)):
         session = SessionRow(id=str(i), created=f"2026-11-{i + 1:02d}T00:00:00", machine=MACHINE)
         points.append(analysis.Point(session, CaseRow("tiny-fp32-bs32-gpu1", {}, "img/s", figure, (), "pass",
-                                                      memory_gbs=probe)))
+                                                      memory_gbs=probe, core_gflops=probe and 4 * probe)))
     found = hooks.HistoryBaselines(4, MACHINE, analysis.baselines(points, 4))
     case = Case("tiny", "fp32", 32, 1)
     expected = found.expected(case, "img/s", 0.05)
@@ -181,6 +190,7 @@ def test_baseline_from_history_is_the_median_of_the_last_sessions_with_their_spr
     assert expected.source.startswith(f"history: last 4 session(s) on {MACHINE} (2026-11-06 .. 2026-11-09)")
     assert expected.tolerance == 0.1  # 3 x the CV of 3.3%, not the 5% asked for
     assert expected.memory_gbs == 13.0  # the bandwidth reference: the median of the kept sessions' probes
+    assert expected.core_gflops == 52.0  # the core reference, likewise
     assert found.expected(Case("tiny", "fp32", 16, 1), "img/s", 0.05) is None
 
 
@@ -212,6 +222,8 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
     # The session's probe is kept (the median of its counted runs'), a later session's bandwidth reference.
     probes = [r["memory_gbs"] for r in case["evidence"]["runs"] if not r["busy"]]
     assert newest.memory_gbs == pytest.approx(statistics.median(probes), abs=1e-3) and newest.memory_gbs > 0
+    cores = [r["core_gflops"] for r in case["evidence"]["runs"] if not r["busy"]]
+    assert newest.core_gflops == pytest.approx(statistics.median(cores), abs=1e-3) and newest.core_gflops > 0
     bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-gate")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--dlperf-history-gate: needs a history store: give --dlperf-history URL" in bad.stderr.str()

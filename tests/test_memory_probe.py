@@ -1,4 +1,5 @@
-"""The worker's memory probe: the bandwidth a run's process got, timed outside its windows."""
+"""The worker's host probes: the memory bandwidth and the core speed a run's process got, timed outside its
+windows."""
 
 import pytest
 
@@ -45,13 +46,32 @@ def test_the_probe_runs_before_between_and_after_the_windows_never_inside():
             log.append("probe")
             return super().__call__()
 
-    busy = wi.Interference(probe=False)
-    busy.probe = LoggedProbe(size=1 << 20)
+    class LoggedCore(wi.CoreProbe):
+        def __call__(self):
+            log.append("core")
+            return super().__call__()
+
+    busy = wi.Interference(probe=False, core=False)
+    busy.probe, busy.core = LoggedProbe(size=1 << 20), LoggedCore()
     time_windows(Step(log), warmup_steps=0, steps=2, repeats=3, samples_per_step=1, sampler=busy,
                  between=busy.between)
-    assert log == ["probe", "step", "step", "probe", "step", "step", "probe", "step", "step", "probe"]
+    probes = ["probe", "core"]
+    assert log == [*probes, "step", "step", *probes, "step", "step", *probes, "step", "step", *probes]
     assert len(busy.figures["memory_probes"]) == 4 and busy.figures["memory_gbs"] > 0
-    quiet = wi.Interference(probe=False)
+    assert len(busy.figures["core_probes"]) == 4 and busy.figures["core_gflops"] > 0
+    quiet = wi.Interference(probe=False, core=False)
     quiet.start()
     quiet.stop()
-    assert not any(k.startswith("memory") for k in quiet.figures)
+    assert not any(k.startswith(("memory", "core")) for k in quiet.figures)
+
+
+def test_the_core_probe_times_float32_products_in_numpy_and_says_why_not_without_it(monkeypatch):
+    probe = wi.CoreProbe(size=16)
+    first = probe()
+    assert first > 0 and probe.flops == 2 * 16 ** 3
+    assert probe.figures() == {"core_gflops": round(first, 3), "core_probes": [round(first, 3)]}
+    probe.close()
+    assert probe() is None  # closed: no more probes
+    monkeypatch.setitem(__import__("sys").modules, "numpy", None)  # import numpy fails
+    missing = wi.CoreProbe()
+    assert missing() is None and missing.figures()["core_reason"].startswith("no numpy for the core probe")

@@ -134,7 +134,7 @@ def test_a_run_whose_memory_bandwidth_dropped_is_no_evidence():
                               bandwidth=9.0)
     assert unprobed[0].busy is None and unprobed[0].bandwidth is None  # no probe (a memory cap): nothing to judge
     assert unprobed[0].to_dict() == {"index": 0, "throughput": 1.0, "busy": None, "memory_gbs": None,
-                                     "allowance": 1.0, "bandwidth_only": False}
+                                     "core_gflops": None, "allowance": 1.0, "host_only": False}
     # Six runs: the reference is the median of the fastest third (13.5 and 12.0), not the single fastest,
     # which rises with every run a session adds.
     six = ev.run_figures([probed(1000.0, g) for g in (13.5, 12.0, 11.6, 11.4, 10.0, 9.0)])
@@ -273,9 +273,11 @@ def test_a_shortfall_the_lost_memory_bandwidth_explains_is_no_regression():
     fed = iter([lost(750.0, 9.2), lost(745.0, 9.1)])
     merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2), bandwidth=10.0)
     assert e.decision is ev.Decision.REGRESSION and e.allowed.high < 950.0
-    v = judge_evidence("c", e, "img/s", BASE)
+    v = judge_evidence("c", e, "img/s", Expected(1000.0, "img/s", 0.05, "test", memory_gbs=10.0))
     assert v.failed and not v.inconclusive and "allowing for the memory bandwidth its runs lost (up to 9% below " \
-                                                "the baseline's), 8" in v.message
+                                                "the baseline's 10.0 GB/s), 8" in v.message
+    assert "allowing for what the host took from its runs (up to 9% below the baseline's), 8" in \
+        judge_evidence("c", e, "img/s", BASE).message  # the baseline's figures not at hand
     # Runs that lost no bandwidth (or with the rule off) get no allowance: a regression as before.
     for runs, drop in (([lost(910.0, 10.5), lost(905.0, 10.2)], ev.MAX_BANDWIDTH_DROP),
                        ([lost(910.0, 9.2), lost(905.0, 9.1)], None)):
@@ -297,7 +299,7 @@ def test_runs_busy_for_their_bandwidth_alone_count_against_the_case_at_their_all
     fed = iter([lost(700.0, 8.6), lost(690.0, 8.5)])
     merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=5), sleep=lambda s: None,
                                       bandwidth=10.0)
-    assert [f.bandwidth_only for f in e.figures] == [True, True] and all(f.busy for f in e.figures)
+    assert [f.host_only for f in e.figures] == [True, True] and all(f.busy for f in e.figures)
     assert e.decision is ev.Decision.REGRESSION and e.stopped == "decided" and len(e.figures) == 2
     assert e.estimate.runs == 2 and e.estimate.value == pytest.approx(math.sqrt(700 * 690))
     assert e.allowed.value == pytest.approx(math.sqrt(700 / 0.86 * 690 / 0.85)) and e.allowed.high < 950.0
@@ -307,10 +309,10 @@ def test_runs_busy_for_their_bandwidth_alone_count_against_the_case_at_their_all
     assert v.message.startswith("c: 695.0 img/s (95% CI 674.6-716.0, 2 runs) is 30.5% below the baseline 1000.0 img/s ")
     assert ("allowing for the memory bandwidth its runs lost (up to 15% below the baseline's 10.0 GB/s), 812.9 "
             "img/s" in v.message)
-    assert v.message.endswith("; 2 of 2 run(s) measured while the host's other tenants took its memory bandwidth "
-                              "(memory bandwidth 8.5 GB/s, 15% below the baseline's 10.0 GB/s): counted against it "
+    assert v.message.endswith("; 2 of 2 run(s) measured while the host's other tenants took its memory bandwidth or "
+                              "core (memory bandwidth 8.5 GB/s, 15% below the baseline's 10.0 GB/s): counted against it "
                               "only at their allowed figures")
-    assert e.to_dict()["runs"][0]["bandwidth_only"] is True
+    assert e.to_dict()["runs"][0]["host_only"] is True
     # One such run is no confirmed regression: at a budget of one, inconclusive ("not confirmed").
     fed = iter([lost(700.0, 8.6)])
     merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=1), bandwidth=10.0)
@@ -339,7 +341,7 @@ def test_a_bandwidth_drop_beside_another_process_in_the_machine_never_counts_aga
     fed = iter([attempt(700.0, neighbour)] * 2)
     merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2), sleep=lambda s: None,
                                       bandwidth=10.0)
-    assert [f.bandwidth_only for f in e.figures] == [False, False] and e.estimate is None
+    assert [f.host_only for f in e.figures] == [False, False] and e.estimate is None
     v = judge_evidence("c", e, "img/s", BASE)
     assert v.status is Status.INCONCLUSIVE and not v.failed
     # Nor with the CPU rule off (--dlperf-max-interference off): the neighbour is still there.
@@ -353,14 +355,14 @@ def test_a_bandwidth_drop_beside_another_process_in_the_machine_never_counts_aga
                                       bandwidth=10.0)
     assert e.decision is ev.Decision.REGRESSION
     # Steal counts as another tenant's CPU; so does a CPU-busy run, which never counts.
-    assert not ev.bandwidth_alone({"other_cpu_percent": 2.0, "steal_percent": 20.0}, None, "bw", 1.2)
-    assert not ev.bandwidth_alone({"other_cpu_percent": 2.0}, "other processes used 180% CPU", "bw", 1.2)
-    assert ev.bandwidth_alone({"other_cpu_percent": 2.0, "steal_percent": 1.0}, None, "bw", 1.2)
+    assert not ev.host_alone({"other_cpu_percent": 2.0, "steal_percent": 20.0}, None, "bw", 1.2)
+    assert not ev.host_alone({"other_cpu_percent": 2.0}, "other processes used 180% CPU", "bw", 1.2)
+    assert ev.host_alone({"other_cpu_percent": 2.0, "steal_percent": 1.0}, None, "bw", 1.2)
     # Without the baseline's bandwidth (the reference is the session's fastest runs) there is no allowance.
     runs = [{"index": i, "windows": [{"throughput": v}], "interference": {"memory_gbs": g}}
             for i, (v, g) in enumerate([(700.0, 8.0), (1000.0, 10.0), (1000.0, 10.0)])]
-    assert [f.bandwidth_only for f in ev.run_figures(runs)] == [False, False, False]
-    assert [f.bandwidth_only for f in ev.run_figures(runs, bandwidth=10.0)] == [True, False, False]
+    assert [f.host_only for f in ev.run_figures(runs)] == [False, False, False]
+    assert [f.host_only for f in ev.run_figures(runs, bandwidth=10.0)] == [True, False, False]
 
 
 def test_a_regression_from_one_counted_run_at_the_budget_is_not_confirmed():
@@ -537,6 +539,34 @@ def test_the_memory_probe_reaches_the_verdict_against_the_baselines_bandwidth(dl
     assert 'name="dlperf_memory_gbs_min"' in (dlperf.path / "junit.xml").read_text()
 
 
+def test_the_core_probe_reaches_the_verdict_against_the_baselines_core_speed(dlperf):
+    # The worker's real core probe against a baseline entry's core_gflops: far above any machine's, every run
+    # is busy for its core alone, and a case 80% slower even allowing for that is a regression from two such
+    # runs; one within the threshold is passed, its busy run counted; far below, every run counts.
+    dlperf.pytester.makeconftest(PACED)
+    path = dlperf.baseline([{**paced_case("paced-slow", 0.2), "throughput": 1e9, "core_gflops": 1e6},
+                            {**paced_case("paced-pass", 0.5), "throughput": 400.0, "core_gflops": 1e6},
+                            {**paced_case("paced-improved", 0.2), "throughput": 700.0, "core_gflops": 1e-3}],
+                           schema_version=2)
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "3", "--dlperf-max-core-drop", "0.1",
+                        "--dlperf-json", "results.json", "--junitxml", "junit.xml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    cases = {c["id"].split("-")[1]: c for c in dlperf.results()["cases"]}
+    starved, counted, fine = cases["slow"], cases["pass"], cases["improved"]
+    assert starved["verdict"] == "fail" and starved["evidence"]["decision"] == "regression"
+    runs = starved["evidence"]["runs"]
+    assert len(runs) == 2 and all(r["busy"].startswith("core speed ") and r["host_only"] for r in runs)
+    assert all("% below the baseline's 1000000.0 GFLOP/s" in r["busy"] for r in runs)
+    assert "allowing for the core speed its runs lost (up to 100% below the baseline's 1000000.0 GFLOP/s)" \
+        in starved["message"]
+    probes = starved["attempts"][0]["runs"][0]["interference"]["core_probes"]
+    assert len(probes) == 3 and all(p > 0 for p in probes)  # before, between the 2 windows, after (FAST)
+    assert counted["verdict"] == "pass" and counted["evidence"]["busy_counted"] is True
+    assert fine["verdict"] == "improved" and fine["evidence"]["runs"][0]["busy"] is None
+    assert fine["evidence"]["runs"][0]["core_gflops"] > 0
+    assert 'name="dlperf_core_gflops_min"' in (dlperf.path / "junit.xml").read_text()
+
+
 def test_a_shortfall_the_lost_bandwidth_explains_is_inconclusive_and_passes(dlperf):
     # A band so wide that every run counts, against a baseline bandwidth far above any machine's: the
     # paced case's runs are 50% below the baseline, a regression alone, but the bandwidth they lost
@@ -569,6 +599,12 @@ def test_the_bandwidth_rule_is_on_for_the_cpu_and_off_for_gpus_unless_given(dlpe
     assert given.bandwidth_drop("cpu") == given.bandwidth_drop("cuda") == 0.2
     off = options("--dlperf-max-bandwidth-drop", "off")
     assert off.bandwidth_drop("cpu") is off.bandwidth_drop("cuda") is None
+    # The core rule likewise.
+    assert default.core_drop("cpu") == ev.MAX_CORE_DROP and default.core_drop("cuda") is None
+    given = options("--dlperf-max-core-drop", "0.3")
+    assert given.core_drop("cpu") == given.core_drop("cuda") == 0.3
+    off = options("--dlperf-max-core-drop", "off")
+    assert off.core_drop("cpu") is off.core_drop("cuda") is None
 
 
 def test_the_budget_options_are_checked(dlperf):

@@ -85,6 +85,7 @@ class HistoryBaseline:
     figures: tuple[float, ...]  # the last N sessions' figures, oldest first
     description: str  # "history: last 8 sessions on AMD EPYC, 2 CPUs (2026-11-01 .. 2026-11-23)"
     memory_gbs: float | None = None  # the median of those sessions' memory probes, where they kept one
+    core_gflops: float | None = None  # the median of those sessions' core probes, where they kept one
 
 
 def baselines(points: Iterable[Point], count: int) -> dict[str, HistoryBaseline]:
@@ -94,8 +95,9 @@ def baselines(points: Iterable[Point], count: int) -> dict[str, HistoryBaseline]
         last = group[-count:]
         figures = tuple(p.case.throughput for p in last)
         span = f"{last[0].session.created[:10]} .. {last[-1].session.created[:10]}"
-        probes = [p.case.memory_gbs for p in last if p.case.memory_gbs]
+        probes = {key: [getattr(p.case, key) for p in last if getattr(p.case, key)]
+                  for key in ("memory_gbs", "core_gflops")}
         out[case_id] = HistoryBaseline(statistics.median(figures), figures,
                                        f"history: last {len(last)} session(s) on {machine} ({span})",
-                                       statistics.median(probes) if probes else None)
+                                       *(statistics.median(v) if v else None for v in probes.values()))
     return out

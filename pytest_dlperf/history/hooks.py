@@ -46,7 +46,7 @@ class HistoryBaselines:
         needed = min(MAX_SAVED_TOLERANCE, math.ceil(100 * NOISE_SIGMAS * spread) / 100)
         note = f"; tolerance {round(100 * needed)}% (3 x the sessions' CV)" if needed > asked else ""
         return Expected(found.throughput, unit, max(asked, needed), found.description + note,
-                        figures=found.figures, memory_gbs=found.memory_gbs)
+                        figures=found.figures, memory_gbs=found.memory_gbs, core_gflops=found.core_gflops)
 
 
 def check(options: Any, root: Any) -> HistoryBaselines | None:

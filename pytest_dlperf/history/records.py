@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..baseline import counted_bandwidth
+from ..baseline import counted_probe
 
 #: The fields of a session that :func:`environment_changes` compares across a change point, with their labels.
 COMPARED = (("torch", "torch"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"), ("driver", "driver"),
@@ -67,6 +67,8 @@ class CaseRow:
     #: The median memory bandwidth its counted runs' probe measured (GB/s; schema version 2), the
     #: reference that marks a later run on a slower host busy (:mod:`pytest_dlperf.evidence`).
     memory_gbs: float | None = None
+    #: The median core speed its counted runs' core probe measured (GFLOP/s; schema version 3), likewise.
+    core_gflops: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +131,8 @@ def case_rows(results: Iterable[Any]) -> list[CaseRow]:
             case_id=result.id, case=result.case.to_dict(), unit=result.unit, throughput=result.throughput,
             runs=runs, verdict=verdict, baseline=None if result.baseline is None else result.baseline.throughput,
             tolerance=None if result.baseline is None else result.baseline.tolerance,
-            memory_gbs=counted_bandwidth(result.evidence)))  # as a saved baseline entry keeps it
+            memory_gbs=counted_probe(result.evidence, "memory_gbs"),
+            core_gflops=counted_probe(result.evidence, "core_gflops")))  # as a saved baseline entry keeps it
     return rows
 
 

@@ -24,10 +24,11 @@ from typing import Any
 
 from .records import CaseRow, Point, SessionRow
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: What each version adds to the one before it, applied in order to an older store when it is opened.
 MIGRATIONS = {
     2: ("ALTER TABLE dlperf_cases ADD COLUMN memory_gbs DOUBLE PRECISION",),  # the runs' memory probe, GB/s
+    3: ("ALTER TABLE dlperf_cases ADD COLUMN core_gflops DOUBLE PRECISION",),  # the runs' core probe, GFLOP/s
 }
 #: Seconds a writer waits for another's lock before it gives up (SQLite's busy timeout).
 BUSY_TIMEOUT = 60.0
@@ -35,7 +36,7 @@ BUSY_TIMEOUT = 60.0
 _SESSION_COLUMNS = ("id", "created", "machine", "hostname", "gpu", "gpu_count", "driver", "torch", "cuda",
                     "cudnn", "nccl", "git_commit", "git_branch", "environment")
 _CASE_COLUMNS = ("session_id", "case_id", "case_json", "unit", "throughput", "runs", "verdict", "baseline",
-                 "tolerance", "memory_gbs")
+                 "tolerance", "memory_gbs", "core_gflops")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dlperf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ("CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
@@ -44,7 +45,7 @@ SCHEMA = (
     ("CREATE TABLE IF NOT EXISTS dlperf_cases (session_id TEXT NOT NULL REFERENCES dlperf_sessions(id), "
      "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
      "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, memory_gbs DOUBLE PRECISION, "
-     "PRIMARY KEY (session_id, case_id))"),
+     "core_gflops DOUBLE PRECISION, PRIMARY KEY (session_id, case_id))"),
     "CREATE INDEX IF NOT EXISTS dlperf_sessions_machine ON dlperf_sessions (machine, created)",
     "CREATE INDEX IF NOT EXISTS dlperf_cases_case ON dlperf_cases (case_id)",
 )
@@ -329,7 +330,8 @@ def _session_values(session: SessionRow) -> tuple:
 
 def _case_values(session_id: str, case: CaseRow) -> tuple:
     return (session_id, case.case_id, json.dumps(case.case, sort_keys=True), case.unit, case.throughput,
-            json.dumps(list(case.runs)), case.verdict, case.baseline, case.tolerance, case.memory_gbs)
+            json.dumps(list(case.runs)), case.verdict, case.baseline, case.tolerance, case.memory_gbs,
+            case.core_gflops)
 
 
 def _point(row: Sequence[Any]) -> Point:
@@ -340,4 +342,5 @@ def _point(row: Sequence[Any]) -> Point:
     return Point(SessionRow(**values), CaseRow(
         case_id=case["case_id"], case=json.loads(case["case_json"]), unit=case["unit"],
         throughput=case["throughput"], runs=tuple(json.loads(case["runs"])), verdict=case["verdict"],
-        baseline=case["baseline"], tolerance=case["tolerance"], memory_gbs=case["memory_gbs"]))
+        baseline=case["baseline"], tolerance=case["tolerance"], memory_gbs=case["memory_gbs"],
+        core_gflops=case["core_gflops"]))

@@ -60,9 +60,10 @@ def evidence_properties(result: CaseResult) -> list[tuple[str, Any]]:
               for run in attempt.get("runs") or [] if run.get("interference")]
     if others:
         props.append(("dlperf_other_cpu_percent_max", round(max(others), 1)))
-    bandwidths = [r["memory_gbs"] for r in runs if r.get("memory_gbs")]
-    if bandwidths:
-        props.append(("dlperf_memory_gbs_min", round(min(bandwidths), 2)))
+    for key in ("memory_gbs", "core_gflops"):  # the host probes (pytest_dlperf.evidence.HOST_PROBES)
+        probes = [r[key] for r in runs if r.get(key)]
+        if probes:
+            props.append((f"dlperf_{key}_min", round(min(probes), 2)))
     return props
 
 

@@ -25,6 +25,12 @@ last (never inside a timed window; chained like the telemetry sampler, :meth:`st
   (CV 12%) and their probe followed them (Pearson r = 0.89 of the logs; README, "Where the
   spread between runs comes from").  The controller compares it with the baseline's.
 
+* ``core_gflops``: the arithmetic one core gives this process, from float32 matrix products in
+  numpy (:class:`CoreProbe`), timed with the memory probe.  Another tenant can take a vCPU's
+  core (a busy sibling hyperthread) without using this machine's CPUs or its memory bandwidth:
+  on the project's 2-core VM, an hour when the runs of one case spread by 18% (CV) with the
+  bandwidth flat, the probe followed them (r = 0.90).
+
 Clock throttling is already sampled by the telemetry (``throttle_reasons``); the controller
 reads it from there (:mod:`pytest_dlperf.evidence`).
 """
@@ -132,27 +138,88 @@ class MemoryProbe:
                 "memory_probes": [round(r, 3) for r in self.rates]}
 
 
+#: The core probe's matrices: float32, this many rows and columns (9 KiB each, in any L1 cache; small enough
+#: that BLAS libraries multiply them on the calling thread).
+CORE_SIZE = 48
+CORE_PRODUCTS = 50  # products between two looks at the clock
+
+
+class CoreProbe:
+    """Times float32 matrix products of :data:`CORE_SIZE` in numpy (its own BLAS, not torch's: the build under
+    test is not in the probe) in GFLOP/s: the arithmetic one core gives this process.
+
+    Another tenant of the host can take a vCPU's core without any counter inside the machine
+    showing it (a busy sibling hyperthread, a lower clock): on the project's 2-core VM, fresh
+    training processes of a small convnet ran at 800-1,300 img/s (CV 18%) with their memory
+    bandwidth unchanged, and this probe followed them (r = 0.90, img/s ~ probe^1.0;
+    ``benchmarks/machine_drift.py --copy``).  Not made (``error`` says why) without numpy."""
+
+    def __init__(self, size: int = CORE_SIZE):
+        self.rates: list[float] = []
+        self.error: str | None = None
+        self.flops = 2 * size ** 3
+        try:
+            import numpy
+
+            rng = numpy.random.default_rng(0)
+            self._a = rng.random((size, size), dtype=numpy.float32)
+            self._b = rng.random((size, size), dtype=numpy.float32)
+            self._a @ self._b  # the BLAS loaded and warmed, outside any timing
+        except ImportError as exc:
+            self._a = self._b = None
+            self.error = f"no numpy for the core probe ({exc})"
+
+    def __call__(self) -> float | None:
+        """One probe: GFLOP/s of products for about :data:`PROBE_SECONDS` (None without numpy)."""
+        if self._a is None:
+            return None
+        a, b = self._a, self._b
+        products, began = 0, time.perf_counter()
+        while True:
+            for _ in range(CORE_PRODUCTS):
+                a @ b
+            products += CORE_PRODUCTS
+            elapsed = time.perf_counter() - began
+            if elapsed >= PROBE_SECONDS:
+                break
+        self.rates.append(products * self.flops / elapsed / 1e9)
+        return self.rates[-1]
+
+    def close(self) -> None:
+        self._a = self._b = None
+
+    def figures(self) -> dict[str, Any]:
+        if not self.rates:
+            return {"core_reason": self.error} if self.error else {}
+        return {"core_gflops": round(statistics.median(self.rates), 3),
+                "core_probes": [round(r, 3) for r in self.rates]}
+
+
 class Interference:
     """Reads what else used the machine between :meth:`start` and :meth:`stop`; ``then``: a sampler to chain.
 
     :meth:`between` (between two windows) times the memory probe once more; ``probe`` False: no probe.
     """
 
-    def __init__(self, then=None, gpu_index: int | None = None, probe: bool = True):
+    def __init__(self, then=None, gpu_index: int | None = None, probe: bool = True, core: bool = True):
         self.then = then
         self.gpu_index = gpu_index
         self._start: tuple[float, tuple[float, float], dict[int, float], list[psutil.Process]] | None = None
         self.figures: dict[str, Any] | None = None
         self.probe = MemoryProbe() if probe else None
+        self.core = CoreProbe() if core else None
+
+    def _probe(self) -> None:
+        for probe in (self.probe, self.core):
+            if probe is not None:
+                probe()
 
     def between(self) -> None:
-        """Between two windows (outside both): one more memory probe."""
-        if self.probe is not None:
-            self.probe()
+        """Between two windows (outside both): one more memory and core probe."""
+        self._probe()
 
     def start(self) -> None:
-        if self.probe is not None:
-            self.probe()  # before the CPU counters start: its own CPU time is the case's anyway
+        self._probe()  # before the CPU counters start: its own CPU time is the case's anyway
         procs = own_processes()
         self._start = (time.perf_counter(), _machine(), _cpu_seconds(procs), procs)
         if self.then is not None:
@@ -180,10 +247,11 @@ class Interference:
         }
         if self.gpu_index is not None:
             self.figures.update(gpu_others({p.pid for p in procs}, self.gpu_index))
-        if self.probe is not None:
-            self.probe()
-            self.figures.update(self.probe.figures())
-            self.probe.close()
+        self._probe()
+        for probe in (self.probe, self.core):
+            if probe is not None:
+                self.figures.update(probe.figures())
+                probe.close()
 
     def summary(self) -> dict[str, Any] | None:
         return self.figures
