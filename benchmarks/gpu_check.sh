@@ -2,13 +2,17 @@
 # The one-command check on a GPU machine (issue 16): install offline, run tests/gpu, measure
 # the harness's overhead, run the seeds' cases, write a measured baseline, bundle it all.
 #
-#   bash benchmarks/gpu_check.sh OUT_DIR [--part 1|2] [--dry-run]
+#   bash benchmarks/gpu_check.sh OUT_DIR [--part 1|2|3] [--dry-run]
 #
 #   --part 1   install; machine facts (nvidia-smi, environment); pytest tests/gpu;
 #              benchmarks/overhead.py for resnet50 amp bs256 (the harness / bare-loop ratio)
 #   --part 2   install; machine facts; the seeds' cases on one GPU with --dlperf-runs 3:
 #              the summary, JSON results, Markdown report, plots and a measured baseline
-#   (no --part: both, one after the other, for a machine without a per-command limit)
+#   --part 3   install; the verdicts on the GPU (issue 12): benchmarks/verdict_quality.py
+#              with resnet50 amp bs256, 10 unchanged sessions and 10 slowed by 5% against a
+#              baseline it saves, at a 3% tolerance (DLPERF_CHECK_VQ_TOLERANCES): the
+#              false-alarm and detection rates, runs per verdict
+#   (no --part: all three, one after the other, for a machine without a per-command limit)
 #   --dry-run  on any machine, in under a minute: print every command a real run would
 #              run, and run the CPU-safe ones instead with tiny settings (tests/gpu skip
 #              without CUDA; the overhead and seed steps train `tiny` on the CPU); the same
@@ -19,7 +23,7 @@
 # (`timeout -s INT`: pytest still writes its JUnit XML and the plugin its JSON and report).
 # A step cut off by its limit, or one that fails, is reported; the next step still runs.
 #
-# OUT_DIR receives at most 8 files (7 after both parts), and nothing else:
+# OUT_DIR receives at most 8 files (8 after all three parts), and nothing else:
 #   part1-summary.txt     what ran, how long, test counts, the harness / bare-loop ratio
 #   part1-logs.tar.gz     install log, nvidia-smi -L/-q/topo, environment.json, pip freeze,
 #                         tests/gpu output + JUnit XML + the inner sessions' worker logs,
@@ -31,6 +35,7 @@
 #                         in a dry run): copy it to baselines/ and commit it
 #   part2-report.tar.gz   report.md + report-logs/, plots/*.png, benchmark.json, the
 #                         seeds' pytest output and JUnit XML
+#   part3-verdicts.txt    what ran, verdict_quality's table and every session's message
 #
 # Offline install.  The GPU machine has torch, torchvision, pytest, pytest-benchmark,
 # nvidia-ml-py, psutil, matplotlib and transformers, but not jsonschema and its
@@ -71,7 +76,7 @@ while (($#)); do
     case "$1" in
         --dry-run) DRY=1 ;;
         --part)
-            if (($# < 2)); then echo "gpu_check.sh: --part takes 1 or 2" >&2; exit 2; fi
+            if (($# < 2)); then echo "gpu_check.sh: --part takes 1, 2 or 3" >&2; exit 2; fi
             PART="$2"
             shift ;;
         --part=*) PART="${1#--part=}" ;;
@@ -84,12 +89,12 @@ while (($#)); do
     shift
 done
 if [[ -z "$OUT" ]]; then
-    echo "usage: bash benchmarks/gpu_check.sh OUT_DIR [--part 1|2] [--dry-run]" >&2
+    echo "usage: bash benchmarks/gpu_check.sh OUT_DIR [--part 1|2|3] [--dry-run]" >&2
     exit 2
 fi
 case "$PART" in
-    1 | 2 | all) ;;
-    *) echo "gpu_check.sh: --part takes 1 or 2, not '$PART'" >&2; exit 2 ;;
+    1 | 2 | 3 | all) ;;
+    *) echo "gpu_check.sh: --part takes 1, 2 or 3, not '$PART'" >&2; exit 2 ;;
 esac
 
 mkdir -p "$OUT"
@@ -473,6 +478,36 @@ PYEOF
     bundle_logs "$logs" "$OUT/part2-report.tar.gz" report install.log machine.log machine
 }
 
+# --------------------------------------------------------------------------- part 3
+
+part3() {
+    PART_START=$SECONDS
+    STEPS_LOG=""
+    local logs="$WORK/part3"
+    mkdir -p "$logs"
+
+    DRY_CMD=(install_project)
+    run_step install 120 "$logs/install.log" -- install_project
+
+    # Issue 12 on the GPU: a baseline of resnet50 amp bs256 (3 runs), then 10 unchanged
+    # sessions and 10 whose every step trains 13 samples more than its 256 (5% less
+    # throughput where the work is linear in the batch), alternating, each judged against
+    # the baseline at DLPERF_CHECK_VQ_TOLERANCES (default 0.03: a 5% tolerance cannot tell a 5%
+    # slowdown).  Per run: 10 warm-up + 3 x 20 steps at about 0.09 s on an H100 (6 s) plus
+    # about 8 s to start; 1-2 runs a session: about 6 minutes.  --budget stops starting
+    # sessions in time for the table.
+    local tolerances="${DLPERF_CHECK_VQ_TOLERANCES:-0.03}"
+    local vq=("$PY" benchmarks/verdict_quality.py --model resnet50 --precision amp --batch-size 256 --device cuda
+        --slowdown 0.05 --sessions 10 --tolerances "$tolerances" --baseline-runs 3 --max-runs 5 --steps 10,20,3
+        --budget 420 --verbose)
+    DRY_CMD=("$PY" benchmarks/verdict_quality.py --model tiny --batch-size 8 --device cpu --slowdown 0.2
+        --sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --budget 60 --verbose)
+    run_step verdicts 480 "$logs/verdicts.log" -- "${vq[@]}"
+
+    write_summary "$OUT/part3-verdicts.txt" "gpu_check.sh part 3: verdicts on the GPU (benchmarks/verdict_quality.py)" \
+        "$(sed -n '/^baseline:/,$p' "$logs/verdicts.log" 2>/dev/null)"
+}
+
 # A tar.gz of a part's logs: text, JSON, XML, Markdown and PNG files under 2 MB (so neither
 # the inductor cache nor a core file comes along).
 bundle_logs() {
@@ -492,7 +527,8 @@ echo "gpu_check.sh: part $PART$( ((DRY)) && echo ', dry run'); output in $OUT; s
 case "$PART" in
     1) part1 ;;
     2) part2 ;;
-    all) part1; part2 ;;
+    3) part3 ;;
+    all) part1; part2; part3 ;;
 esac
 echo
 echo "gpu_check.sh: $(find "$OUT" -maxdepth 1 -type f | wc -l) files in $OUT:"

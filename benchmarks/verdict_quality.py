@@ -28,9 +28,9 @@ It prints, per tolerance and kind: sessions, failed (for "unchanged" and "hog": 
 for "slowed": detections), inconclusive, passed, allowed (of those not failed, the sessions
 whose estimate was below the threshold: only the memory bandwidth their runs lost kept them
 from failing, :func:`pytest_dlperf.evidence.bandwidth_allowance`), the mean runs per verdict,
-the busy runs and, of them, those busy for their memory bandwidth alone (``bw-only``:
-:func:`pytest_dlperf.evidence.bandwidth_alone`, which count towards a regression at their allowed
-figures), and the mean seconds per session.  Exit status 0 (a table; no pass/fail threshold: the figures are the
+the busy runs and, of them, those busy for what the host took alone (``host-only``: memory
+bandwidth or core, :func:`pytest_dlperf.evidence.host_alone`, which count towards a regression at
+their allowed figures), and the mean seconds per session.  Exit status 0 (a table; no pass/fail threshold: the figures are the
 result).
 
     python benchmarks/verdict_quality.py --sessions 20 --tolerances 0.05,0.10 --hog
@@ -80,6 +80,33 @@ class Repeated(nn.Module):
 @register_model("vq", task="image-classification", batch_size=16, defaults={"image_size": 12, "num_classes": 10})
 def vq(settings):
     return Repeated(int(os.environ.get("DLPERF_VQ_COST", "20")), settings["num_classes"])
+
+
+class Padded(nn.Module):
+    """A model that trains DLPERF_VQ_PAD more samples than its batch (its first ones again) and returns
+    the batch's outputs: every layer does (batch + pad) / batch times the work, forward and backward."""
+
+    def __init__(self, model, pad):
+        super().__init__()
+        self.model, self.pad = model, pad
+
+    def forward(self, x):
+        n = x.shape[0]
+        if self.pad:
+            x = torch.cat([x, x[:self.pad]])
+        return self.model(x)[:n]
+
+
+if os.environ.get("DLPERF_VQ_MODEL"):  # --model: vq-<name>, a registered image-classification model, padded
+    from pytest_dlperf.models.registry import get_model_spec
+
+    BASE = get_model_spec(os.environ["DLPERF_VQ_MODEL"])
+
+    def padded(settings):
+        return Padded(BASE.factory(settings), int(os.environ.get("DLPERF_VQ_PAD", "0")))
+
+    register_model("vq-" + BASE.name, task=BASE.task, batch_size=BASE.batch_size, defaults=dict(BASE.defaults),
+                   channels_last=BASE.channels_last, requires=dict(BASE.requires), factory=padded)
 '''
 
 HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
@@ -99,20 +126,21 @@ while os.getppid() == parent:
 """
 
 
-def session(folder: Path, args: list[str], cost: int, beside: list[str], timeout: float,
+def session(folder: Path, args: list[str], cost: dict[str, str], beside: list[str], timeout: float,
             keep: Path | None = None) -> dict:
-    """One pytest session of the ``vq`` case; its verdict, runs, their memory probes and seconds.
+    """One pytest session of the case; its verdict, runs, their memory probes and seconds.
 
-    ``beside``: the code of each process that runs beside it; ``keep``: where to copy the session's
-    results document."""
-    env = dict(os.environ, DLPERF_VQ_COST=str(cost))
+    ``cost``: the environment that sets the case's work (``DLPERF_VQ_COST`` blocks of ``vq``, or
+    ``DLPERF_VQ_PAD`` samples more of a ``--model``); ``beside``: the code of each process that runs
+    beside it; ``keep``: where to copy the session's results document."""
+    env = dict(os.environ, **cost)
     results = folder / "results.json"
     results.unlink(missing_ok=True)
     hogs = [subprocess.Popen([sys.executable, "-c", code]) for code in beside]
     started = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-                               "--dlperf-device", "cpu", "--dlperf-json", str(results), *args],
+                               "--dlperf-json", str(results), *args],
                               cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     finally:
         for h in hogs:
@@ -128,6 +156,7 @@ def session(folder: Path, args: list[str], cost: int, beside: list[str], timeout
     case = json.loads(results.read_text())["cases"][0]
     evidence = case.get("evidence") or {}
     probes = [r["memory_gbs"] for r in evidence.get("runs") or [] if r.get("memory_gbs")]
+    cores = [r["core_gflops"] for r in evidence.get("runs") or [] if r.get("core_gflops")]
     estimate = (evidence.get("estimate") or {}).get("value")
     # Not failed only for the bandwidth allowance: without it (the rule before), the same runs' estimate
     # below the threshold fails, decided or not.
@@ -138,15 +167,45 @@ def session(folder: Path, args: list[str], cost: int, beside: list[str], timeout
     return {"verdict": case["verdict"], "throughput_verdict": case.get("throughput_verdict"), "estimate": estimate,
             "allowed": allowed,
             "runs": len(evidence.get("runs") or []), "busy": sum(1 for r in evidence.get("runs") or [] if r["busy"]),
-            "bandwidth_only": sum(1 for r in evidence.get("runs") or [] if r.get("bandwidth_only")),
+            "host_only": sum(1 for r in evidence.get("runs") or [] if r.get("host_only")),
             "seconds": seconds, "message": case["message"],
-            "memory_gbs": statistics.median(probes) if probes else None}
+            "memory_gbs": statistics.median(probes) if probes else None,
+            "core_gflops": statistics.median(cores) if cores else None}
 
 
 def ratios(estimates: list[float | None], baseline: float) -> str:
     """The sessions' estimates over the baseline: median and range (sessions with no estimate left out)."""
     values = sorted(e / baseline for e in estimates if e)
     return f"{statistics.median(values):.3f} ({values[0]:.3f}-{values[-1]:.3f})" if values else "-"
+
+
+class BudgetSpent(Exception):
+    """--budget seconds have passed: no more sessions."""
+
+
+def print_table(table: dict[tuple[float, str], list[dict]], figures: dict[str, float], started: float) -> None:
+    """The table: per tolerance and kind, the sessions' verdicts, runs, busy runs, seconds and estimates."""
+    print()
+    print("tolerance | kind        | sessions | failed | inconclusive | passed | allowed | mean runs | "
+          "on 1st run | busy runs | host-only | mean s | estimate / baseline (median, range)")
+    print("----------+-------------+----------+--------+--------------+--------+---------+-----------+-"
+          "-----------+-----------+-----------+--------+------------------------------------")
+    for (tolerance, name), outcomes in table.items():
+        failed = sum(o["verdict"] == "fail" for o in outcomes)
+        unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
+        print(f"{100 * tolerance:8.0f}% | {name:11} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
+              f"{len(outcomes) - failed - unsure:6} | {sum(o['allowed'] for o in outcomes):7} | "
+              f"{statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
+              f"{sum(o['runs'] == 1 and o['throughput_verdict'] != 'inconclusive' for o in outcomes):10} | "
+              f"{sum(o['busy'] for o in outcomes):9} | {sum(o['host_only'] for o in outcomes):9} | "
+              f"{statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
+              + ratios([o["estimate"] for o in outcomes], figures[name]))
+    print("failed: false alarms for unchanged, hog, neighbour and fine, detections for slowed; inconclusive: "
+          "passed, not decided; allowed: not failed only for the memory bandwidth its runs lost (their estimate is "
+          "below the threshold: failed without the allowance); on 1st run: decided by its first run; host-only: the busy "
+          "runs busy for what the host took alone (memory bandwidth, core), which count towards a regression at "
+          "their allowed figures")
+    print(f"total {time.monotonic() - started:.0f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +232,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="also judge unchanged and slowed sessions against a baseline made of this many "
                              "sessions' runs (dlperf baseline update --from ...; default 1: only the first's)")
     parser.add_argument("--cost", type=int, default=20, help="conv blocks per forward, unchanged (default 20)")
+    parser.add_argument("--model", default="vq",
+                        help="vq (default), or a registered image-classification model (resnet50): the slowed kind "
+                             "trains --slowdown / (1 - --slowdown) of its batch more samples (the batch's first "
+                             "ones again) and counts only the batch")
+    parser.add_argument("--device", default="cpu", help="--dlperf-device of every session (default cpu)")
+    parser.add_argument("--precision", default=None, help="--dlperf-precision (default: the plugin's, fp32)")
+    parser.add_argument("--batch-size", type=int, default=None, help="--dlperf-batch-size (default: the model's)")
     parser.add_argument("--steps", default="2,5,3", help="warm-up steps, steps per window, windows (default 2,5,3)")
     parser.add_argument("--baseline-runs", type=int, default=3, help="runs of the saved baseline (default 3)")
     parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
@@ -181,9 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-bandwidth-drop", default=None,
                         help="--dlperf-max-bandwidth-drop of each session (default: the plugin's, 0.1 on the CPU; "
                              "off: never busy for it)")
+    parser.add_argument("--max-core-drop", default=None,
+                        help="--dlperf-max-core-drop of each session (default: the plugin's, 0.1 on the CPU; off: never "
+                             "busy for it)")
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS of every session's worker (default: the plugin's, the CPUs per rank)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds in all: no session starts after them, and the table shows the sessions done")
     parser.add_argument("--verbose", action="store_true", help="print each session's message")
     parser.add_argument("--keep", type=Path, default=None,
                         help="copy each session's results document into this folder (TOLERANCE-KIND-N.json)")
@@ -194,27 +265,49 @@ def main(argv: list[str] | None = None) -> int:
     if opts.threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(opts.threads)
     warmup, steps, repeats = opts.steps.split(",")
-    slowed = round(opts.cost / (1 - opts.slowdown))
-    common = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", steps, "--dlperf-repeats", repeats]
+    common = ["--dlperf-device", opts.device, "--dlperf-warmup-steps", warmup, "--dlperf-steps", steps,
+              "--dlperf-repeats", repeats]
+    common += ["--dlperf-precision", opts.precision] if opts.precision else []
+    common += ["--dlperf-batch-size", str(opts.batch_size)] if opts.batch_size else []
+    if opts.model == "vq":
+        model = "vq"
+        slowed = round(opts.cost / (1 - opts.slowdown))
+        unchanged_cost, slowed_cost = {"DLPERF_VQ_COST": str(opts.cost)}, {"DLPERF_VQ_COST": str(slowed)}
+        cost_line = (f"cost: unchanged {opts.cost} blocks, slowed {slowed} blocks "
+                     f"({100 * (1 - opts.cost / slowed):.1f}% less throughput)")
+    else:
+        from pytest_dlperf.models.registry import get_model_spec
+
+        model, os.environ["DLPERF_VQ_MODEL"] = f"vq-{opts.model}", opts.model
+        batch = opts.batch_size or get_model_spec(opts.model).batch_size
+        pad = round(batch * opts.slowdown / (1 - opts.slowdown))
+        if not 0 < pad <= batch:
+            raise SystemExit(f"--slowdown {opts.slowdown}: pads a batch of {batch} with {pad} samples; "
+                             f"expected 1 to {batch}")
+        unchanged_cost, slowed_cost = {"DLPERF_VQ_PAD": "0"}, {"DLPERF_VQ_PAD": str(pad)}
+        cost_line = (f"cost: unchanged {batch} samples a step, slowed {batch + pad} "
+                     f"({100 * pad / (batch + pad):.1f}% less throughput where the work is linear in the batch)")
     if opts.max_interference is not None:
         common += ["--dlperf-max-interference", opts.max_interference]
     if opts.max_bandwidth_drop is not None:
         common += ["--dlperf-max-bandwidth-drop", opts.max_bandwidth_drop]
+    if opts.max_core_drop is not None:
+        common += ["--dlperf-max-core-drop", opts.max_core_drop]
     with tempfile.TemporaryDirectory(prefix="dlperf-vq-") as tmp:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(CONFTEST)
         started = time.monotonic()
         # Room to re-measure the baseline's busy runs (--dlperf-save-baseline wants --dlperf-runs counted).
-        measure = [*common, "--dlperf-model", "vq", "--dlperf-runs", str(opts.baseline_runs),
+        measure = [*common, "--dlperf-model", model, "--dlperf-runs", str(opts.baseline_runs),
                    "--dlperf-max-runs", str(2 * opts.baseline_runs)]
-        saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], opts.cost, [], opts.timeout,
+        saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], unchanged_cost, [], opts.timeout,
                         folder / "s0.json")
         base = json.loads((folder / "base.json").read_text())
         entry = base["cases"][0]
         multi = None
         if opts.baseline_sessions > 1:
             for i in range(1, opts.baseline_sessions):
-                session(folder, measure, opts.cost, [], opts.timeout, folder / f"s{i}.json")
+                session(folder, measure, unchanged_cost, [], opts.timeout, folder / f"s{i}.json")
             (folder / "multi.json").write_text(json.dumps(base))
             sources = [arg for i in range(opts.baseline_sessions) for arg in ("--from", f"s{i}.json")]
             subprocess.run([sys.executable, "-m", "pytest_dlperf", "baseline", "update", "multi.json", *sources],
@@ -223,18 +316,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"baseline of {opts.baseline_sessions} sessions: {multi['cases'][0]['throughput']:.1f} from runs "
                   f"{multi['cases'][0].get('runs')}, memory {multi['cases'][0].get('memory_gbs')} GB/s")
         print(f"baseline: {entry['throughput']:.1f} {entry['unit']} from {saved['runs']} runs "
-              f"(medians {entry.get('runs')}, memory {entry.get('memory_gbs')} GB/s), {saved['seconds']:.0f} s; "
+              f"(medians {entry.get('runs')}, memory {entry.get('memory_gbs')} GB/s, core {entry.get('core_gflops')} "
+              f"GFLOP/s), {saved['seconds']:.0f} s; "
               f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'the plugin default')}")
-        print(f"cost: unchanged {opts.cost} blocks, slowed {slowed} blocks ({100 * (1 - opts.cost / slowed):.1f}% "
-              f"less throughput); {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
+        print(f"{cost_line}; {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
         hog = [HOG] * (os.cpu_count() or 1)
         neighbour = [NEIGHBOUR.format(duty=opts.neighbour_duty)]
-        kinds = [("unchanged", opts.cost, []), ("slowed", slowed, [])] + \
-            ([("hog", opts.cost, hog)] if opts.hog else []) + \
-            ([("neighbour", opts.cost, neighbour)] if opts.neighbour_sessions else [])
+        kinds = [("unchanged", unchanged_cost, []), ("slowed", slowed_cost, [])] + \
+            ([("hog", unchanged_cost, hog)] if opts.hog else []) + \
+            ([("neighbour", unchanged_cost, neighbour)] if opts.neighbour_sessions else [])
         at = f"@{opts.baseline_sessions}"
         if multi is not None:
-            kinds += [("unchanged" + at, opts.cost, []), ("slowed" + at, slowed, [])]
+            kinds += [("unchanged" + at, unchanged_cost, []), ("slowed" + at, slowed_cost, [])]
         figures = {name: (multi if multi is not None and name.endswith(at) else base)["cases"][0]["throughput"]
                    for name, _, _ in kinds}
         figures["fine"] = entry["throughput"]
@@ -254,44 +347,35 @@ def main(argv: list[str] | None = None) -> int:
             counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions,
                       "neighbour": opts.neighbour_sessions, "unchanged" + at: opts.sessions,
                       "slowed" + at: opts.sessions}
-            chosen = kinds + ([("fine", opts.cost, [])] if opts.fine_sessions and position == 0 else [])
-            for index in range(max(counts[name] for name, _, _ in chosen)):
-                for name, cost, beside in chosen:
-                    if index >= counts[name]:
-                        continue
-                    fine = name == "fine"
-                    against = "fine.json" if fine else "m.json" if name.endswith(at) and multi else "b.json"
-                    args = [*common, "--dlperf-baseline", against, *runs]
-                    if name == "neighbour":
-                        args += ["--dlperf-max-interference", "off"]
-                    judged = opts.fine_tolerance if fine else tolerance
-                    keep = opts.keep / f"{judged:g}-{name}-{index + 1}.json" if opts.keep else None
-                    outcome = session(folder, args, cost, beside, opts.timeout, keep)
-                    table[judged, name].append(outcome)
-                    if opts.verbose:
-                        memory = "" if outcome["memory_gbs"] is None else f", {outcome['memory_gbs']:.1f} GB/s"
-                        print(f"  tol {judged:g} {name} #{index + 1}: {outcome['verdict']} "
-                              f"({outcome['runs']} runs, {outcome['seconds']:.0f} s{memory}): {outcome['message']}")
-        print()
-        print("tolerance | kind        | sessions | failed | inconclusive | passed | allowed | mean runs | "
-              "on 1st run | busy runs | bw-only | mean s | estimate / baseline (median, range)")
-        print("----------+-------------+----------+--------+--------------+--------+---------+-----------+-"
-              "-----------+-----------+---------+--------+------------------------------------")
-        for (tolerance, name), outcomes in table.items():
-            failed = sum(o["verdict"] == "fail" for o in outcomes)
-            unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
-            print(f"{100 * tolerance:8.0f}% | {name:11} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
-                  f"{len(outcomes) - failed - unsure:6} | {sum(o['allowed'] for o in outcomes):7} | "
-                  f"{statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
-                  f"{sum(o['runs'] == 1 and o['throughput_verdict'] != 'inconclusive' for o in outcomes):10} | "
-                  f"{sum(o['busy'] for o in outcomes):9} | {sum(o['bandwidth_only'] for o in outcomes):7} | "
-                  f"{statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
-                  + ratios([o["estimate"] for o in outcomes], figures[name]))
-        print("failed: false alarms for unchanged, hog, neighbour and fine, detections for slowed; inconclusive: "
-              "passed, not decided; allowed: not failed only for the memory bandwidth its runs lost (their estimate is "
-              "below the threshold: failed without the allowance); on 1st run: decided by its first run; bw-only: busy runs "
-              "busy for their memory bandwidth alone, which count towards a regression at their allowed figures")
-        print(f"total {time.monotonic() - started:.0f} s")
+            chosen = kinds + ([("fine", unchanged_cost, [])] if opts.fine_sessions and position == 0 else [])
+            try:
+                for index in range(max(counts[name] for name, _, _ in chosen)):
+                    for name, cost, beside in chosen:
+                        if index >= counts[name]:
+                            continue
+                        fine = name == "fine"
+                        against = "fine.json" if fine else "m.json" if name.endswith(at) and multi else "b.json"
+                        args = [*common, "--dlperf-baseline", against, *runs]
+                        if name == "neighbour":
+                            args += ["--dlperf-max-interference", "off"]
+                        judged = opts.fine_tolerance if fine else tolerance
+                        keep = opts.keep / f"{judged:g}-{name}-{index + 1}.json" if opts.keep else None
+                        if opts.budget is not None and time.monotonic() - started > opts.budget:
+                            raise BudgetSpent
+                        outcome = session(folder, args, cost, beside, opts.timeout, keep)
+                        table[judged, name].append(outcome)
+                        if opts.verbose:
+                            memory = "" if outcome["memory_gbs"] is None else f", {outcome['memory_gbs']:.1f} GB/s"
+                            memory += "" if outcome["core_gflops"] is None else f", {outcome['core_gflops']:.1f} GFLOP/s"
+                            print(f"  tol {judged:g} {name} #{index + 1}: {outcome['verdict']} "
+                                  f"({outcome['runs']} runs, {outcome['seconds']:.0f} s{memory}): {outcome['message']}",
+                                  flush=True)
+            except (KeyboardInterrupt, BudgetSpent) as stop:
+                why = "interrupted" if isinstance(stop, KeyboardInterrupt) else f"--budget {opts.budget:g} s spent"
+                print(f"\n{why}: the sessions done so far", flush=True)
+                print_table(table, figures, started)
+                return 130 if isinstance(stop, KeyboardInterrupt) else 0
+        print_table(table, figures, started)
     return 0
 
 

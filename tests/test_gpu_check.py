@@ -1,8 +1,8 @@
 """benchmarks/gpu_check.sh --dry-run: every step, CPU-safe, and the bundle a GPU run leaves.
 
 The dry run prints the commands a GPU run would run and runs CPU versions of them: the
-offline install, the machine facts, tests/gpu (which skip without CUDA), overhead.py and
-a seed run on the ``tiny`` model.  Parts 1 and 2 run side by side, as two commands into
+offline install, the machine facts, tests/gpu (which skip without CUDA), overhead.py,
+a seed run on the ``tiny`` model and (part 3) verdict_quality.py's sessions of ``tiny``.  Parts 1 and 2 run side by side, as two commands into
 one output folder (as on a GPU machine, where each is one command of at most 10 minutes):
 about 40 s of CPU time in all, 25-30 s on an idle 2-core machine.
 """
@@ -120,9 +120,27 @@ def test_the_dry_run_runs_every_step_and_leaves_the_bundle(tmp_path):
     assert any(name.startswith("report/report-logs/tiny-fp32-bs32-gpu1/") for name in report), report
 
 
+def test_the_dry_run_of_part_3_judges_sessions_and_leaves_their_table(tmp_path):
+    out = tmp_path / "out"
+    code, text = run_script(str(out), "--part", "3", "--dry-run", timeout=300)
+    assert code == 0, text[-8000:]
+    assert {p.name for p in out.iterdir()} == {"part3-verdicts.txt"}
+    would = [line.removeprefix("DRY RUN: would run: ") for line in text.splitlines()
+             if line.startswith("DRY RUN: would run: ")]
+    vq = next(cmd for cmd in would if "verdict_quality.py" in cmd)
+    for option in ("--model resnet50", "--precision amp", "--batch-size 256", "--device cuda", "--slowdown 0.05",
+                   "--sessions 10", "--tolerances 0.03", "--budget"):
+        assert option in vq, option
+    summary = (out / "part3-verdicts.txt").read_text()
+    assert re.search(r"^  verdicts ok\(exit=0\)", summary, re.MULTILINE), summary
+    assert "cost: unchanged 8 samples a step, slowed 10 (20.0% less throughput" in summary
+    for kind in ("unchanged", "slowed"):  # one session each, judged at the dry run's 50%
+        assert re.search(rf"^ +50% \| {kind} +\| +1 \|", summary, re.MULTILINE), summary
+
+
 def test_usage_errors():
     assert run_script()[0] == 2
-    assert run_script("out", "--part", "3")[0] == 2
+    assert run_script("out", "--part", "4")[0] == 2
     assert run_script("out", "--part")[0] == 2
     assert run_script("out", "--bogus")[0] == 2
     code, shown = run_script("--help")
