@@ -261,10 +261,14 @@ def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX
         if not figures:
             continue
         cpu_reason = busy_reason(run.get("interference"), run.get("telemetry"), threshold)
-        host_reasons = [probe.reason(probed[probe.key][i], *references[probe.key], drop) for probe, _, drop in rules]
-        host_reason = "; ".join(r for r in host_reasons if r) or None
+        host_reasons = [(probe.reason(probed[probe.key][i], *references[probe.key], drop), baseline)
+                        for probe, baseline, drop in rules]
+        host_reason = "; ".join(r for r, _ in host_reasons if r) or None
         allowance = max(bandwidth_allowance(probed[probe.key][i], baseline, drop) for probe, baseline, drop in rules)
-        only = host_alone(run.get("interference"), cpu_reason, host_reason, allowance)
+        # The allowance covers a probe's loss only against the baseline's figure of it: a run busy for a probe the
+        # baseline kept no figure of (an older baseline without core_gflops) is no evidence either way.
+        only = all(baseline for reason, baseline in host_reasons if reason) and \
+            host_alone(run.get("interference"), cpu_reason, host_reason, allowance)
         out.append(RunFigure(run.get("index", len(out)), statistics.median(figures),
                              "; ".join(r for r in (cpu_reason, host_reason) if r) or None,
                              probed[MEMORY.key][i], allowance, only, probed[CORE.key][i]))

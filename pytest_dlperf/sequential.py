@@ -93,10 +93,11 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
     case (:attr:`pytest_dlperf.evidence.RunFigure.counts_against`): the counted runs, and those
     busy only because the host's other tenants took more than ``--dlperf-max-bandwidth-drop`` of
     the bandwidth or ``--dlperf-max-core-drop`` of the core
-    (:func:`pytest_dlperf.evidence.host_alone`), which are no evidence of a pass.  Runs busy for other processes on the machine's CPUs or GPU never count against it.
-    The allowed estimate is the fourth item where any such run lost bandwidth and the case was
-    not decided a pass; where runs busy for their bandwidth alone decide a regression, the
-    estimate is that of all the runs that count against the case.
+    (:func:`pytest_dlperf.evidence.host_alone`), which are no evidence of a pass.  Runs busy for
+    other processes on the machine's CPUs or GPU never count against it.  The allowed estimate is
+    the fourth item where any such run lost bandwidth or core and the case was not decided a pass;
+    where runs busy for what the host took alone decide a regression, the estimate is that of
+    all the runs that count against the case.
     """
     values = [f.value for f in figures if not f.busy]
     if not values and expected is None:
@@ -119,8 +120,8 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
         allowed = ev.estimate([f.allowed for f in against], tolerance, base, runs)
         if ev.decide(allowed, tolerance) is not ev.Decision.REGRESSION:
             if decision is ev.Decision.REGRESSION:
-                decision = ev.Decision.UNDECIDED  # the bandwidth the runs lost can explain it: measure again
-        elif len(against) > len(values):  # runs busy for their bandwidth alone show more slowness than it explains
+                decision = ev.Decision.UNDECIDED  # what the host took can explain it: measure again
+        elif len(against) > len(values):  # runs busy for what the host took alone: slower than it explains
             estimate, decision = ev.estimate([f.value for f in against], tolerance, base, runs), ev.Decision.REGRESSION
     return estimate, decision, False, allowed
 

@@ -107,23 +107,26 @@ def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str |
 # -- the sequential verdict (pytest_dlperf.sequential): an estimate with its interval
 
 
-def host_losses(figures, expected: Expected) -> str:
+def host_losses(figures, expected: Expected) -> tuple[str, list[str]]:
     """What the host took from the runs that count against the case, as the allowance allows for it: "the
-    memory bandwidth its runs lost (up to 9% below the baseline's 10.0 GB/s)", and the core speed likewise."""
+    memory bandwidth its runs lost (up to 9% below the baseline's 10.0 GB/s)", and the core speed likewise;
+    and which probes lost ("memory bandwidth", "core speed")."""
     from .evidence import HOST_PROBES
 
-    parts = []
+    parts, what = [], []
     for probe in HOST_PROBES:
         reference = getattr(expected, probe.key, None)
         values = [f.probe(probe) for f in figures if f.counts_against and f.allowance > 1.0 and f.probe(probe)]
         lost = [reference / v for v in values if reference and v < reference]
         if lost:
+            what.append(probe.what)
             parts.append(f"the {probe.what} its runs lost (up to {fmt_pct(1 - 1 / max(lost))} below the "
                          f"baseline's {reference:.1f} {probe.unit})")
     if parts:
-        return " and ".join(parts)
+        return " and ".join(parts), what
     most = max((f.allowance for f in figures if f.counts_against), default=1.0)  # references not at hand
-    return f"what the host took from its runs (up to {fmt_pct(1 - 1 / most)} below the baseline's)"
+    return f"what the host took from its runs (up to {fmt_pct(1 - 1 / most)} below the baseline's)", what
+
 
 #: ``--dlperf-inconclusive``: which inconclusive cases fail the session.
 INCONCLUSIVE_POLICIES = ("below", "fail", "pass")
@@ -186,10 +189,12 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     source = f"; source: {expected.source}" if expected.source else ""
     detail = f"(tolerance {fmt_pct(tol)}{source})"
     side = f"{fmt_pct(abs(diff))} {'below' if diff < 0 else 'above'} the baseline {fmt_value(base)} {unit}"
-    allowed_note = ""
+    allowed_note, lost = "", []
     if allowed is not None and (evidence.decision is not Decision.PASS):
-        allowed_note = (f"; allowing for {host_losses(evidence.figures, expected)}, {fmt_value(allowed.value)} "
-                        f"{unit} ({allowed.interval_text(fmt_value)})")
+        losses, lost = host_losses(evidence.figures, expected)
+        allowed_note = (f"; allowing for {losses}, {fmt_value(allowed.value)} {unit} "
+                        f"({allowed.interval_text(fmt_value)})")
+    lost_what = " and ".join(lost) or "memory bandwidth or core speed"
     if evidence.decision is Decision.REGRESSION:
         return Verdict(FAIL, f"{case_id}: {figure} is {side} {detail}{allowed_note}{busy_note}", diff)
     if evidence.decision is Decision.IMPROVED:
@@ -205,10 +210,11 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     why = (f"its interval reaches both sides of the threshold {fmt_value(threshold)} {unit} "
            f"({'the' if evidence.stopped == 'time budget' else 'at the'} {evidence.stopped.replace('-', ' ')})")
     if allowed is not None and est.high < threshold:  # undecided only for the allowance
-        why = f"the memory bandwidth its runs lost may explain it (at the {evidence.stopped.replace('-', ' ')})"
+        why = f"the {lost_what} its runs lost may explain it (at the {evidence.stopped.replace('-', ' ')})"
     text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{allowed_note}{busy_note}"
     if explained:
-        text += "; not failed: the bandwidth explains the estimate's shortfall"
+        text += (f"; not failed: the {'bandwidth' if lost == ['memory bandwidth'] else lost_what} explains the "
+                 f"estimate's shortfall")
     if inconclusive_fails(inconclusive, below and not explained):
         reason = ("the estimate is below the threshold, not confirmed" if below and not explained
                   else "--dlperf-inconclusive fail")

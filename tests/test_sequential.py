@@ -363,6 +363,16 @@ def test_a_bandwidth_drop_beside_another_process_in_the_machine_never_counts_aga
             for i, (v, g) in enumerate([(700.0, 8.0), (1000.0, 10.0), (1000.0, 10.0)])]
     assert [f.host_only for f in ev.run_figures(runs)] == [False, False, False]
     assert [f.host_only for f in ev.run_figures(runs, bandwidth=10.0)] == [True, False, False]
+    # Busy for its core against the session's fastest runs (the baseline kept no core figure), its bandwidth
+    # a little below the baseline's: the allowance covers the bandwidth, not the core, so no evidence either way.
+    runs = [{"index": i, "windows": [{"throughput": v}], "interference": {"memory_gbs": g, "core_gflops": c}}
+            for i, (v, g, c) in enumerate([(500.0, 9.8, 20.0), (1000.0, 10.0, 50.0), (1000.0, 10.0, 50.0)])]
+    got = ev.run_figures(runs, bandwidth=10.0)
+    assert got[0].busy == "core speed 20.0 GFLOP/s, 60% below this case's fastest run's 50.0 GFLOP/s"
+    assert got[0].allowance == pytest.approx(10.0 / 9.8) and not got[0].host_only
+    got = ev.run_figures(runs, bandwidth=10.0, core=50.0)  # against the baseline's core figure: it counts against
+    assert got[0].busy.startswith("core speed 20.0 GFLOP/s, 60% below the baseline's") and got[0].host_only
+    assert got[0].allowance == pytest.approx(2.5) and got[0].allowed == pytest.approx(1250.0)
 
 
 def test_a_regression_from_one_counted_run_at_the_budget_is_not_confirmed():
@@ -541,24 +551,30 @@ def test_the_memory_probe_reaches_the_verdict_against_the_baselines_bandwidth(dl
 
 def test_the_core_probe_reaches_the_verdict_against_the_baselines_core_speed(dlperf):
     # The worker's real core probe against a baseline entry's core_gflops: far above any machine's, every run
-    # is busy for its core alone, and a case 80% slower even allowing for that is a regression from two such
-    # runs; one within the threshold is passed, its busy run counted; far below, every run counts.
+    # is busy for its core; far below, every run counts.  A run busy for its core alone counts against the case
+    # only where no other process used the machine's CPUs (the other test worker may: then it is no evidence).
     dlperf.pytester.makeconftest(PACED)
     path = dlperf.baseline([{**paced_case("paced-slow", 0.2), "throughput": 1e9, "core_gflops": 1e6},
                             {**paced_case("paced-pass", 0.5), "throughput": 400.0, "core_gflops": 1e6},
                             {**paced_case("paced-improved", 0.2), "throughput": 700.0, "core_gflops": 1e-3}],
                            schema_version=2)
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "3", "--dlperf-max-core-drop", "0.1",
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-max-core-drop", "0.1",
                         "--dlperf-json", "results.json", "--junitxml", "junit.xml")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
     cases = {c["id"].split("-")[1]: c for c in dlperf.results()["cases"]}
     starved, counted, fine = cases["slow"], cases["pass"], cases["improved"]
-    assert starved["verdict"] == "fail" and starved["evidence"]["decision"] == "regression"
     runs = starved["evidence"]["runs"]
-    assert len(runs) == 2 and all(r["busy"].startswith("core speed ") and r["host_only"] for r in runs)
+    assert runs and all(r["busy"].startswith("core speed ") for r in runs)
     assert all("% below the baseline's 1000000.0 GFLOP/s" in r["busy"] for r in runs)
-    assert "allowing for the core speed its runs lost (up to 100% below the baseline's 1000000.0 GFLOP/s)" \
-        in starved["message"]
+    quiet = [run["interference"]["other_cpu_percent"] + run["interference"]["steal_percent"] <= ev.QUIET_CPU
+             for run in starved["attempts"][0]["runs"]]
+    assert [r["host_only"] for r in runs] == quiet
+    if all(quiet):  # 80% slower even allowing for the core it lost: a regression from two such runs
+        assert result.ret == pytest.ExitCode.TESTS_FAILED and starved["evidence"]["decision"] == "regression"
+        assert "allowing for the core speed its runs lost (up to 100% below the baseline's 1000000.0 GFLOP/s)" \
+            in starved["message"]
+    elif not any(quiet):  # beside another process: no evidence either way
+        assert result.ret == pytest.ExitCode.OK and starved["verdict"] == "inconclusive"
+        assert "inconclusive: the machine was busy (core speed " in starved["message"]
     probes = starved["attempts"][0]["runs"][0]["interference"]["core_probes"]
     assert len(probes) == 3 and all(p > 0 for p in probes)  # before, between the 2 windows, after (FAST)
     assert counted["verdict"] == "pass" and counted["evidence"]["busy_counted"] is True
