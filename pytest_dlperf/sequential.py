@@ -54,6 +54,9 @@ class Evidence:
     #: The estimate from the runs' figures raised by the memory bandwidth they lost (see :func:`assess`);
     #: None where no counted run lost any, or the case passed.
     allowed: ev.Estimate | None = None
+    #: What the host gave the counted runs above the baseline's probes (:func:`pytest_dlperf.evidence.host_gain`):
+    #: a slowdown may hide behind it.
+    host_gain: str | None = None
 
     @property
     def busy(self) -> list[ev.RunFigure]:
@@ -68,7 +71,7 @@ class Evidence:
         return {"decision": self.decision.value, "stopped": self.stopped,
                 "estimate": None if self.estimate is None else self.estimate.to_dict(),
                 "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures],
-                "allowed": None if self.allowed is None else self.allowed.to_dict()}
+                "allowed": None if self.allowed is None else self.allowed.to_dict(), "host_gain": self.host_gain}
 
 
 #: Evidence runs a regression needs before it is declared (while the run budget allows them).
@@ -174,7 +177,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted, allowed = assess(figures, expected, baseline_runs, tolerance)
-        evidence = Evidence(figures, estimate, decision, "decided", busy_counted, allowed)
+        gain = ev.host_gain(figures, bandwidth, core, budget.max_bandwidth_drop, budget.max_core_drop)
+        evidence = Evidence(figures, estimate, decision, "decided", busy_counted, allowed, gain)
         # A regression needs REGRESSION_RUNS runs that agree: one fresh run can be an outlier the spread
         # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose
         # five runs spread 9%).  Fine and improved cases are decided on their first run.

@@ -195,15 +195,19 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
         allowed_note = (f"; allowing for {losses}, {fmt_value(allowed.value)} {unit} "
                         f"({allowed.interval_text(fmt_value)})")
     lost_what = " and ".join(lost) or "memory bandwidth or core speed"
+    gain = getattr(evidence, "host_gain", None)
+    # A host faster than the baseline's: the figure may overstate the case (a regression stands all the same).
+    gain_note = (f"; the host gave its runs more than the baseline's ({gain}): a slowdown may hide behind that "
+                 f"(save the baseline again, or take it from history)") if gain else ""
     if evidence.decision is Decision.REGRESSION:
         return Verdict(FAIL, f"{case_id}: {figure} is {side} {detail}{allowed_note}{busy_note}", diff)
     if evidence.decision is Decision.IMPROVED:
         return Verdict(IMPROVED, f"{case_id}: {figure} is {side} {detail}; improved: update the baseline "
-                                 f"(--dlperf-save-baseline){busy_note}", diff)
+                                 f"(--dlperf-save-baseline){busy_note}{gain_note}", diff)
     if evidence.decision is Decision.PASS:
         sign = "+" if diff >= 0 else "-"
         return Verdict(PASS, f"{case_id}: {figure} is within {fmt_pct(tol)} of the baseline {fmt_value(base)} "
-                             f"{unit} ({sign}{fmt_pct(abs(diff))}{source}){busy_note}", diff)
+                             f"{unit} ({sign}{fmt_pct(abs(diff))}{source}){busy_note}{gain_note}", diff)
     threshold = base * (1 - tol)
     below = est.value < threshold
     explained = below and allowed is not None and allowed.value >= threshold
@@ -211,7 +215,7 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
            f"({'the' if evidence.stopped == 'time budget' else 'at the'} {evidence.stopped.replace('-', ' ')})")
     if allowed is not None and est.high < threshold:  # undecided only for the allowance
         why = f"the {lost_what} its runs lost may explain it (at the {evidence.stopped.replace('-', ' ')})"
-    text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{allowed_note}{busy_note}"
+    text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{allowed_note}{busy_note}{gain_note}"
     if explained:
         text += (f"; not failed: the {'bandwidth' if lost == ['memory bandwidth'] else lost_what} explains the "
                  f"estimate's shortfall")

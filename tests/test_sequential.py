@@ -333,6 +333,28 @@ def test_runs_busy_for_their_bandwidth_alone_count_against_the_case_at_their_all
     assert "; 1 of 2 run(s) measured while the host's other tenants took its memory bandwidth" in v.message
 
 
+def test_a_host_faster_than_the_baselines_is_said_where_the_case_passes():
+    # The runs' probes 20% above the baseline's: a pass says a slowdown may hide behind it; a regression does not.
+    fed = iter([lost(1000.0, 12.0), lost(1004.0, 12.0), lost(998.0, 12.0)])
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=5), bandwidth=10.0)
+    assert e.decision is ev.Decision.PASS and e.host_gain == "memory bandwidth 12.0 GB/s, 20% above the baseline's " \
+                                                             "10.0 GB/s"
+    assert e.to_dict()["host_gain"] == e.host_gain
+    v = judge_evidence("c", e, "img/s", BASE)
+    assert v.message.endswith("; the host gave its runs more than the baseline's (memory bandwidth 12.0 GB/s, 20% "
+                              "above the baseline's 10.0 GB/s): a slowdown may hide behind that (save the baseline "
+                              "again, or take it from history)")
+    fed = iter([lost(700.0, 12.0), lost(702.0, 12.1)])
+    merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=5), bandwidth=10.0)
+    assert e.decision is ev.Decision.REGRESSION and "the host gave" not in judge_evidence("c", e, "img/s", BASE).message
+    # Within the band, or the rule off: nothing said.
+    assert ev.host_gain(ev.run_figures([probed(1000.0, 10.9)], bandwidth=10.0), 10.0, None) is None
+    assert ev.host_gain(ev.run_figures([probed(1000.0, 12.0)], bandwidth=10.0), 10.0, None, max_drop=None) is None
+    core = [{"windows": [{"throughput": 1.0}], "interference": {"core_gflops": 60.0}}]
+    assert ev.host_gain(ev.run_figures(core, core=50.0), None, 50.0) == ("core speed 60.0 GFLOP/s, 20% above the "
+                                                                          "baseline's 50.0 GFLOP/s")
+
+
 def test_a_bandwidth_drop_beside_another_process_in_the_machine_never_counts_against_the_case():
     # Another process using 40% of a CPU (the machine not saturated, so not busy for the CPU rule) evicts the
     # case's caches too, which the probe does not feel: such a run is no evidence either way.
