@@ -102,9 +102,16 @@ class Baseline:
         """The device the figures were measured on (see :func:`measured_on`)."""
         return measured_on(self.hardware, self.data.get("environment") or {})
 
-    def device_mismatch(self, device: Mapping[str, Any]) -> str | None:
-        """The note for a case that ran on ``device`` when it is not this baseline's (see :func:`device_mismatch`)."""
-        return device_mismatch(self.measured_on, device)
+    @property
+    def cpu_isa(self) -> str | None:
+        """The instruction set of the CPU the figures were measured on (``hardware.cpu_isa``, else the recorded
+        environment's), where known."""
+        return self.hardware.get("cpu_isa") or ((self.data.get("environment") or {}).get("host") or {}).get("cpu_isa")
+
+    def device_mismatch(self, device: Mapping[str, Any], isa: str | None = None) -> str | None:
+        """The note for a case that ran on ``device`` (with this machine's CPU ``isa``) when it is not this
+        baseline's (see :func:`device_mismatch`)."""
+        return device_mismatch(self.measured_on, device, self.cpu_isa, isa)
 
     def reference(self, case: Case) -> Entry | None:
         """The 1-GPU entry of the same model, precision, batch and settings (one with a figure to judge by)."""
@@ -135,12 +142,15 @@ def measured_on(hardware: Mapping[str, Any], environment: Mapping[str, Any]) -> 
     return None
 
 
-def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapping[str, Any]) -> str | None:
+def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapping[str, Any],
+                    baseline_isa: str | None = None, isa: str | None = None) -> str | None:
     """A note when this run's ``device`` (the worker's ``{"type", "name"}``) is not the baseline's.
 
     Different GPU models (compared by :func:`environment.same_gpu_model`), different CPU
-    models on a CPU run (:func:`environment.same_cpu_model`), or a CPU run against a GPU
-    baseline (and the reverse). None when they match or either side is unknown.
+    models on a CPU run (:func:`environment.same_cpu_model`) or the same name with another
+    instruction set (``baseline_isa``, ``isa``: :func:`environment.cpu_isa`, where both are
+    known), or a CPU run against a GPU baseline (and the reverse). None when they match or
+    either side is unknown.
     """
     if baseline_device is None or not device.get("type"):
         return None
@@ -148,6 +158,9 @@ def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapp
     name = device.get("name")
     if kind == device["type"]:
         same = environment_mod.same_cpu_model if kind == "cpu" else environment_mod.same_gpu_model
+        if kind == "cpu" and model and name and same(model, name) and baseline_isa and isa \
+                and set(baseline_isa.split()) != set(isa.split()):
+            return f"baseline measured on {model} ({baseline_isa}); this machine has {name} ({isa})"
         if not (model and name) or same(model, name):
             return None
         return f"baseline measured on {model}; this machine has {name}"
@@ -246,6 +259,8 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
     cpu = device.get("name") if kind == "cpu" and device.get("name") else host.get("cpu")
     if cpu:
         hardware["cpu"] = cpu
+    if kind == "cpu" and host.get("cpu_isa"):
+        hardware["cpu_isa"] = host["cpu_isa"]  # and this instruction set's
     if kind == "cpu" and host.get("cpu_count"):
         hardware["cpu_count"] = host["cpu_count"]  # a CPU run's figures are this many CPUs'
     if host.get("memory_bytes"):

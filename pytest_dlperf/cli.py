@@ -155,7 +155,8 @@ def cmd_update(args: argparse.Namespace) -> int:
     for path, results in zip(args.results, documents):
         which = f" ({path})" if len(documents) > 1 else ""
         device = (results.get("environment") or {}).get("device") or {}
-        mismatch = loaded.device_mismatch(device)  # the same comparison as the verdicts' note
+        isa = ((results.get("environment") or {}).get("host") or {}).get("cpu_isa")
+        mismatch = loaded.device_mismatch(device, isa)  # the same comparison as the verdicts' note
         if mismatch and not args.force:
             raise Trouble(f"{args.file}: $.hardware: {mismatch}{which}; not updated (--force updates anyway)")
         other_method = method_mismatches(loaded.data, results, add=not args.no_add)

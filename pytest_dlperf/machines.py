@@ -7,7 +7,9 @@ it was measured on.  :func:`load` picks, in this order:
 
 1. the folder's file whose hardware matches this machine (:meth:`Machine.matches`): on a GPU
    run the GPU model, whatever the count; on a CPU run the CPU model and, where the file
-   gives ``cpu_count``, the number of logical CPUs; the most specific one when several match;
+   gives ``cpu_count``, the number of logical CPUs and, where it gives ``cpu_isa``, the
+   training-relevant instruction set (a VM's "AMD EPYC" may or may not do bf16 arithmetic);
+   the most specific one when several match;
 2. else the file this machine recorded for the folder in an earlier session, in the record
    folder (``--dlperf-baseline-record``, default ``.dlperf/baselines``, under the suite's name);
 3. else none: the cases of the folder's reference file (the only file, or the one that says
@@ -37,15 +39,19 @@ from .tolerance import Widened
 
 @dataclasses.dataclass(frozen=True)
 class Machine:
-    """A machine class: a GPU model, or a CPU model and (where known) its number of logical CPUs."""
+    """A machine class: a GPU model, or a CPU model and (where known) its number of logical CPUs and its
+    training-relevant instruction set (:func:`pytest_dlperf.environment.cpu_isa`)."""
 
     kind: str  # "cuda" or "cpu"
     model: str | None
     cpus: int | None = None
+    isa: str | None = None  # "avx2 avx512f avx512_bf16"; None: not known
 
     def describe(self) -> str:
         name = self.model or f"an unknown {'CPU' if self.kind == 'cpu' else 'GPU'}"
-        return f"{name}, {self.cpus} CPUs" if self.kind == "cpu" and self.cpus else name
+        if self.kind != "cpu":
+            return name
+        return ", ".join([name, *([f"{self.cpus} CPUs"] if self.cpus else []), *([self.isa] if self.isa else [])])
 
     def words(self) -> list[str]:
         normalize = environment.normalize_cpu_name if self.kind == "cpu" else environment.normalize_gpu_name
@@ -54,7 +60,10 @@ class Machine:
     def slug(self) -> str:
         """A file name for this machine's recorded baseline: ``intel-xeon-platinum-8481c-2cpus``."""
         text = re.sub(r"[^a-z0-9.+]+", "-", "-".join(self.words())).strip("-.") or f"unknown-{self.kind}"
-        return f"{text}-{self.cpus}cpus" if self.kind == "cpu" and self.cpus else text
+        if self.kind != "cpu":
+            return text
+        text = f"{text}-{self.cpus}cpus" if self.cpus else text
+        return f"{text}-{re.sub(r'[^a-z0-9]+', '-', self.isa.split()[-1])}" if self.isa else text
 
     def matches(self, other: Machine | None) -> bool:
         """Whether a file measured on ``other`` describes this machine."""
@@ -63,6 +72,8 @@ class Machine:
         if self.kind == "cpu":
             if other.cpus is not None and self.cpus is not None and other.cpus != self.cpus:
                 return False
+            if other.isa is not None and self.isa is not None and set(other.isa.split()) != set(self.isa.split()):
+                return False  # the same name, another CPU: bf16 at a tenth of the speed, say
             return environment.same_cpu_model(self.model, other.model)
         return environment.same_gpu_model(self.model, other.model)
 
@@ -73,8 +84,11 @@ def measured_on(loaded: Baseline) -> Machine | None:
     if measured is None:
         return None
     kind, model = measured
-    cpus = loaded.hardware.get("cpu_count") if kind == "cpu" else None
-    return Machine(kind, model, cpus if isinstance(cpus, int) else None)
+    if kind != "cpu":
+        return Machine(kind, model)
+    cpus = loaded.hardware.get("cpu_count")
+    isa = loaded.hardware.get("cpu_isa") or ((loaded.data.get("environment") or {}).get("host") or {}).get("cpu_isa")
+    return Machine(kind, model, cpus if isinstance(cpus, int) else None, isa if isinstance(isa, str) else None)
 
 
 def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
@@ -83,7 +97,7 @@ def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
     host = env.get("host") or {}
     if device == "cuda" or (device == "auto" and gpus.get("count")):
         return Machine("cuda", gpus.get("model"))
-    return Machine("cpu", host.get("cpu"), host.get("cpu_count"))
+    return Machine("cpu", host.get("cpu"), host.get("cpu_count"), host.get("cpu_isa"))
 
 
 def shown(path: str | os.PathLike) -> str:
@@ -151,7 +165,7 @@ def _best(machine: Machine, candidates: Iterable[tuple[Baseline, Machine | None]
     matching = [(b, m) for b, m in candidates if machine.matches(m)]
     if not matching:
         return None
-    return max(matching, key=lambda bm: (len(bm[1].words()), bm[1].cpus is not None))[0]
+    return max(matching, key=lambda bm: (len(bm[1].words()), bm[1].cpus is not None, bm[1].isa is not None))[0]
 
 
 def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Baseline:

@@ -157,6 +157,12 @@ class DlperfSession:
             return self.history.expected(case, unit, self.options.tolerance) if self.history and case else None
         return entry.expected(unit, self.options.tolerance or baseline_mod.DEFAULT_TOLERANCE)
 
+    def cpu_isa(self) -> str | None:
+        """This machine's CPU instruction set (:func:`pytest_dlperf.environment.cpu_isa`; collected once)."""
+        from . import environment
+
+        return (environment.collect(self.config.rootpath).get("host") or {}).get("cpu_isa")
+
     def gate_minimum(self, entry: baseline_mod.Entry | None, key: str, from_option: float | None) -> float | None:
         """A gate's minimum (``key``: a baseline field): the entry's, else the baseline defaults', else the option's."""
         if entry is not None and getattr(entry, key) is not None:
@@ -316,7 +322,8 @@ class DlperfSession:
         loader = last.data()
         ranks = last.ranks()
         expected = self.expected(entry, last.unit, case)
-        mismatch = self.baseline.device_mismatch(last.device) if expected is not None and entry else None
+        mismatch = (self.baseline.device_mismatch(last.device, self.cpu_isa()) if expected is not None and entry
+                    else None)
         notes = [entry.unjudged] if entry is not None and entry.unjudged else []
         notes += [f"compile {compiled:.1f} s, outside the measured windows"] if compiled is not None else []
         notes += last.warnings

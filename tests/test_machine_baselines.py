@@ -31,6 +31,11 @@ def this_cpu(path) -> tuple[str, int]:
     return host["cpu"], host["cpu_count"]
 
 
+def this_machine(path) -> machines.Machine:
+    """This machine as a baseline folder sees it: CPU model, count and instruction set."""
+    return machines.this_machine("cpu", environment.collect(path))
+
+
 def suite(dlperf, *files: tuple[str, dict, list], folder: str = "suite") -> str:
     """A baseline folder of ``(name, hardware, cases)`` files; the first is the reference."""
     (dlperf.path / folder).mkdir()
@@ -72,6 +77,13 @@ def test_a_machine_matches_by_cpu_model_and_count_or_by_gpu_model_whatever_the_c
     assert not epyc2.matches(machines.Machine("cpu", "AMD EPYC", 16))
     assert not epyc2.matches(machines.Machine("cuda", "AMD EPYC"))
     assert epyc2.slug() == "amd-epyc-7b13-2cpus"
+    # The same name with another instruction set is another CPU (where both say theirs).
+    zen4 = machines.Machine("cpu", "AMD EPYC", 2, "avx2 avx512f avx512_bf16")
+    zen3 = machines.Machine("cpu", "AMD EPYC", 2, "avx2")
+    assert not zen3.matches(zen4) and not zen4.matches(zen3)
+    assert zen3.matches(machines.Machine("cpu", "AMD EPYC", 2, "avx2")) and zen3.matches(epyc2) and epyc2.matches(zen4)
+    assert zen4.matches(machines.Machine("cpu", "AMD EPYC", 2, "avx512_bf16 avx2 avx512f"))  # a set, any order
+    assert zen4.slug() == "amd-epyc-2cpus-avx512-bf16" and zen4.describe() == "AMD EPYC, 2 CPUs, avx2 avx512f avx512_bf16"
     h100 = machines.Machine("cuda", "NVIDIA H100 80GB HBM3")
     assert h100.matches(machines.Machine("cuda", "H100 80GB HBM3")) and h100.slug() == "h100-80gb-hbm3"
     a100 = machines.Machine("cuda", "NVIDIA A100-SXM4-80GB")
@@ -148,6 +160,12 @@ def test_two_cpus_that_differ_are_noted_as_two_gpus_are():
     assert baseline_mod.device_mismatch(measured, intel) == (
         "baseline measured on AMD EPYC; this machine has Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz")
     assert baseline_mod.device_mismatch(measured, {"type": "cpu", "name": "AMD EPYC 7B13 64-Core Processor"}) is None
+    # The same name with another instruction set: noted too, where both sides say theirs.
+    epyc = {"type": "cpu", "name": "AMD EPYC"}
+    assert baseline_mod.device_mismatch(measured, epyc, "avx2 avx512f avx512_bf16", "avx2") == (
+        "baseline measured on AMD EPYC (avx2 avx512f avx512_bf16); this machine has AMD EPYC (avx2)")
+    assert baseline_mod.device_mismatch(measured, epyc, "avx2", "avx2") is None
+    assert baseline_mod.device_mismatch(measured, epyc, None, "avx2") is None
 
 
 # --------------------------------------------------------------------------- sessions
@@ -155,42 +173,45 @@ def test_two_cpus_that_differ_are_noted_as_two_gpus_are():
 
 def test_a_folder_judges_against_the_file_of_this_cpu_and_says_so_in_one_line(dlperf):
     cpu, count = this_cpu(dlperf.path)
+    described = this_machine(dlperf.path).describe()
     folder = suite(dlperf, ("other.json", cpu_hardware(OTHER_CPU), [tiny_case(1e9)]),
                    ("mine.json", cpu_hardware(cpu, count), [tiny_case(1.0)]))
     result = dlperf.run("--dlperf-baseline", folder, "--dlperf-confirm", "0")
     result.assert_outcomes(passed=1)
     (line,) = lines_with(result, "suite/mine.json")
     assert line == (f"{ONE_LINE}baseline suite/mine.json: its hardware ({cpu}, {count} CPUs) matches this machine "
-                    f"({cpu}, {count} CPUs)")
+                    f"({described})")
     result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s*"])
     assert not (dlperf.path / ".dlperf" / "baselines").exists()  # nothing to record
 
 
 def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_it(dlperf):
     cpu, count = this_cpu(dlperf.path)
+    described = this_machine(dlperf.path).describe()
     folder = suite(dlperf, ("other.json", cpu_hardware(OTHER_CPU), [tiny_case(1e9), tiny_case(1e9, batch_size=16)]))
-    slug = machines.Machine("cpu", cpu, count).slug()
+    slug = this_machine(dlperf.path).slug()
     recorded = dlperf.path / ".dlperf" / "baselines" / "suite" / f"{slug}.json"
 
     # 1. No file describes this CPU: the figure of another is not used; the case is measured and recorded.
     result = dlperf.run("--dlperf-baseline", folder, "-k", "bs32", "--dlperf-json", "results.json")
     result.assert_outcomes(passed=1)
     (line,) = lines_with(result, "run unjudged")
-    assert line == (f"{ONE_LINE}no baseline for this machine ({cpu}, {count} CPUs) in suite (other.json: {OTHER_CPU}): "
+    assert line == (f"{ONE_LINE}no baseline for this machine ({described}) in suite (other.json: {OTHER_CPU}): "
                     f"the cases of other.json run unjudged and are recorded in .dlperf/baselines/suite/{slug}.json "
                     "for the next run")
     result.stdout.fnmatch_lines([
-        f"dlperf: recorded 1 case(s) of this machine ({cpu}, {count} CPUs) in .dlperf/baselines/suite/{slug}.json*; "
+        f"dlperf: recorded 1 case(s) of this machine ({described}) in .dlperf/baselines/suite/{slug}.json*; "
         "the next session of suite here gates against them",
         "no baseline in suite for this machine (1):",
-        f"  tiny-fp32-bs32-gpu1: * img/s, no baseline*; not judged: no baseline for this machine ({cpu}, {count} "
-        f"CPUs) in suite; recorded in .dlperf/baselines/suite/{slug}.json for the next run",
+        f"  tiny-fp32-bs32-gpu1: * img/s, no baseline*; not judged: no baseline for this machine ({described}) "
+        f"in suite; recorded in .dlperf/baselines/suite/{slug}.json for the next run",
     ])
     assert "1e+09" not in result.stdout.str() and "1000000000" not in result.stdout.str()
     assert dlperf.results()["baseline"] is None and dlperf.results()["cases"][0]["verdict"] == "no-baseline"
     saved = json.loads(recorded.read_text())
     jsonio.validate(saved, "baseline")
     assert saved["hardware"]["cpu"] == cpu and saved["hardware"]["cpu_count"] == count
+    assert saved["hardware"].get("cpu_isa") == this_machine(dlperf.path).isa
     (entry,) = saved["cases"]
     assert entry["batch_size"] == 32 and entry["tolerance"] >= 0.5  # the reference's, or what the noise needs
 
@@ -201,7 +222,7 @@ def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_i
     result.assert_outcomes(passed=2)
     (line,) = lines_with(result, "recorded on this machine")
     assert line.startswith(f"{ONE_LINE}baseline .dlperf/baselines/suite/{slug}.json: recorded on this machine "
-                           f"({cpu}, {count} CPUs) on ")
+                           f"({described}) on ")
     assert line.endswith("; no file in suite matches it")
     result.stdout.fnmatch_lines([
         "*tiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s*",
@@ -293,6 +314,14 @@ def test_the_cpu_suite_folder_has_one_reference_file_of_a_named_cpu():
                              ROOT / ".dlperf-test-never-written")
     assert loaded.selection.how == "matches" and Path(loaded.path).name == "amd-epyc.json"
     assert all(e.unjudged is None for e in loaded.entries)
+    # Its figures are an AVX-512 EPYC's (bf16 faster than fp32): an "AMD EPYC" with avx2 alone runs them unjudged.
+    zen3 = machines.select(str(ROOT / "baselines" / "cpu-smoke"), machines.Machine("cpu", "AMD EPYC", 2, "avx2"),
+                           ROOT / ".dlperf-test-never-written")
+    assert zen3.selection.how == "none" and all(e.unjudged for e in zen3.entries)
+    zen4 = machines.select(str(ROOT / "baselines" / "cpu-smoke"),
+                           machines.Machine("cpu", "AMD EPYC", 2, "avx2 avx512f avx512_bf16"),
+                           ROOT / ".dlperf-test-never-written")
+    assert zen4.selection.how == "matches"
     other = machines.select(str(ROOT / "baselines" / "cpu-smoke"),
                             machines.Machine("cpu", "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", 2),
                             ROOT / ".dlperf-test-never-written")
