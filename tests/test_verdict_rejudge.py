@@ -44,7 +44,7 @@ def rows(output):
         if line.startswith("core gain K = "):
             gain = float(line.split()[4])
         elif "|" in line and not line.strip().startswith("kind"):
-            kind, sessions, failed, inconclusive, passed, runs = (c.strip() for c in line.split("|"))
+            kind, _sessions, failed, inconclusive, passed, _runs = (c.strip() for c in line.split("|"))
             table[gain, kind] = (int(failed), int(inconclusive), int(passed))
     return table
 
