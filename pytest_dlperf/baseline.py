@@ -23,7 +23,7 @@ import datetime as _dt
 import os
 import re
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import environment as environment_mod
@@ -348,6 +348,57 @@ def run_medians(record: Mapping[str, Any]) -> dict[str, Any]:
         if figure is not None:
             out[key] = figure
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeReference:
+    """Host probes a baseline being saved is compared with (:func:`slower_host`): where they come from, for
+    the message ("the entry it replaces,"), and their figures."""
+
+    whose: str
+    memory_gbs: float | None = None
+    core_gflops: float | None = None
+
+
+def slower_host(entry: Mapping[str, Any], references: Sequence[ProbeReference], max_drop: float) -> str | None:
+    """Where an entry being saved read a host probe (``memory_gbs``, ``core_gflops``: the median of its counted
+    runs') more than ``max_drop`` below a reference's, why: "core speed 32.4 GFLOP/s, 9% below the entry it
+    replaces, 35.6 GFLOP/s" (the first reference that shows it, per probe); else None.
+
+    A baseline measured while the host ran slow (a minute when another tenant took part of its core or its
+    memory bandwidth: nothing inside the machine shows it, so its runs are not busy) sits low by about what
+    the host took, and a later slowdown of that size passes against it.  ``max_drop``: the entry's
+    tolerance, the size of slowdown the gate is asked to catch.
+    """
+    found = []
+    for probe in HOST_PROBES:
+        for reference in references:
+            reason = probe.reason(entry.get(probe.key), getattr(reference, probe.key), reference.whose, max_drop)
+            if reason:
+                found.append(reason)
+                break
+    return "; ".join(found) or None
+
+
+#: How an entry's note about a host slower than its references' begins (:func:`add_slower_host_note`).
+SLOWER_HOST_NOTE = "measured while the host ran slower: "
+
+
+def add_slower_host_note(entry: dict[str, Any], reason: str) -> None:
+    """Append the :func:`slower_host` ``reason`` to the entry's ``notes``, last (so that an update can drop it)."""
+    note = SLOWER_HOST_NOTE + reason
+    entry["notes"] = f"{entry['notes']}; {note}" if entry.get("notes") else note
+
+
+def drop_slower_host_note(entry: dict[str, Any]) -> None:
+    """Remove a figure's :func:`add_slower_host_note` from its entry, whose figure is being replaced."""
+    notes = entry.get("notes") or ""
+    if SLOWER_HOST_NOTE in notes:
+        kept = notes[:notes.index(SLOWER_HOST_NOTE)].rstrip("; ")
+        if kept:
+            entry["notes"] = kept
+        else:
+            entry.pop("notes")
 
 
 def counted_runs(evidence: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:

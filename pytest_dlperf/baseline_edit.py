@@ -168,6 +168,12 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
                               "updated": [], "added": []}
     lines = []
     defaults = document.get("defaults", {})
+    # The entries' host probes are a reference for the results' only where both come from this machine.
+    results_env = results.get("environment") or {}
+    same_machine = baseline_mod.device_mismatch(
+        baseline_mod.measured_on(document.get("hardware") or {}, document.get("environment") or {}),
+        results_env.get("device") or {}, (document.get("hardware") or {}).get("cpu_isa"),
+        (results_env.get("host") or {}).get("cpu_isa")) is None
     for rec in measured:
         case = _case(rec["case"])
         new = round(float(rec["throughput"]), 3)
@@ -193,9 +199,19 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
             lines.append(f"updated {case.id}: {fmt_value(old)} -> {fmt_value(new)} {rec['unit']} "
                          f"({100 * (new / old - 1):+.1f}%)")
         entry.update(throughput=new, unit=rec["unit"], source=source)
+        replaced = baseline_mod.ProbeReference("the entry it replaces,", entry.get("memory_gbs"),
+                                               entry.get("core_gflops"))
         for key in ("runs", *baseline_mod.PROBE_FIELDS):
             entry.pop(key, None)
         entry.update(baseline_mod.run_medians(rec))  # the new figure's own runs and host probes, or none
+        baseline_mod.drop_slower_host_note(entry)
+        if same_machine:
+            tolerance = entry.get("tolerance", defaults.get("tolerance", baseline_mod.DEFAULT_TOLERANCE))
+            reason = baseline_mod.slower_host(entry, [replaced], tolerance)
+            if reason:
+                baseline_mod.add_slower_host_note(entry, reason)
+                lines.append(f"{case.id}: measured while the host ran slower: {reason}; a slowdown that size "
+                             "can pass against its figure (update it from several sessions' results: --from each)")
         if any(key in entry for key in baseline_mod.VERSION_2_FIELDS):
             document["schema_version"] = 2
         # The entry stands for the step counts the figure was measured with (cmd_update has checked

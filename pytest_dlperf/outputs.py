@@ -170,14 +170,61 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
     commands = session.baseline.commands if session.baseline is not None else None
     document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps, widened=widened,
                                               commands=commands)
+    slower = _slower_host(session, path, env, document)
     baseline_mod.save(path, document)
     if tr:
         for wide in widened:
             tr.write_line(f"dlperf: {wide.line()}", yellow=True)
         tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
+        remedy = (f", or judge against the store's last sessions (--dlperf-baseline-from-history "
+                  f"{history_hooks.SAVE_REFERENCE_SESSIONS})" if session.options.history_url else
+                  ", or from several sessions (dlperf baseline update FILE --from each session's results)")
+        for case_id, reason in slower:
+            tr.write_line(f"dlperf: --dlperf-save-baseline: {case_id} was measured while the host ran slower: "
+                          f"{reason}; a slowdown that size can pass against its figure: save it again when the "
+                          f"host is quieter{remedy}", yellow=True)
         if widened:
             tr.write_line(f"dlperf: {summary_line(len(measured), widened, tolerance, session.options.runs)}",
                           yellow=True)
+
+
+def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
+                 document: dict[str, Any]) -> list[tuple[str, str]]:
+    """The cases of a baseline being saved whose host probes read more than their tolerance below those of
+    the baseline they were judged against, of their last sessions in the history store, or of the entry
+    they replace in ``path`` (measured on this machine): ``(case id, why)``, each also noted in its entry.
+    """
+    replaced = None
+    if os.path.exists(path):
+        try:
+            replaced = baseline_mod.load(path)
+        except (OSError, jsonio.DocumentError):
+            replaced = None  # not a baseline: nothing to compare with (and it is replaced all the same)
+    if replaced is not None and (replaced.measured_on is None or
+                                 replaced.device_mismatch(env.get("device") or {}, (env.get("host") or {}).get("cpu_isa"))):
+        replaced = None  # another machine's figures say nothing about this host's minute
+    history = session.history_references
+    measured = [r for r in session.results if r.measured]
+    default = document["defaults"]["tolerance"]
+    found = []
+    for result, entry in zip(measured, document["cases"]):
+        references = []
+        if result.baseline is not None:
+            references.append(baseline_mod.ProbeReference("its baseline's", result.baseline.memory_gbs,
+                                                           result.baseline.core_gflops))
+        past = history.baselines.get(result.id) if history is not None else None
+        if past is not None:
+            references.append(baseline_mod.ProbeReference(
+                f"the median of its last {len(past.figures)} session(s) here (--dlperf-history),",
+                past.memory_gbs, past.core_gflops))
+        old = replaced.find(result.case) if replaced is not None else None
+        if old is not None:
+            references.append(baseline_mod.ProbeReference("the entry it replaces,", old.memory_gbs, old.core_gflops))
+        reason = baseline_mod.slower_host(entry, references, entry.get("tolerance", default))
+        if reason:
+            baseline_mod.add_slower_host_note(entry, reason)
+            found.append((result.id, reason))
+    return found
 
 
 def _record_machine(session: DlperfSession, env: dict[str, Any]) -> None:

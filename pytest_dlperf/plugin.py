@@ -71,10 +71,12 @@ def pytest_configure(config: pytest.Config) -> None:
         baseline = machines.load(opts.baseline_path, opts.device, opts.baseline_record,
                                  config.rootpath) if opts.baseline_path else None
         history = history_hooks.check(opts, config.rootpath) if opts.active else None
+        references = history_hooks.save_references(opts, config.rootpath) if opts.active else None
     except (OptionError, jsonio.DocumentError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[collect.STASH] = DlperfSession(config, opts, baseline)
     config.stash[collect.STASH].history = history
+    config.stash[collect.STASH].history_references = references
     config.stash[OUTPUTS] = outputs.Outputs()
     if opts.active:
         benchmark_json.register(config)

@@ -56,6 +56,9 @@ class DlperfSession:
         self._device_choice: DeviceChoice | None = None
         self.live = LiveProgress(config)
         self.history = None  # --dlperf-baseline-from-history: a history.hooks.HistoryBaselines
+        # --dlperf-save-baseline with --dlperf-history: the cases' last sessions, for the host probes a saved
+        # baseline is compared with (a history.hooks.HistoryBaselines)
+        self.history_references = None
 
     # -- where and how cases run
 

@@ -182,6 +182,31 @@ def test_an_invalid_results_file_leaves_the_baseline_untouched(tmp_path, capsys,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "r.json"]
 
 
+def test_update_says_where_the_results_host_ran_slower_than_the_entrys_and_notes_it(tmp_path, capsys):
+    def session(core):
+        rec = result(throughput=900.0)
+        rec["evidence"] = {"decision": "pass", "stopped": "decided", "estimate": None, "busy_counted": False,
+                           "runs": [{"index": i, "throughput": 900.0, "busy": None, "core_gflops": core}
+                                    for i in range(2)]}
+        return results_doc(rec)
+
+    path = write(tmp_path / "b.json", baseline_doc(entry(core_gflops=40.0, notes="from the lab")))
+    # 32 GFLOP/s is 20% below the entry's 40: more than its 10% tolerance, said and noted.
+    assert cli.main(["baseline", "update", path, "--from", write(tmp_path / "r.json", session(32.0))]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "tiny-fp32-bs32-gpu1: measured while the host ran slower: core speed 32.0 GFLOP/s, 20% below the entry it "
+        "replaces, 40.0 GFLOP/s; a slowdown that size can pass against its figure (update it from several "
+        "sessions' results: --from each)")
+    (case,) = jsonio.load(path, "baseline")["cases"]
+    assert case["notes"] == ("from the lab; measured while the host ran slower: core speed 32.0 GFLOP/s, 20% below "
+                             "the entry it replaces, 40.0 GFLOP/s")
+    # The next update, within the tolerance of that entry: the note goes with the figure it was about.
+    assert cli.main(["baseline", "update", path, "--from", write(tmp_path / "r2.json", session(30.0))]) == 0
+    assert "ran slower" not in capsys.readouterr().out
+    (case,) = jsonio.load(path, "baseline")["cases"]
+    assert case["notes"] == "from the lab" and case["core_gflops"] == 30.0
+
+
 def test_update_writes_atomically_and_refuses_other_hardware(tmp_path, capsys, monkeypatch):
     path = write(tmp_path / "b.json", baseline_doc(entry()))
     before = (tmp_path / "b.json").read_bytes()

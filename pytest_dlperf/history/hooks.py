@@ -25,6 +25,9 @@ DEFAULT_TOLERANCE = 0.05
 #: A session analyzes each case's last this many sessions (two months of nightly runs); ``dlperf
 #: history`` analyzes them all.  It keeps the end of a session short whatever the store's age.
 SESSION_WINDOW = 60
+#: A baseline being saved compares its host probes with the median of each case's last this many sessions in
+#: the history store (:func:`save_references`).
+SAVE_REFERENCE_SESSIONS = 5
 
 
 @dataclasses.dataclass
@@ -74,6 +77,24 @@ def check(options: Any, root: Any) -> HistoryBaselines | None:
         raise OptionError(f"--dlperf-history: {exc}") from None
     count = options.baseline_from_history
     return HistoryBaselines(count, machine, analysis.baselines(points, count))
+
+
+def save_references(options: Any, root: Any) -> HistoryBaselines | None:
+    """With ``--dlperf-save-baseline`` and ``--dlperf-history``: each case's last
+    :data:`SAVE_REFERENCE_SESSIONS` sessions on this machine class, read before this session adds its own,
+    so that a baseline measured while the host ran slower than in those sessions says so
+    (:func:`pytest_dlperf.baseline.slower_host`).  None without either option or without earlier sessions.
+    Raises :class:`OptionError` when the store cannot be read."""
+    if not (options.save_baseline and options.history_url):
+        return None
+    try:
+        with store_for(options.history_url).open() as store:
+            machine = machine_class(options.device, environment.collect(root))
+            points = store.points(machine=machine)
+    except StoreError as exc:
+        raise OptionError(f"--dlperf-history: {exc}") from None
+    found = analysis.baselines(points, SAVE_REFERENCE_SESSIONS)
+    return HistoryBaselines(SAVE_REFERENCE_SESSIONS, machine, found) if found else None
 
 
 @dataclasses.dataclass
