@@ -360,20 +360,24 @@ class ProbeReference:
     core_gflops: float | None = None
 
 
-def slower_host(entry: Mapping[str, Any], references: Sequence[ProbeReference], max_drop: float) -> str | None:
+def slower_host(entry: Mapping[str, Any], references: Sequence[ProbeReference], tolerance: float) -> str | None:
     """Where an entry being saved read a host probe (``memory_gbs``, ``core_gflops``: the median of its counted
-    runs') more than ``max_drop`` below a reference's, why: "core speed 32.4 GFLOP/s, 9% below the entry it
-    replaces, 35.6 GFLOP/s" (the first reference that shows it, per probe); else None.
+    runs') so far below a reference's that it can cost the case its ``tolerance``, why: "core speed 32.4
+    GFLOP/s, 9% below the entry it replaces, 35.6 GFLOP/s" (the first reference that shows it, per probe);
+    else None.
 
     A baseline measured while the host ran slow (a minute when another tenant took part of its core or its
     memory bandwidth: nothing inside the machine shows it, so its runs are not busy) sits low by about what
-    the host took, and a later slowdown of that size passes against it.  ``max_drop``: the entry's
-    tolerance, the size of slowdown the gate is asked to catch.
+    the host took, and a later slowdown of that size passes against it.  A probe counts from ``tolerance /
+    slope`` below (:attr:`pytest_dlperf.evidence.HostProbe.slope`: the core from the tolerance, the memory
+    bandwidth from twice it): on a quiet host (2026-11-25, 45 sessions each against the median of the 5 before
+    it) the memory probe alone at the tolerance would have spoken for 6 of them.
     """
     found = []
     for probe in HOST_PROBES:
         for reference in references:
-            reason = probe.reason(entry.get(probe.key), getattr(reference, probe.key), reference.whose, max_drop)
+            reason = probe.reason(entry.get(probe.key), getattr(reference, probe.key), reference.whose,
+                                  tolerance / probe.slope)
             if reason:
                 found.append(reason)
                 break
