@@ -23,6 +23,12 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    first, and ``dlperf baseline update --from`` each of the N results makes a second baseline
    of them all; the kinds ``unchanged@N`` and ``slowed@N`` are judged against it, beside the
    same kinds against the first session's baseline.
+5. with ``--stale-sessions N``, a second baseline is saved over a copy of the first beside a process
+   that copies memory ``--stale-duty`` of the time, the CPU rule off (a baseline saved in a slow
+   minute of the host, which only the probes can see); the line ``stale baseline`` says its figure
+   against the first, its busy runs and what the save said (``--dlperf-save-baseline`` compares its
+   probes with the entry it replaces), and the kinds ``unchanged~stale`` and ``slowed~stale`` are
+   judged against it.
 
 It prints, per tolerance and kind: sessions, failed (for "unchanged" and "hog": false alarms;
 for "slowed": detections), inconclusive, passed, allowed (of those not failed, the sessions
@@ -169,6 +175,7 @@ def session(folder: Path, args: list[str], cost: dict[str, str], beside: list[st
             "runs": len(evidence.get("runs") or []), "busy": sum(1 for r in evidence.get("runs") or [] if r["busy"]),
             "host_only": sum(1 for r in evidence.get("runs") or [] if r.get("host_only")),
             "seconds": seconds, "message": case["message"],
+            "said": [line for line in proc.stdout.splitlines() if line.startswith("dlperf: --dlperf-save-baseline: ")],
             "memory_gbs": statistics.median(probes) if probes else None,
             "core_gflops": statistics.median(cores) if cores else None}
 
@@ -186,14 +193,14 @@ class BudgetSpent(Exception):
 def print_table(table: dict[tuple[float, str], list[dict]], figures: dict[str, float], started: float) -> None:
     """The table: per tolerance and kind, the sessions' verdicts, runs, busy runs, seconds and estimates."""
     print()
-    print("tolerance | kind        | sessions | failed | inconclusive | passed | allowed | mean runs | "
+    print("tolerance | kind            | sessions | failed | inconclusive | passed | allowed | mean runs | "
           "on 1st run | busy runs | host-only | mean s | estimate / baseline (median, range)")
-    print("----------+-------------+----------+--------+--------------+--------+---------+-----------+-"
+    print("----------+-----------------+----------+--------+--------------+--------+---------+-----------+-"
           "-----------+-----------+-----------+--------+------------------------------------")
     for (tolerance, name), outcomes in table.items():
         failed = sum(o["verdict"] == "fail" for o in outcomes)
         unsure = sum(o["throughput_verdict"] == "inconclusive" and o["verdict"] != "fail" for o in outcomes)
-        print(f"{100 * tolerance:8.0f}% | {name:11} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
+        print(f"{100 * tolerance:8.0f}% | {name:15} | {len(outcomes):8} | {failed:6} | {unsure:12} | "
               f"{len(outcomes) - failed - unsure:6} | {sum(o['allowed'] for o in outcomes):7} | "
               f"{statistics.fmean(o['runs'] for o in outcomes):9.2f} | "
               f"{sum(o['runs'] == 1 and o['throughput_verdict'] != 'inconclusive' for o in outcomes):10} | "
@@ -224,6 +231,12 @@ def main(argv: list[str] | None = None) -> int:
                              "(default 0)")
     parser.add_argument("--neighbour-duty", type=float, default=0.5,
                         help="the share of the time the neighbour copies memory (default 0.5)")
+    parser.add_argument("--stale-sessions", type=int, default=0,
+                        help="save a second baseline over a copy of the first beside a process copying memory "
+                             "--stale-duty of the time (the CPU rule off: a tenant of the host), and judge this many "
+                             "unchanged~stale and slowed~stale sessions against it (default 0)")
+    parser.add_argument("--stale-duty", type=float, default=0.5,
+                        help="the share of the time the stale baseline's neighbour copies memory (default 0.5)")
     parser.add_argument("--fine-sessions", type=int, default=0,
                         help="unchanged sessions judged at --fine-tolerance, a case far from its threshold (default 0)")
     parser.add_argument("--fine-tolerance", type=float, default=0.20,
@@ -319,6 +332,20 @@ def main(argv: list[str] | None = None) -> int:
               f"(medians {entry.get('runs')}, memory {entry.get('memory_gbs')} GB/s, core {entry.get('core_gflops')} "
               f"GFLOP/s), {saved['seconds']:.0f} s; "
               f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'the plugin default')}")
+        stale = None
+        if opts.stale_sessions:
+            # A baseline saved in a slow minute of the host: over a copy of the first (the entry it replaces), beside
+            # a tenant of the host that no process list shows (the CPU rule off), its busy runs re-measured.
+            (folder / "stale.json").write_text(json.dumps(base))
+            said = session(folder, [*measure, "--dlperf-max-interference", "off", "--dlperf-save-baseline",
+                                    "stale.json"], unchanged_cost, [NEIGHBOUR.format(duty=opts.stale_duty)],
+                           opts.timeout, folder / "stale-results.json")
+            stale = json.loads((folder / "stale.json").read_text())
+            old = stale["cases"][0]
+            print(f"stale baseline (beside a neighbour copying memory {opts.stale_duty:g} of the time): "
+                  f"{old['throughput']:.1f} {old['unit']} ({old['throughput'] / entry['throughput']:.3f} of the first) "
+                  f"from {said['runs']} runs ({said['busy']} busy), memory {old.get('memory_gbs')} GB/s, core "
+                  f"{old.get('core_gflops')} GFLOP/s; the save said: {' / '.join(said['said']) or 'nothing'}")
         print(f"{cost_line}; {opts.sessions} session(s) of each kind per tolerance; max runs {opts.max_runs}")
         hog = [HOG] * (os.cpu_count() or 1)
         neighbour = [NEIGHBOUR.format(duty=opts.neighbour_duty)]
@@ -328,8 +355,14 @@ def main(argv: list[str] | None = None) -> int:
         at = f"@{opts.baseline_sessions}"
         if multi is not None:
             kinds += [("unchanged" + at, unchanged_cost, []), ("slowed" + at, slowed_cost, [])]
-        figures = {name: (multi if multi is not None and name.endswith(at) else base)["cases"][0]["throughput"]
-                   for name, _, _ in kinds}
+        if stale is not None:
+            kinds += [("unchanged~stale", unchanged_cost, []), ("slowed~stale", slowed_cost, [])]
+
+        def against_of(name: str) -> dict:
+            return (multi if multi is not None and name.endswith(at) else
+                    stale if stale is not None and name.endswith("~stale") else base)
+
+        figures = {name: against_of(name)["cases"][0]["throughput"] for name, _, _ in kinds}
         figures["fine"] = entry["throughput"]
         table: dict[tuple[float, str], list[dict]] = defaultdict(list)
         saved_tolerance = entry.get("tolerance", DEFAULT_TOLERANCE)
@@ -340,13 +373,17 @@ def main(argv: list[str] | None = None) -> int:
             if multi is not None:
                 multi["cases"][0]["tolerance"] = tolerance
                 (folder / "m.json").write_text(json.dumps(multi))
+            if stale is not None:
+                stale["cases"][0]["tolerance"] = tolerance
+                (folder / "s.json").write_text(json.dumps(stale))
             (folder / "fine.json").write_text(json.dumps({**base, "cases": [{**entry,
                                                                               "tolerance": opts.fine_tolerance}]}))
             runs = ["--dlperf-max-runs", str(opts.max_runs)]
             hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
             counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions,
                       "neighbour": opts.neighbour_sessions, "unchanged" + at: opts.sessions,
-                      "slowed" + at: opts.sessions}
+                      "slowed" + at: opts.sessions, "unchanged~stale": opts.stale_sessions,
+                      "slowed~stale": opts.stale_sessions}
             chosen = kinds + ([("fine", unchanged_cost, [])] if opts.fine_sessions and position == 0 else [])
             try:
                 for index in range(max(counts[name] for name, _, _ in chosen)):
@@ -354,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                         if index >= counts[name]:
                             continue
                         fine = name == "fine"
-                        against = "fine.json" if fine else "m.json" if name.endswith(at) and multi else "b.json"
+                        against = ("fine.json" if fine else "m.json" if name.endswith(at) and multi else
+                                   "s.json" if name.endswith("~stale") else "b.json")
                         args = [*common, "--dlperf-baseline", against, *runs]
                         if name == "neighbour":
                             args += ["--dlperf-max-interference", "off"]

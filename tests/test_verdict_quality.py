@@ -6,6 +6,7 @@ script runs, keeps to ``--budget`` and prints its table.
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,13 +61,16 @@ def test_without_model_only_vq_is_registered(monkeypatch, saved_registry):
 
 
 def test_the_script_runs_a_model_and_prints_the_table_of_the_sessions_it_had_time_for(tmp_path):
-    # One baseline session of tiny (one run), then the budget is spent: the table shows no session, exit 0.
+    # One baseline session of tiny (one run), and the stale one beside the neighbour, then the budget is spent: the
+    # table shows no session, exit 0.
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--batch-size", "8", "--slowdown", "0.2",
-                           "--steps", "0,2,1", "--baseline-runs", "1", "--sessions", "1", "--budget", "0"],
+                           "--steps", "0,2,1", "--baseline-runs", "1", "--sessions", "1", "--stale-sessions", "1", "--budget", "0"],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "cost: unchanged 8 samples a step, slowed 10 (20.0% less throughput" in out
     assert "--budget 0 s spent: the sessions done so far" in out
+    assert re.search(r"^stale baseline \(beside a neighbour copying memory 0.5 of the time\): [\d.]+ img/s "
+                     r"\([\d.]+ of the first\) from \d+ runs \(\d+ busy\), .*; the save said: ", out, re.MULTILINE), out
     assert "tolerance | kind" in out and out.rstrip().splitlines()[-1].startswith("total ")
