@@ -202,8 +202,12 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     if evidence.decision is Decision.REGRESSION:
         return Verdict(FAIL, f"{case_id}: {figure} is {side} {detail}{allowed_note}{busy_note}", diff)
     if evidence.decision is Decision.IMPROVED:
-        return Verdict(IMPROVED, f"{case_id}: {figure} is {side} {detail}; improved: update the baseline "
-                                 f"(--dlperf-save-baseline){busy_note}{gain_note}", diff)
+        # A gain the host may have given is no figure to save: the next session, in an ordinary minute, would fail.
+        advice = ("improved: update the baseline (--dlperf-save-baseline)" if not gain else
+                  f"improved, but the host gave its runs more than the baseline's ({gain}): the gain may be the "
+                  f"host's; update the baseline from several sessions (dlperf baseline update FILE --from each "
+                  f"session's results) or take it from history, not from this session alone")
+        return Verdict(IMPROVED, f"{case_id}: {figure} is {side} {detail}; {advice}{busy_note}", diff)
     if evidence.decision is Decision.PASS:
         sign = "+" if diff >= 0 else "-"
         return Verdict(PASS, f"{case_id}: {figure} is within {fmt_pct(tol)} of the baseline {fmt_value(base)} "
