@@ -417,6 +417,12 @@ def counted_probe(evidence: Mapping[str, Any] | None, key: str) -> float | None:
     return round(statistics.median(probes), 3) if probes else None
 
 
+def all_runs_probe(evidence: Mapping[str, Any] | None, key: str) -> float | None:
+    """The median host probe ``key`` of all runs of ``evidence``, busy ones included, or None where none probed."""
+    probes = [r[key] for r in (evidence or {}).get("runs") or [] if r.get(key)]
+    return round(statistics.median(probes), 3) if probes else None
+
+
 def save(path: str | os.PathLike, document: Mapping[str, Any]) -> None:
     """Write a baseline atomically, only when :func:`load` would take it back (schema, no case twice)."""
     jsonio.dump(path, document, "baseline", check=lambda written: index(path, written))

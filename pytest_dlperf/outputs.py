@@ -220,7 +220,11 @@ def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
         old = replaced.find(result.case) if replaced is not None else None
         if old is not None:
             references.append(baseline_mod.ProbeReference("the entry it replaces,", old.memory_gbs, old.core_gflops))
-        reason = baseline_mod.slower_host(entry, references, entry.get("tolerance", default))
+        # Where no run counted (every one busy, for the host's sake too), the probes of all of them: a host far
+        # slower than the judged baseline's makes every run busy, and that is the minute to say so.
+        probes = {key: entry.get(key) or baseline_mod.all_runs_probe(result.evidence, key)
+                  for key in baseline_mod.PROBE_FIELDS}
+        reason = baseline_mod.slower_host(probes, references, entry.get("tolerance", default))
         if reason:
             baseline_mod.add_slower_host_note(entry, reason)
             found.append((result.id, reason))
