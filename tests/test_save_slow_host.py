@@ -92,5 +92,5 @@ def test_a_save_whose_every_run_was_busy_for_the_host_says_so_from_all_its_runs(
     dlperf.baseline([make_tiny_case(1000.0, batch_size=16, tolerance=0.5, core_gflops=1e6)])
     result = dlperf.run("--dlperf-baseline", "baseline.json", "--dlperf-runs", "1", "--dlperf-max-runs", "2",
                         "--dlperf-save-baseline", "saved.json")
-    result.stdout.fnmatch_lines(["dlperf: --dlperf-save-baseline: tiny-fp32-bs16-gpu1 was measured while the host ran "
-                                 "slower: core speed * GFLOP/s, 100% below its baseline's 1000000.0 GFLOP/s; *"])
+    result.stdout.fnmatch_lines([("dlperf: --dlperf-save-baseline: tiny-fp32-bs16-gpu1 was measured while the host "
+                                  "ran slower: core speed * GFLOP/s, 100% below its baseline's 1000000.0 GFLOP/s; *")])
