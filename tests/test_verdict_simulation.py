@@ -1,0 +1,53 @@
+"""benchmarks/verdict_simulation.py: the plugin's own sequential verdict fed simulated runs, reproducibly.
+
+The figures are the script's output (benchmarks/README.md); these tests check that it runs the
+plugin's loop, that a seed reproduces its table, and that the table's extremes are what any sound
+gate gives: a case far below its threshold always fails, one far above it never does.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "verdict_simulation.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("verdict_simulation", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rows(text):
+    """{(cv, ratio): (failed %, not confirmed %, inconclusive %, passed %, mean runs)} of the printed table."""
+    out = {}
+    for line in text.splitlines():
+        cells = [c.strip().rstrip("%") for c in line.split("|")]
+        if len(cells) == 7 and cells[0].replace(".", "").isdigit():
+            out[float(cells[0]), float(cells[1])] = tuple(float(c) for c in cells[2:])
+    return out
+
+
+def test_the_table_is_reproducible_and_its_extremes_are_sound(capsys):
+    script = load()
+    args = ["--cv", "0.01,0.05", "--ratios", "1.2,0.8", "--trials", "40", "--seed", "3"]
+    assert script.main(args) == 0
+    first = capsys.readouterr().out
+    assert script.main(args) == 0
+    assert capsys.readouterr().out.split("; ")[0] == first.split("; ")[0]  # all but the seconds
+    table = rows(first)
+    assert set(table) == {(1.0, 1.2), (1.0, 0.8), (5.0, 1.2), (5.0, 0.8)}
+    for cv in (1.0, 5.0):
+        assert table[cv, 0.8][0] == 100.0 and table[cv, 1.2][0] == 0.0
+        assert table[cv, 0.8][4] >= 2.0  # a regression waits for a second run that agrees
+    assert table[1.0, 1.2][4] == 1.0  # far above the threshold, at 1% noise: decided on the first run
+
+
+def test_bad_options_are_one_usage_line(capsys):
+    script = load()
+    for args in (["--cv", "x"], ["--trials", "0"], ["--max-runs", "1", "--first-runs", "2"]):
+        with pytest.raises(SystemExit) as exited:
+            script.main(args)
+        assert exited.value.code == 2 and "error: " in capsys.readouterr().err
