@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .results import Expected, GateResult, GateStatus, Scaling, Status, gpu_utilizations
+from .tolerance import NOISE_SIGMAS
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
 __all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Verdict", "scaling",
@@ -220,6 +222,13 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     if allowed is not None and est.high < threshold:  # undecided only for the allowance
         why = f"the {lost_what} its runs lost may explain it (at the {evidence.stopped.replace('-', ' ')})"
     text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{allowed_note}{busy_note}{gain_note}"
+    # Runs noisier than the tolerance allows for: such a case lands on either side of the threshold by chance
+    # (benchmarks/verdict_simulation.py: 5% noise between runs at a 5% tolerance fails 7% of unchanged cases).
+    noise = math.expm1(est.sigma)
+    if NOISE_SIGMAS * noise > tol:
+        text += (f"; its runs vary {fmt_pct(noise)} (CV between runs): a tolerance under "
+                 f"{NOISE_SIGMAS} x that ({fmt_pct(NOISE_SIGMAS * noise)}) leaves an unchanged case on either side "
+                 f"of the threshold by chance")
     if explained:
         text += (f"; not failed: the {'bandwidth' if lost == ['memory bandwidth'] else lost_what} explains the "
                  f"estimate's shortfall")

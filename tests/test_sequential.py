@@ -185,6 +185,15 @@ def test_inconclusive_fails_only_below_the_threshold_unless_told():
     assert judge_evidence("c", above, "img/s", BASE, inconclusive="fail").status is Status.FAIL
 
 
+def test_an_inconclusive_case_whose_runs_vary_more_than_its_tolerance_allows_says_so():
+    v = judge_evidence("c", evidence_of([900.0, 1000.0, 1100.0, 950.0, 1050.0]), "img/s", BASE)
+    assert v.status is Status.INCONCLUSIVE
+    assert v.message.endswith("; its runs vary 6.3% (CV between runs): a tolerance under 3 x that (18.8%) leaves an "
+                              "unchanged case on either side of the threshold by chance")
+    # Runs as quiet as the tolerance vouches for (tolerance / 3): nothing said.
+    assert "its runs vary" not in judge_evidence("c", evidence_of([1000.0, 1010.0, 995.0]), "img/s", BASE).message
+
+
 def test_a_busy_machine_is_named_never_a_regression():
     v = judge_evidence("c", evidence_of([120.0, 200.0], busy={0, 1}), "img/s", BASE)
     assert v.status is Status.INCONCLUSIVE
@@ -504,7 +513,9 @@ def test_each_verdict_path_in_one_session(dlperf):
         "*paced-unsure-fp32-bs32-gpu1 PASSED (inconclusive)*",
         "inconclusive: not decided within the run budget (1):",
         "  paced-unsure-fp32-bs32-gpu1: inconclusive: * img/s (95% CI *, 2 runs) is *% below the baseline 500.0 "
-        "img/s (tolerance 40%*); its interval reaches both sides of the threshold 300.0 img/s (at the max runs)",
+        "img/s (tolerance 40%*); its interval reaches both sides of the threshold 300.0 img/s (at the max runs); "
+        "its runs vary *% (CV between runs): a tolerance under 3 x that (*%) leaves an unchanged case on either "
+        "side of the threshold by chance",
     ])
     slow = cases["paced-slow-fp32-bs32-gpu1"]
     assert slow["message"].startswith("paced-slow-fp32-bs32-gpu1: ")
