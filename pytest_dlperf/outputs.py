@@ -190,9 +190,10 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
 
 def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
                  document: dict[str, Any]) -> list[tuple[str, str]]:
-    """The cases of a baseline being saved whose host probes read more than their tolerance below those of
-    the baseline they were judged against, of their last sessions in the history store, or of the entry
-    they replace in ``path`` (measured on this machine): ``(case id, why)``, each also noted in its entry.
+    """The cases of a baseline being saved whose host probes read low enough to cost them their tolerance
+    (:func:`pytest_dlperf.baseline.slower_host`) against those of the baseline they were judged against, of
+    their last sessions in the history store, or of the entry they replace in ``path`` (measured on this
+    machine): ``(case id, why)``, each also noted in its entry.
     """
     replaced = None
     if os.path.exists(path):
@@ -200,8 +201,9 @@ def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
             replaced = baseline_mod.load(path)
         except (OSError, jsonio.DocumentError):
             replaced = None  # not a baseline: nothing to compare with (and it is replaced all the same)
+    isa = (env.get("host") or {}).get("cpu_isa")
     if replaced is not None and (replaced.measured_on is None or
-                                 replaced.device_mismatch(env.get("device") or {}, (env.get("host") or {}).get("cpu_isa"))):
+                                 replaced.device_mismatch(env.get("device") or {}, isa)):
         replaced = None  # another machine's figures say nothing about this host's minute
     history = session.history_references
     measured = [r for r in session.results if r.measured]

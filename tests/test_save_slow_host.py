@@ -13,7 +13,8 @@ ENTRY = {"model": "tiny", "throughput": 955.7, "memory_gbs": 6.7, "core_gflops":
 
 def test_a_probe_more_than_the_tolerance_below_a_reference_is_named_with_it():
     replaced = ProbeReference("the entry it replaces,", memory_gbs=6.8, core_gflops=35.6)
-    assert slower_host(ENTRY, [replaced], 0.05) == "core speed 32.4 GFLOP/s, 9% below the entry it replaces, 35.6 GFLOP/s"
+    assert slower_host(ENTRY, [replaced], 0.05) == ("core speed 32.4 GFLOP/s, 9% below the entry it replaces, "
+                                                    "35.6 GFLOP/s")
     # Within the tolerance, or a reference without the probe, or an entry without it: nothing to say.
     assert slower_host(ENTRY, [replaced], 0.10) is None
     assert slower_host(ENTRY, [ProbeReference("x", memory_gbs=6.8)], 0.05) is None
