@@ -410,16 +410,11 @@ def counted_runs(evidence: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return [r for r in (evidence or {}).get("runs") or [] if not r.get("busy")]
 
 
-def counted_probe(evidence: Mapping[str, Any] | None, key: str) -> float | None:
-    """The median host probe ``key`` (``memory_gbs``, ``core_gflops``) of the counted runs of ``evidence``, or
-    None where none probed."""
-    probes = [r[key] for r in counted_runs(evidence) if r.get(key)]
-    return round(statistics.median(probes), 3) if probes else None
-
-
-def all_runs_probe(evidence: Mapping[str, Any] | None, key: str) -> float | None:
-    """The median host probe ``key`` of all runs of ``evidence``, busy ones included, or None where none probed."""
-    probes = [r[key] for r in (evidence or {}).get("runs") or [] if r.get(key)]
+def counted_probe(evidence: Mapping[str, Any] | None, key: str, *, busy_too: bool = False) -> float | None:
+    """The median host probe ``key`` (``memory_gbs``, ``core_gflops``) of the counted runs of ``evidence`` (with
+    ``busy_too``, of all its runs), or None where none probed."""
+    runs = (evidence or {}).get("runs") or [] if busy_too else counted_runs(evidence)
+    probes = [r[key] for r in runs if r.get(key)]
     return round(statistics.median(probes), 3) if probes else None
 
 

@@ -147,12 +147,14 @@ def merge_results(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], results_path: str | Sequence[str], *,
-                     add: bool = True) -> tuple[dict[str, Any], list[str]]:
+                     add: bool = True, same_machine: bool = True) -> tuple[dict[str, Any], list[str]]:
     """A copy of the baseline ``data`` with the measured figures of ``results``, and what changed.
 
     Entries the results did not measure stay as they were; measured ones get the new
     throughput, unit and a source that says where it came from; measured cases without an
     entry are appended (unless ``add`` is false).  ``provenance.updates`` records the update.
+    ``same_machine``: whether the results come from the baseline's machine (the caller's hardware check);
+    only then are the entries' host probes a reference that says the results' host ran slower.
     """
     document = copy.deepcopy(dict(data))
     entries = _entries(document)
@@ -168,12 +170,6 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
                               "updated": [], "added": []}
     lines = []
     defaults = document.get("defaults", {})
-    # The entries' host probes are a reference for the results' only where both come from this machine.
-    results_env = results.get("environment") or {}
-    same_machine = baseline_mod.device_mismatch(
-        baseline_mod.measured_on(document.get("hardware") or {}, document.get("environment") or {}),
-        results_env.get("device") or {}, (document.get("hardware") or {}).get("cpu_isa"),
-        (results_env.get("host") or {}).get("cpu_isa")) is None
     for rec in measured:
         case = _case(rec["case"])
         new = round(float(rec["throughput"]), 3)

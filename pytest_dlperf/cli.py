@@ -152,11 +152,13 @@ def cmd_update(args: argparse.Namespace) -> int:
     """Take the measured figures of a results file into a baseline, atomically; say what changed."""
     loaded = baseline_mod.load(args.file)
     documents = [jsonio.load(path, "results") for path in args.results]  # every file valid before anything
+    same_machine = True
     for path, results in zip(args.results, documents):
         which = f" ({path})" if len(documents) > 1 else ""
         device = (results.get("environment") or {}).get("device") or {}
         isa = ((results.get("environment") or {}).get("host") or {}).get("cpu_isa")
         mismatch = loaded.device_mismatch(device, isa)  # the same comparison as the verdicts' note
+        same_machine = same_machine and mismatch is None
         if mismatch and not args.force:
             raise Trouble(f"{args.file}: $.hardware: {mismatch}{which}; not updated (--force updates anyway)")
         other_method = method_mismatches(loaded.data, results, add=not args.no_add)
@@ -166,7 +168,8 @@ def cmd_update(args: argparse.Namespace) -> int:
                   f"with their step counts)", file=sys.stderr)
             return NO
     results = documents[0] if len(documents) == 1 else merge_results(documents)
-    document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add)
+    document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add,
+                                       same_machine=same_machine)
     _print(*lines)
     if document == loaded.data:
         _print(f"{args.file}: nothing to update")

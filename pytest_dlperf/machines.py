@@ -87,7 +87,7 @@ def measured_on(loaded: Baseline) -> Machine | None:
     if kind != "cpu":
         return Machine(kind, model)
     cpus = loaded.hardware.get("cpu_count")
-    isa = loaded.hardware.get("cpu_isa") or ((loaded.data.get("environment") or {}).get("host") or {}).get("cpu_isa")
+    isa = loaded.cpu_isa
     return Machine(kind, model, cpus if isinstance(cpus, int) else None, isa if isinstance(isa, str) else None)
 
 

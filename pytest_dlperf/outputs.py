@@ -224,7 +224,7 @@ def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
             references.append(baseline_mod.ProbeReference("the entry it replaces,", old.memory_gbs, old.core_gflops))
         # Where no run counted (every one busy, for the host's sake too), the probes of all of them: a host far
         # slower than the judged baseline's makes every run busy, and that is the minute to say so.
-        probes = {key: entry.get(key) or baseline_mod.all_runs_probe(result.evidence, key)
+        probes = {key: entry.get(key) or baseline_mod.counted_probe(result.evidence, key, busy_too=True)
                   for key in baseline_mod.PROBE_FIELDS}
         reason = baseline_mod.slower_host(probes, references, entry.get("tolerance", default))
         if reason:
