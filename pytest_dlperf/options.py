@@ -79,8 +79,8 @@ def add_options(parser: pytest.Parser) -> None:
     option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", metavar="N")
     option("steps", "steps per measured window (default 100; a baseline may set it).", metavar="N")
     option("repeats", "measured windows per run (default 5; a baseline may set it).", metavar="N")
-    option("runs", "fresh worker processes per case; the median of all their windows (default 1).",
-           metavar="K")
+    option("runs", "fresh worker processes each case runs before its first verdict; each run's figure is the "
+                   "median of its windows, the case's the geometric mean of its runs' (default 1).", metavar="K")
     option("confirm", "deprecated: --dlperf-max-runs is --dlperf-runs + N (kept for old command lines).",
            metavar="N")
     option("max-runs", "most fresh runs of a case before its verdict is inconclusive: after each run the case is "
