@@ -10,12 +10,17 @@ whose core probe read more than ``--gain-above`` above the baseline's counts at 
 minute (K = 0: the plugin's rule; K = 1: the whole gain; the slope of log img/s on log GFLOP/s
 measured on a 2-core VM was 0.72-0.86, benchmarks/README.md).
 
-It prints, for each K, each kind's sessions that failed, ended inconclusive and passed, and how
+``--memory-slope S`` (one or more) tries another: the allowance for a memory probe below the
+baseline's is ``(baseline GB/s / run GB/s) ** S`` instead of the plugin's ``** 1`` (a case no more
+bound by memory bandwidth than the probe's measured slope, HostProbe.slope = 0.5).
+
+It prints, for each K and S, each kind's sessions that failed, ended inconclusive and passed, and how
 many runs they took; with K = 0 also how many replayed verdicts agree with the recorded ones
 (the results keep the baseline's figure but not its runs' spread, which the plugin pooled with
 the session's own: a few verdicts near the threshold can differ).
 
     python benchmarks/verdict_rejudge.py vq-results --core-gain 0,0.5,1
+    python benchmarks/verdict_rejudge.py vq-results --core-gain 0 --memory-slope 1,0.5
 """
 from __future__ import annotations
 
@@ -38,7 +43,14 @@ def kind_of(path: Path) -> str:
     return path.stem.split("-")[1]
 
 
-def rejudge(document: dict, core_gain: float, gain_above: float) -> tuple[str, int]:
+def memory_allowance(figure: ev.RunFigure, bandwidth: float | None, core: float | None, slope: float,
+                     max_drop: float | None, max_core_drop: float | None) -> float:
+    """The run's allowance with the memory probe's to the power ``slope`` (the core probe's as the plugin's)."""
+    return max(ev.bandwidth_allowance(figure.bandwidth, bandwidth, max_drop) ** slope,
+               ev.bandwidth_allowance(figure.core, core, max_core_drop))
+
+
+def rejudge(document: dict, core_gain: float, gain_above: float, memory_slope: float = 1.0) -> tuple[str, int]:
     """The verdict ('fail', 'inconclusive', 'pass', 'improved') of the document's one case, replayed."""
     case = document["cases"][0]
     options = document["options"]
@@ -54,6 +66,10 @@ def rejudge(document: dict, core_gain: float, gain_above: float) -> tuple[str, i
 
     def figures(*args, **kwargs):
         out = ev_run_figures(*args, **kwargs)
+        if memory_slope != 1.0:
+            out = [dataclasses.replace(f, allowance=memory_allowance(f, expected.memory_gbs, core, memory_slope,
+                                                                     budget.max_bandwidth_drop, budget.max_core_drop))
+                   for f in out]
         if not core_gain or not core:
             return out
         return [dataclasses.replace(f, value=f.value * (core / f.core) ** core_gain)
@@ -76,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="folders of verdict_quality --keep")
     parser.add_argument("--core-gain", default="0,0.5,1", help="exponents K, comma-separated (0,0.5,1)")
+    parser.add_argument("--memory-slope", default="1",
+                        help="exponents S of the memory probe's allowance, comma-separated (1: the plugin's rule)")
     parser.add_argument("--gain-above", type=float, default=0.0,
                         help="a run's core probe above the baseline's by more than this is corrected (0)")
     opts = parser.parse_args(argv)
@@ -84,19 +102,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verdict_rejudge: no results documents in {', '.join(map(str, opts.folders))}", file=sys.stderr)
         return 2
     documents = {p: json.loads(p.read_text()) for p in paths}
-    for gain in (float(k) for k in opts.core_gain.split(",")):
+    rules = [(float(k), float(m)) for k in opts.core_gain.split(",") for m in opts.memory_slope.split(",")]
+    for gain, slope in rules:
         table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         agree = 0
         for path, document in documents.items():
-            status, runs = rejudge(document, gain, opts.gain_above)
+            status, runs = rejudge(document, gain, opts.gain_above, slope)
             row = table[kind_of(path)]
             row["sessions"] += 1
             row["runs"] += runs
             row["fail" if status == "fail" else "inconclusive" if status == "inconclusive" else "passed"] += 1
             recorded = document["cases"][0]["verdict"]
             agree += recorded == status or (recorded in ("pass", "improved") and status in ("pass", "improved"))
-        print(f"core gain K = {gain:g} (runs above the baseline's core by more than {opts.gain_above:.0%})"
-              + (f": {agree} of {len(documents)} verdicts as recorded" if gain == 0 else ""))
+        print(f"core gain K = {gain:g} (runs above the baseline's core by more than {opts.gain_above:.0%}), "
+              f"memory slope S = {slope:g}"
+              + (f": {agree} of {len(documents)} verdicts as recorded" if gain == 0 and slope == 1 else ""))
         print(f"  {'kind':<12} | sessions | failed | inconclusive | passed | mean runs")
         for kind, row in sorted(table.items()):
             print(f"  {kind:<12} | {row['sessions']:8d} | {row['fail']:6d} | {row['inconclusive']:12d} | "
