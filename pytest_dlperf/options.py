@@ -210,6 +210,13 @@ def _data_dir_option(config: pytest.Config, name: str = "data_dir") -> str | Non
     return str((base / os.path.expanduser(str(raw))).resolve()) if raw else None
 
 
+def xdist_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers this session's tests are spread over (0: none, or no xdist)."""
+    if getattr(config.option, "dist", "no") == "no":
+        return 0
+    return len(getattr(config.option, "tx", None) or ())
+
+
 class Options:
     """The validated dlperf options of one session: the command line first, then the ini file.
 
@@ -308,6 +315,16 @@ class Options:
             self.max_memory = None if raw_memory is None else memory.parse_size("--dlperf-max-memory", raw_memory)
         except ValueError as exc:
             raise OptionError(str(exc)) from None
+
+    def check_not_distributed(self, config: pytest.Config) -> None:
+        """Cases never run under pytest-xdist: cases side by side would measure each other, and an xdist
+        worker collects no case (its controller judges none), so the session would silently run none."""
+        workers = xdist_workers(config)
+        if self.active and workers:
+            raise OptionError(f"-n/--dist (pytest-xdist): this session spreads its tests over {workers} worker "
+                              "processes, but pytest-dlperf cases measure throughput and must run one at a time "
+                              "in this process; expected no distribution: add -n 0 (or -p no:xdist) to this "
+                              "command line")
 
     def check_outputs(self) -> None:
         """Every output path can be written: checked before the first case, not after the last."""

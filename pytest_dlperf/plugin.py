@@ -67,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         opts = options.Options(config)
         if opts.active:
+            opts.check_not_distributed(config)
             opts.check_outputs()
         baseline = machines.load(opts.baseline_path, opts.device, opts.baseline_record,
                                  config.rootpath) if opts.baseline_path else None

@@ -65,3 +65,21 @@ def test_a_settings_text_cannot_lead_the_logs_out_of_their_folder(dlperf):
         str(p).startswith(str(dlperf.path / "logs" / "inner")) or str(p).startswith(str(dlperf.path / "out"))
         for p in dlperf.path.rglob("*escaped*"))
     assert not (dlperf.path.parent / "escaped").exists() and not (dlperf.path / "escaped").exists()
+
+
+def test_cases_refuse_pytest_xdist_in_one_line_and_start_nothing(dlperf):
+    # A project whose addopts say "-n auto" would otherwise run no case at all: an xdist worker collects
+    # none, and its controller judges none. With -n 0 on the command line the same session runs its case.
+    pytest.importorskip("xdist")
+    dlperf.pytester.makeini("[pytest]\naddopts = -n 2\n")
+    result = dlperf.run_subprocess("--dlperf-model", "tiny", "--dlperf-log-dir", "logs")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert errors == ["ERROR: -n/--dist (pytest-xdist): this session spreads its tests over 2 worker processes, "
+                      "but pytest-dlperf cases measure throughput and must run one at a time in this process; "
+                      "expected no distribution: add -n 0 (or -p no:xdist) to this command line"]
+    assert not (dlperf.path / "logs").exists()
+    plain = dlperf.run_subprocess()  # no case asked for: xdist as usual
+    assert plain.ret == pytest.ExitCode.NO_TESTS_COLLECTED, plain.stderr.str()
+    result = dlperf.run_subprocess("-n", "0", "--dlperf-model", "tiny")
+    result.assert_outcomes(passed=1)
