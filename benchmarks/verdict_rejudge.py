@@ -11,13 +11,14 @@ minute (K = 0: the plugin's rule; K = 1: the whole gain; the slope of log img/s 
 measured on a 2-core VM was 0.72-0.86, benchmarks/README.md).
 
 ``--memory-slope S`` (one or more) tries another: the allowance for a memory probe below the
-baseline's is ``(baseline GB/s / run GB/s) ** S`` instead of the plugin's ``** 1`` (a case no more
-bound by memory bandwidth than the probe's measured slope, HostProbe.slope = 0.5).
+baseline's is ``(baseline GB/s / run GB/s) ** S`` (the plugin's: S = HostProbe.slope, 0.5, the most
+a case's throughput was measured to follow the probe; before 2026-11-25 it was S = 1).
 
 It prints, for each K and S, each kind's sessions that failed, ended inconclusive and passed, and how
-many runs they took; with K = 0 also how many replayed verdicts agree with the recorded ones
-(the results keep the baseline's figure but not its runs' spread, which the plugin pooled with
-the session's own: a few verdicts near the threshold can differ).
+many runs they took, and how many replayed verdicts agree with the recorded ones: compare under
+the rule the sessions ran with (K = 0 and S = 0.5 since 2026-11-25, S = 1 before). The results
+keep the baseline's figure but not its runs' spread, which the plugin pooled with the session's
+own, so a few verdicts near the threshold can differ even then.
 
     python benchmarks/verdict_rejudge.py vq-results --core-gain 0,0.5,1
     python benchmarks/verdict_rejudge.py vq-results --core-gain 0 --memory-slope 1,0.5
@@ -50,7 +51,8 @@ def memory_allowance(figure: ev.RunFigure, bandwidth: float | None, core: float 
                ev.bandwidth_allowance(figure.core, core, max_core_drop))
 
 
-def rejudge(document: dict, core_gain: float, gain_above: float, memory_slope: float = 1.0) -> tuple[str, int]:
+def rejudge(document: dict, core_gain: float, gain_above: float,
+            memory_slope: float = ev.MEMORY.slope) -> tuple[str, int]:
     """The verdict ('fail', 'inconclusive', 'pass', 'improved') of the document's one case, replayed."""
     case = document["cases"][0]
     options = document["options"]
@@ -66,7 +68,7 @@ def rejudge(document: dict, core_gain: float, gain_above: float, memory_slope: f
 
     def figures(*args, **kwargs):
         out = ev_run_figures(*args, **kwargs)
-        if memory_slope != 1.0:
+        if memory_slope != ev.MEMORY.slope:
             out = [dataclasses.replace(f, allowance=memory_allowance(f, expected.memory_gbs, core, memory_slope,
                                                                      budget.max_bandwidth_drop, budget.max_core_drop))
                    for f in out]
@@ -92,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path, help="folders of verdict_quality --keep")
     parser.add_argument("--core-gain", default="0,0.5,1", help="exponents K, comma-separated (0,0.5,1)")
-    parser.add_argument("--memory-slope", default="1",
-                        help="exponents S of the memory probe's allowance, comma-separated (1: the plugin's rule)")
+    parser.add_argument("--memory-slope", default=f"{ev.MEMORY.slope:g}",
+                        help=f"exponents S of the memory probe's allowance, comma-separated (the plugin's: "
+                             f"{ev.MEMORY.slope:g}; before 2026-11-25: 1)")
     parser.add_argument("--gain-above", type=float, default=0.0,
                         help="a run's core probe above the baseline's by more than this is corrected (0)")
     opts = parser.parse_args(argv)
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             agree += recorded == status or (recorded in ("pass", "improved") and status in ("pass", "improved"))
         print(f"core gain K = {gain:g} (runs above the baseline's core by more than {opts.gain_above:.0%}), "
               f"memory slope S = {slope:g}"
-              + (f": {agree} of {len(documents)} verdicts as recorded" if gain == 0 and slope == 1 else ""))
+              + f": {agree} of {len(documents)} verdicts as recorded")
         print(f"  {'kind':<12} | sessions | failed | inconclusive | passed | mean runs")
         for kind, row in sorted(table.items()):
             print(f"  {kind:<12} | {row['sessions']:8d} | {row['fail']:6d} | {row['inconclusive']:12d} | "

@@ -188,22 +188,22 @@ def bandwidth_reason(bandwidth: float | None, reference: float | None, whose: st
 
 
 def bandwidth_allowance(bandwidth: float | None, reference: float | None,
-                        max_drop: float | None = MAX_BANDWIDTH_DROP) -> float:
-    """How much of a run's slowness what the host took can explain: ``reference / bandwidth`` where the
-    run's probe (memory bandwidth, or core speed) measured less than the baseline's ``reference``, else 1
-    (also where either is unknown, or the probe's rule is off: ``max_drop`` None).
+                        max_drop: float | None = MAX_BANDWIDTH_DROP, slope: float = 1.0) -> float:
+    """How much of a run's slowness what the host took can explain: ``(reference / bandwidth) ** slope``
+    where the run's probe (memory bandwidth, or core speed) measured less than the baseline's
+    ``reference``, else 1 (also where either is unknown, or the probe's rule is off: ``max_drop`` None).
 
     A run whose probe fell by more than ``max_drop`` is busy and no evidence that the case is
     fine; within that band it still counts, but its slowness is only evidence of a regression
-    beyond what the host took can explain.  The allowance takes the case to slow down in
-    proportion to the probe, the most a case bound by that resource can (on the project's
-    2-core VM, fresh runs followed the memory probe to the power 0.5 over many runs, but single
-    sessions were seen 9-10% slower with the probe 7-9% down; they followed the core probe to the
-    power 1.0: ``benchmarks/machine_drift.py --copy``).
+    beyond what the host took can explain.  ``slope`` is the most the case's throughput follows
+    the probe (:attr:`HostProbe.slope`, measured: ``benchmarks/machine_drift.py --copy``): log
+    img/s followed the core probe with a slope of 0.72-1.0, the memory probe with 0.34-0.5
+    (r 0.30).  A slope of 1 for the memory probe (the rule before 2026-11-25) let a 20% slowdown
+    pass where the host's memory probe read 20% low while its core held (docs/verdicts.md).
     """
     if max_drop is None or not bandwidth or not reference or bandwidth >= reference:
         return 1.0
-    return reference / bandwidth
+    return (reference / bandwidth) ** slope
 
 
 def host_alone(interference: Mapping[str, Any] | None, cpu_reason: str | None, host_reason: str | None,
@@ -293,7 +293,8 @@ def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX
         host_reasons = [(probe.reason(probed[probe.key][i], *references[probe.key], drop), baseline)
                         for probe, baseline, drop in rules]
         host_reason = "; ".join(r for r, _ in host_reasons if r) or None
-        allowance = max(bandwidth_allowance(probed[probe.key][i], baseline, drop) for probe, baseline, drop in rules)
+        allowance = max(bandwidth_allowance(probed[probe.key][i], baseline, drop, probe.slope)
+                        for probe, baseline, drop in rules)
         # The allowance covers a probe's loss only against the baseline's figure of it: a run busy for a probe the
         # baseline kept no figure of (an older baseline without core_gflops) is no evidence either way.
         only = all(baseline for reason, baseline in host_reasons if reason) and \

@@ -62,15 +62,15 @@ def test_the_plugins_rule_replays_the_recorded_verdicts_and_a_core_gain_counts_a
     assert code == 0, output
     assert "2 of 2 verdicts as recorded" in output
     table = rows(output)
-    assert table[(0.0, 1.0), "unchanged"] == (0, 0, 1) and table[(0.0, 1.0), "slowed"] == (0, 0, 1)
-    assert table[(1.0, 1.0), "unchanged"] == (0, 0, 1) and table[(1.0, 1.0), "slowed"] == (1, 0, 0)
+    assert table[(0.0, 0.5), "unchanged"] == (0, 0, 1) and table[(0.0, 0.5), "slowed"] == (0, 0, 1)
+    assert table[(1.0, 0.5), "unchanged"] == (0, 0, 1) and table[(1.0, 0.5), "slowed"] == (1, 0, 0)
 
 
 def test_gain_above_leaves_runs_within_it_as_measured(tmp_path, capsys):
     (tmp_path / "0.05-slowed-1.json").write_text(json.dumps(document([1000.0] * 3, [60.0] * 3, "pass")))
     code, output = rejudge(tmp_path, capsys, "--core-gain", "1", "--gain-above", "0.6")
     assert code == 0, output
-    assert rows(output)[(1.0, 1.0), "slowed"] == (0, 0, 1)
+    assert rows(output)[(1.0, 0.5), "slowed"] == (0, 0, 1)
 
 
 def test_a_folder_without_results_says_so(tmp_path, capsys):
