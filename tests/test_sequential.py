@@ -403,6 +403,15 @@ def test_a_bandwidth_drop_beside_another_process_in_the_machine_never_counts_aga
     merged, e = measure_until_decided(lambda i: next(fed), BASE, (), Budget(max_runs=2), sleep=lambda s: None,
                                       bandwidth=10.0)
     assert e.decision is ev.Decision.REGRESSION
+    # A counted run beside such a process (the CPU rule off) is allowed the probe's whole loss, not its slope's:
+    # the neighbour costs the case more than the probe shows.  With the machine quiet, the slope's (0.5).
+    beside = ev.run_figures([{"windows": [{"throughput": 900.0}], "interference": dict(neighbour, memory_gbs=9.5)}],
+                            threshold=None, bandwidth=10.0)
+    quiet = ev.run_figures([{"windows": [{"throughput": 900.0}], "interference": dict(neighbour, memory_gbs=9.5,
+                                                                                      other_cpu_percent=3.0)}],
+                           threshold=None, bandwidth=10.0)
+    assert beside[0].busy is None and beside[0].allowance == pytest.approx(10.0 / 9.5)
+    assert quiet[0].busy is None and quiet[0].allowance == pytest.approx((10.0 / 9.5) ** 0.5)
     # Steal counts as another tenant's CPU; so does a CPU-busy run, which never counts.
     assert not ev.host_alone({"other_cpu_percent": 2.0, "steal_percent": 20.0}, None, "bw", 1.2)
     assert not ev.host_alone({"other_cpu_percent": 2.0}, "other processes used 180% CPU", "bw", 1.2)
