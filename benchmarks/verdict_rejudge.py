@@ -11,8 +11,9 @@ minute (K = 0: the plugin's rule; K = 1: the whole gain; the slope of log img/s 
 measured on a 2-core VM was 0.72-0.86, benchmarks/README.md).
 
 ``--memory-slope S`` (one or more) tries another: the allowance for a memory probe below the
-baseline's is ``(baseline GB/s / run GB/s) ** S`` (the plugin's: S = HostProbe.slope, 0.5, the most
-a case's throughput was measured to follow the probe; before 2026-11-25 it was S = 1).
+baseline's is ``(baseline GB/s / run GB/s) ** S`` where the machine was quiet (beside another
+process in it, the whole ratio, as in the plugin). The plugin's S is HostProbe.slope, 0.5, the most
+a case's throughput was measured to follow the probe; before 2026-11-25 it was S = 1.
 
 It prints, for each K and S, each kind's sessions that failed, ended inconclusive and passed, and how
 many runs they took, and how many replayed verdicts agree with the recorded ones: compare under
@@ -44,13 +45,6 @@ def kind_of(path: Path) -> str:
     return path.stem.split("-")[1]
 
 
-def memory_allowance(figure: ev.RunFigure, bandwidth: float | None, core: float | None, slope: float,
-                     max_drop: float | None, max_core_drop: float | None) -> float:
-    """The run's allowance with the memory probe's to the power ``slope`` (the core probe's as the plugin's)."""
-    return max(ev.bandwidth_allowance(figure.bandwidth, bandwidth, max_drop) ** slope,
-               ev.bandwidth_allowance(figure.core, core, max_core_drop))
-
-
 def rejudge(document: dict, core_gain: float, gain_above: float,
             memory_slope: float = ev.MEMORY.slope) -> tuple[str, int]:
     """The verdict ('fail', 'inconclusive', 'pass', 'improved') of the document's one case, replayed."""
@@ -68,23 +62,20 @@ def rejudge(document: dict, core_gain: float, gain_above: float,
 
     def figures(*args, **kwargs):
         out = ev_run_figures(*args, **kwargs)
-        if memory_slope != ev.MEMORY.slope:
-            out = [dataclasses.replace(f, allowance=memory_allowance(f, expected.memory_gbs, core, memory_slope,
-                                                                     budget.max_bandwidth_drop, budget.max_core_drop))
-                   for f in out]
         if not core_gain or not core:
             return out
         return [dataclasses.replace(f, value=f.value * (core / f.core) ** core_gain)
                 if f.core and f.core > core * (1 + gain_above) else f for f in out]
 
-    ev_run_figures = ev.run_figures
-    ev.run_figures = figures
+    # The plugin's own run_figures computes every allowance, with the memory probe's slope replaced.
+    ev_run_figures, memory = ev.run_figures, ev.MEMORY
+    ev.run_figures, ev.MEMORY = figures, dataclasses.replace(memory, slope=memory_slope)
     try:
         attempt, evidence = sequential.measure_until_decided(
             lambda index: Attempt.from_runs([runs[index]], case["unit"], case.get("device") or {}),
             expected, (), budget, sleep=lambda seconds: None, bandwidth=expected.memory_gbs, core=core)
     finally:
-        ev.run_figures = ev_run_figures
+        ev.run_figures, ev.MEMORY = ev_run_figures, memory
     verdict = judge_evidence(case["id"], evidence, case["unit"], expected, inconclusive=options["inconclusive"])
     status = verdict.status.value
     return ("inconclusive" if verdict.inconclusive and status != "fail" else status), len(attempt.runs)

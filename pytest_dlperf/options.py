@@ -317,10 +317,11 @@ class Options:
             raise OptionError(str(exc)) from None
 
     def check_not_distributed(self, config: pytest.Config) -> None:
-        """Cases never run under pytest-xdist: cases side by side would measure each other, and an xdist
-        worker collects no case (its controller judges none), so the session would silently run none."""
+        """Cases (an active session's: the caller checks) never run under pytest-xdist: cases side by side would
+        measure each other, and an xdist worker collects no case (its controller judges none), so the session
+        would silently run none."""
         workers = xdist_workers(config)
-        if self.active and workers:
+        if workers:
             raise OptionError(f"-n/--dist (pytest-xdist): this session spreads its tests over {workers} worker "
                               "processes, but pytest-dlperf cases measure throughput and must run one at a time "
                               "in this process; expected no distribution: add -n 0 (or -p no:xdist) to this "
