@@ -1,41 +1,45 @@
 #!/usr/bin/env bash
-# The one-command check on a GPU machine (issue 16): install offline, run tests/gpu, measure
-# the harness's overhead, run the seeds' cases, write a measured baseline, bundle it all.
+# The check on a lent GPU (issues 16 and 27): two back-to-back commands, 12 minutes of command time
+# in all, spent first on what has never been measured on a GPU.
 #
-#   bash benchmarks/gpu_check.sh OUT_DIR [--part 1|2|3] [--dry-run]
+#   bash benchmarks/gpu_check.sh OUT_DIR --command 1|2 [--dry-run]
+#   bash benchmarks/gpu_check.sh --plan
 #
-#   --part 1   install; machine facts (nvidia-smi, environment); pytest tests/gpu;
-#              benchmarks/overhead.py for resnet50 amp bs256 (the harness / bare-loop ratio)
-#   --part 2   install; machine facts; the seeds' cases on one GPU with --dlperf-runs 3:
-#              the summary, JSON results, Markdown report, plots and a measured baseline
-#   --part 3   install; the verdicts on the GPU (issue 12): benchmarks/verdict_quality.py
-#              with resnet50 amp bs256, 10 unchanged sessions and 10 slowed by 5% against a
-#              baseline it saves, at a 3% tolerance (DLPERF_CHECK_VQ_TOLERANCES): the
-#              false-alarm and detection rates, runs per verdict
-#   (no --part: all three, one after the other, for a machine without a per-command limit)
-#   --dry-run  on any machine, in under a minute: print every command a real run would
-#              run, and run the CPU-safe ones instead with tiny settings (tests/gpu skip
-#              without CUDA; the overhead and seed steps train `tiny` on the CPU); the same
-#              bundle layout comes out
+#   --command 1   (480 s) install; machine facts; the verdicts on the GPU: benchmarks/verdict_quality.py,
+#                 resnet50 amp bs256, a baseline it saves, then up to 10 unchanged and 10 slowed-by-5%
+#                 sessions, alternating, judged at a 3% tolerance; its kept sessions (for replays
+#                 under another rule: verdict_rejudge.py) and the baseline (for command 2)
+#   --command 2   (240 s) install; NVIDIA's own ResNet-50 script beside the built-in resnet50
+#                 (benchmarks/ngc_side_by_side.py: both figures and their ratio); one unchanged session
+#                 while another process runs matrix products on the same GPU (verdict_quality.py
+#                 --gpu-busy-sessions: busy, never a regression); where the time of a one-rank DDP step and
+#                 of BERT's step goes (benchmarks/gpu_diagnose.py); then, as time allows, the plugin's own
+#                 proof: tests/gpu, the seeds' cases and a baseline, the harness overhead
+#   --plan        print the plan (commands, steps, budgets) and exit
+#   --dry-run     on any machine, in a few minutes of CPU: print every command a real run would run,
+#                 and run CPU-safe versions instead (tiny settings; tests/gpu skip without CUDA); the
+#                 same bundle layout comes out
 #
-# Each part is meant for one command of at most 10 minutes: it gives itself a budget of
-# DLPERF_CHECK_BUDGET seconds (default 540) and every step a time limit within what is left
-# (`timeout -s INT`: pytest still writes its JUnit XML and the plugin its JSON and report).
-# A step cut off by its limit, or one that fails, is reported; the next step still runs.
+# A step that does not fit what is left of its command's budget is skipped and named in the
+# summary ("left out for lack of time").
 #
-# OUT_DIR receives at most 8 files (8 after all three parts), and nothing else:
-#   part1-summary.txt     what ran, how long, test counts, the harness / bare-loop ratio
-#   part1-logs.tar.gz     install log, nvidia-smi -L/-q/topo, environment.json, pip freeze,
-#                         tests/gpu output + JUnit XML + the inner sessions' worker logs,
-#                         overhead.py output
-#   overhead.json         benchmarks/overhead.py --json
-#   part2-summary.txt     what ran, the dlperf summary table, where the baseline went
-#   results.json          --dlperf-json of the seed cases (docs/result-format.md)
-#   <gpu>.json            the measured baseline (h100.json, h200.json, ...; cpu-dry-run.json
-#                         in a dry run): copy it to baselines/ and commit it
-#   part2-report.tar.gz   report.md + report-logs/, plots/*.png, benchmark.json, the
-#                         seeds' pytest output and JUnit XML
-#   part3-verdicts.txt    what ran, verdict_quality's table and every session's message
+# Each command gives itself a budget (480 and 240 s; DLPERF_CHECK_BUDGET overrides the one
+# running) and every step a time limit within what is left (`timeout -s INT`: pytest still writes
+# its JUnit XML and the plugin its JSON and report). A step cut off by its limit, or one that
+# fails, is reported; the next step still runs. Run the two commands back to back on one machine:
+# command 2 judges its GPU-busy session against command 1's baseline (kept in
+# out/gpu-check-state/, git-ignored); on a fresh machine it saves one of its own first.
+#
+# OUT_DIR receives at most 8 files per command, and nothing else:
+#   command1-summary.txt   what ran, how long; verdict_quality's table and every session's message
+#   command1-logs.tar.gz   install log, nvidia-smi -L/-q/topo, environment.json, pip freeze,
+#                          verdicts.log, the kept sessions (verdict-sessions/*.json), the baseline
+#   command2-summary.txt   what ran, how long, what was left out; the NGC lines and ratio; the
+#                          GPU-busy session; gpu_diagnose's tables; tests/gpu counts; the seeds' summary
+#   command2-logs.tar.gz   every step's log and JSON: ngc-results.json, the GPU-busy session,
+#                          diagnose.json, tests/gpu output + JUnit XML, the seeds' report and plots
+#   results.json, <gpu>.json   the seeds' results and measured baseline (h200.json, ...; in a dry
+#                          run cpu-dry-run.json), when the seeds ran: copy it to baselines/
 #
 # Offline install.  The GPU machine has torch, torchvision, pytest, pytest-benchmark,
 # nvidia-ml-py, psutil, matplotlib and transformers, but not jsonschema and its
@@ -52,34 +56,75 @@
 #       typing-extensions==4.16.0
 #   done
 #
-# They go into a scratch site folder (pip --no-index --target), typing-extensions only
+# NVIDIA's code for the side-by-side step (never committed; with the device tool, carry ".peer"):
+# ConvNets and dllogger, from copies of github.com/NVIDIA/DeepLearningExamples and NVIDIA/dllogger:
+#
+#   mkdir -p .peer && git -C DeepLearningExamples archive HEAD PyTorch/Classification/ConvNets \
+#     | tar -x -C .peer && mv .peer/PyTorch/Classification/ConvNets .peer/convnets && rm -r .peer/PyTorch
+#   git -C dllogger archive --prefix=dllogger/ HEAD | tar -x -C .peer
+#
+# (DLPERF_CHECK_CONVNETS and DLPERF_CHECK_DLLOGGER name other places.)
+#
+# The wheels go into a scratch site folder (pip --no-index --target), typing-extensions only
 # where the interpreter's is too old for referencing; the project is built from a copy of
 # its sources with the image's setuptools (pip --no-index --no-build-isolation --target),
 # which gives it its pytest11 entry point, so every pytest session (the inner ones of
 # tests/gpu too) loads the plugin.  PYTHONPATH puts this checkout first, then that folder.
 # Without pip, the wheels are unzipped and a minimal dist-info is written by hand.
 #
-# Environment: DLPERF_PYTHON (interpreter, default python3), DLPERF_CHECK_BUDGET (seconds
-# per part, default 540), DLPERF_CHECK_WARMUP / _STEPS / _REPEATS / _RUNS (the seed cases'
-# measurement, default 20 / 30 / 3 / 3), DLPERF_CHECK_KEEP=1 (keep the scratch folder),
-# DLPERF_CHECK_COMMIT (the commit under test, for a copy of the tree without .git).
+# Environment: DLPERF_PYTHON (interpreter, default python3), DLPERF_CHECK_BUDGET (seconds of the
+# command, default 480 or 240), DLPERF_CHECK_VQ_SESSIONS (verdict sessions of each kind, 10),
+# DLPERF_CHECK_WARMUP / _STEPS / _REPEATS / _RUNS (the seed cases' measurement, default 20 / 30 /
+# 3 / 1), DLPERF_CHECK_KEEP=1 (keep the scratch folder), DLPERF_CHECK_COMMIT (the commit under
+# test, for a copy of the tree without .git).
 set -euo pipefail
+
+# The plan: "command step seconds least" (a step's own time limit, and the least time it can do
+# anything useful in), in the order the steps run. A command's budget caps them all: a step starts
+# with what is left, or is skipped when that is less than its least.
+# tests/test_gpu_check.py checks the budgets' sum (at most 12 minutes) and this order.
+COMMAND_BUDGETS=(480 240)
+PLAN="
+1 install 30 10
+1 machine 20 10
+1 verdicts 430 120
+2 install 30 10
+2 ngc 110 60
+2 gpu-busy 60 40
+2 diagnose 75 40
+2 gpu-tests 330 60
+2 seeds 200 120
+2 overhead 150 90
+"
 
 usage() {
     sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
 }
 
+print_plan() {
+    local total=0 c
+    echo "gpu_check.sh plan: two back-to-back commands; each step gets its own limit or what is left of its command's budget"
+    for c in 1 2; do
+        local budget=${COMMAND_BUDGETS[$((c - 1))]}
+        total=$((total + budget))
+        echo "command $c: budget ${budget} s"
+        awk -v c="$c" '$1 == c { printf "  %-10s up to %4d s (skipped with less than %d s left)\n", $2, $3, $4 }' <<<"$PLAN"
+    done
+    echo "commands in all: ${total} s"
+}
+
 OUT=""
-PART="all"
+COMMAND=""
 DRY=0
 while (($#)); do
     case "$1" in
         --dry-run) DRY=1 ;;
-        --part)
-            if (($# < 2)); then echo "gpu_check.sh: --part takes 1, 2 or 3" >&2; exit 2; fi
-            PART="$2"
+        --plan) print_plan; exit 0 ;;
+        --command)
+            if (($# < 2)); then echo "gpu_check.sh: --command takes 1 or 2" >&2; exit 2; fi
+            COMMAND="$2"
             shift ;;
-        --part=*) PART="${1#--part=}" ;;
+        --command=*) COMMAND="${1#--command=}" ;;
         -h | --help) usage; exit 0 ;;
         -*) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
         *)
@@ -88,13 +133,13 @@ while (($#)); do
     esac
     shift
 done
-if [[ -z "$OUT" ]]; then
-    echo "usage: bash benchmarks/gpu_check.sh OUT_DIR [--part 1|2|3] [--dry-run]" >&2
+if [[ -z "$OUT" || -z "$COMMAND" ]]; then
+    echo "usage: bash benchmarks/gpu_check.sh OUT_DIR --command 1|2 [--dry-run] (or --plan)" >&2
     exit 2
 fi
-case "$PART" in
-    1 | 2 | 3 | all) ;;
-    *) echo "gpu_check.sh: --part takes 1, 2 or 3, not '$PART'" >&2; exit 2 ;;
+case "$COMMAND" in
+    1 | 2) ;;
+    *) echo "gpu_check.sh: --command takes 1 or 2, not '$COMMAND'" >&2; exit 2 ;;
 esac
 
 mkdir -p "$OUT"
@@ -102,10 +147,14 @@ OUT="$(cd "$OUT" && pwd)"
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 PY="${DLPERF_PYTHON:-python3}"
-BUDGET="${DLPERF_CHECK_BUDGET:-540}"
+BUDGET="${DLPERF_CHECK_BUDGET:-${COMMAND_BUDGETS[$((COMMAND - 1))]}}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/dlperf-gpu-check.XXXXXX")"
 SITE="$WORK/site"
-mkdir -p "$SITE"
+# What command 2 takes from command 1 on the same machine (git-ignored; a dry run keeps its own).
+STATE="$ROOT/out/gpu-check-state$( ((DRY)) && echo -dry-run)"
+CONVNETS="${DLPERF_CHECK_CONVNETS:-$ROOT/.peer/convnets}"
+DLLOGGER="${DLPERF_CHECK_DLLOGGER:-$ROOT/.peer/dllogger}"
+mkdir -p "$SITE" "$STATE"
 cleanup() {
     if [[ "${DLPERF_CHECK_KEEP:-0}" == 1 ]]; then
         echo "gpu_check.sh: scratch folder kept: $WORK"
@@ -116,6 +165,14 @@ cleanup() {
 trap cleanup EXIT
 export PYTHONPATH="$ROOT:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+
+# The plan's own limit of a step of this command, and the least time it needs.
+own_limit() {
+    awk -v c="$COMMAND" -v s="$1" '$1 == c && $2 == s { print $3 }' <<<"$PLAN"
+}
+least_for() {
+    awk -v c="$COMMAND" -v s="$1" '$1 == c && $2 == s { print $4 }' <<<"$PLAN"
+}
 
 # --------------------------------------------------------------------------- helpers
 
@@ -147,11 +204,11 @@ fi
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 PART_START=$SECONDS
-RESERVE=20  # seconds kept for the bundle at the end of a part
-STEPS_LOG=""  # this part's "name status seconds note" lines
+RESERVE=20  # seconds kept for the bundle at the end of a command
+STEPS_LOG=""  # this command's "name status seconds note" lines
 STATUS=0
 
-# The time limit of the next step: its own, within what is left of the part's budget.
+# The time limit of the next step: its own, within what is left of the command's budget.
 limit_for() {
     local own=$1 left=$((BUDGET - (SECONDS - PART_START) - RESERVE))
     if ((left < own)); then own=$left; fi
@@ -181,11 +238,12 @@ run_step() {
     else
         echo "+ $(q "$@")"
     fi
-    if ((limit < 10)); then
-        echo "skipped: ${limit} s left of the part's ${BUDGET} s budget"
+    local least
+    least="$(least_for "$name")"
+    if ((limit < ${least:-10})); then
+        echo "skipped: ${limit} s left of the command's ${BUDGET} s budget"
         STEPS_LOG+="$name skipped 0 out-of-time"$'\n'
-        STATUS=1
-        return 0
+        return 0  # left out for lack of time: named in the summary, not a failure
     fi
     set +e
     if declare -F "$1" >/dev/null; then
@@ -224,7 +282,7 @@ install_project() {
         set -e
         echo "python: $("$PY" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
         if [[ -f "$SITE/.installed" ]]; then
-            echo "installed into $SITE earlier in this invocation (part 1)"
+            echo "installed into $SITE earlier in this invocation"
             exit 0
         fi
         if "$PY" -c 'import jsonschema' 2>/dev/null; then
@@ -292,12 +350,6 @@ PYEOF
 machine_facts() {
     local dir=$1
     mkdir -p "$dir"
-    if [[ -f "$WORK/part1/machine/environment.json" && "$dir" != "$WORK/part1/machine" ]]; then
-        echo "the machine's facts from part 1 of this invocation"
-        cp -r "$WORK/part1/machine/." "$dir/"
-        cat "$dir/nvidia-smi-L.txt"
-        return 0
-    fi
     if command -v nvidia-smi >/dev/null 2>&1; then
         nvidia-smi -L >"$dir/nvidia-smi-L.txt" 2>&1 || true
         nvidia-smi -q >"$dir/nvidia-smi-q.txt" 2>&1 || true
@@ -346,7 +398,7 @@ write_summary() {
     shift 2
     {
         echo "$title"
-        echo "date: $(now); dry run: $DRY; budget ${BUDGET} s; part took $((SECONDS - PART_START)) s"
+        echo "date: $(now); dry run: $DRY; budget ${BUDGET} s; command took $((SECONDS - PART_START)) s"
         echo "checkout: $ROOT, commit $(commit_text)"
         echo "python: $("$PY" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)"
         echo
@@ -361,70 +413,123 @@ write_summary() {
     cat "$file"
 }
 
-# --------------------------------------------------------------------------- part 1
+# --------------------------------------------------------------------------- command 1
 
-part1() {
-    PART_START=$SECONDS
-    STEPS_LOG=""
-    local logs="$WORK/part1"
+command1() {
+    local logs="$WORK/command1"
     mkdir -p "$logs"
 
     DRY_CMD=(install_project)
-    run_step install 120 "$logs/install.log" -- install_project
-
+    run_step install "$(own_limit install)" "$logs/install.log" -- install_project
     DRY_CMD=(machine_facts "$logs/machine")
-    run_step machine 60 "$logs/machine.log" -- machine_facts "$logs/machine"
+    run_step machine "$(own_limit machine)" "$logs/machine.log" -- machine_facts "$logs/machine"
 
-    # tests/gpu: on an H100 about 4 minutes (each case starts fresh workers: about 8 s each;
-    # the largest-batch search about 6 trials; the 1-rank torchrun comparison 2 x 20 s;
-    # compiling tiny's Triton kernels about 40 s).  Without CUDA they skip in seconds.
-    local gpu_tests=("$PY" -m pytest -p no:cacheprovider -v -rA tests/gpu --junitxml="$logs/gpu-tests.xml"
-        --basetemp="$logs/gpu-tests-tmp")
-    DRY_CMD=(env CUDA_VISIBLE_DEVICES= "${gpu_tests[@]}")  # the skip path, even on a GPU machine
-    run_step gpu-tests 300 "$logs/gpu-tests.log" -- "${gpu_tests[@]}"
+    # Issue 12 on the GPU: a baseline of resnet50 amp bs256 (3 runs), then unchanged sessions and
+    # sessions whose every step trains 13 samples more than its 256 (5% less throughput where the
+    # work is linear in the batch), alternating, each judged against the baseline at 3% (a 5%
+    # tolerance cannot tell a 5% slowdown).  On an H200 (2026-11-25) a run was about 9 s of start
+    # and 4 s of steps: a session about 20 s (one run) to 35 s (two).  --budget stops starting
+    # sessions 50 s before the step's limit, in time for the table.
+    local limit sessions="${DLPERF_CHECK_VQ_SESSIONS:-10}"
+    limit="$(limit_for "$(own_limit verdicts)")"
+    rm -f "$STATE/verdict-baseline.json"
+    local vq=("$PY" benchmarks/verdict_quality.py --model resnet50 --precision amp --batch-size 256 --device cuda
+        --slowdown 0.05 --sessions "$sessions" --tolerances 0.03 --baseline-runs 3 --max-runs 5 --steps 5,20,3
+        --budget $((limit > 60 ? limit - 50 : 10)) --verbose --keep "$logs/verdict-sessions"
+        --baseline-file "$STATE/verdict-baseline.json")
+    DRY_CMD=("$PY" benchmarks/verdict_quality.py --model tiny --batch-size 8 --device cpu --slowdown 0.2
+        --sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --budget 60 --verbose
+        --keep "$logs/verdict-sessions" --baseline-file "$STATE/verdict-baseline.json")
+    run_step verdicts "$(own_limit verdicts)" "$logs/verdicts.log" -- "${vq[@]}"
+    if [[ -f "$STATE/verdict-baseline.json" ]]; then cp "$STATE/verdict-baseline.json" "$logs/"; fi
 
-    # The harness against a bare loop, resnet50 amp bs256: per run 20 warm-up + 3 x 50 steps
-    # (about 0.09 s each on an H100: 15 s) plus about 8 s to start; 2 pairs of 2 sides:
-    # about 90 s.  Exit status 1 is a verdict (over 2%), not a failure of the check.
-    local overhead=("$PY" benchmarks/overhead.py --model resnet50 --precision amp --batch-size 256 --image-size 224
-        --device cuda --warmup-steps 20 --steps 50 --repeats 3 --pairs 2 --telemetry on --json "$OUT/overhead.json")
-    DRY_CMD=("$PY" benchmarks/overhead.py --model tiny --precision fp32 --batch-size 32 --image-size 32 --device cpu
-        --warmup-steps 1 --steps 2 --repeats 1 --pairs 1 --telemetry on --max-overhead 1 --json "$OUT/overhead.json")
-    OK_CODES="0 1" run_step overhead 150 "$logs/overhead.log" -- "${overhead[@]}"
-
-    local ratio
-    ratio="$(grep -E '^(ratio |telemetry on/off|PASS|FAIL|NOISY|device:)' "$logs/overhead.log" 2>/dev/null || echo "no ratio: see overhead.log")"
-    write_summary "$OUT/part1-summary.txt" "gpu_check.sh part 1: install, tests/gpu, harness overhead" \
+    write_summary "$OUT/command1-summary.txt" "gpu_check.sh command 1: the verdicts on the GPU" \
         "$(printf 'GPUs:\n%s\n%s' "$(sed 's/^/  /' "$logs/machine/nvidia-smi-L.txt" 2>/dev/null)" \
             "$(grep '^dlperf:' "$logs/machine.log" 2>/dev/null | sed 's/^/  /')")" \
-        "$(printf 'tests/gpu: %s' "$(junit_counts "$logs/gpu-tests.xml")")" \
-        "$(printf 'harness / bare loop (benchmarks/overhead.py, resnet50 amp bs256):\n%s' "$(sed 's/^/  /' <<<"$ratio")")"
-    bundle_logs "$logs" "$OUT/part1-logs.tar.gz"
+        "$(printf 'verdicts (benchmarks/verdict_quality.py):\n%s' "$(sed -n '/^baseline:/,$p' "$logs/verdicts.log" 2>/dev/null)")"
+    bundle_logs "$logs" "$OUT/command1-logs.tar.gz"
 }
 
-# --------------------------------------------------------------------------- part 2
+# --------------------------------------------------------------------------- command 2
 
-part2() {
-    PART_START=$SECONDS
-    STEPS_LOG=""
-    local logs="$WORK/part2" report="$WORK/part2/report"
+command2() {
+    local logs="$WORK/command2" report="$WORK/command2/report"
     mkdir -p "$logs" "$report"
 
     DRY_CMD=(install_project)
-    run_step install 120 "$logs/install.log" -- install_project
-    DRY_CMD=(machine_facts "$logs/machine")
-    run_step machine 60 "$logs/machine.log" -- machine_facts "$logs/machine"
+    run_step install "$(own_limit install)" "$logs/install.log" -- install_project
 
+    # NVIDIA's ConvNets main.py (the NGC figures' script) beside the built-in resnet50, amp bs256, one
+    # session, 2 runs each: warm-up 20, then 3 windows of 30 steps.  About 20 s a run of main.py (it
+    # sleeps 5 s after its last step) and 18 s a run of the built-in one.
+    local ngc=("$PY" benchmarks/ngc_side_by_side.py --convnets "$CONVNETS" --dllogger "$DLLOGGER" --device cuda
+        --precision amp --batch-size 256 --runs 2 --steps 20,30,3 --json "$logs/ngc-results.json")
+    DRY_CMD=("$PY" benchmarks/ngc_side_by_side.py --convnets "$CONVNETS" --dllogger "$DLLOGGER" --device cpu
+        --precision fp32 --batch-size 4 --runs 1 --steps 1,2,1 --json "$logs/ngc-results.json")
+    run_step ngc "$(own_limit ngc)" "$logs/ngc.log" -- "${ngc[@]}"
+
+    # One unchanged session while another process keeps the GPU busy with matrix products: NVML
+    # lists it beside the case, so each run is busy; the session must end inconclusive, never fail.
+    # Against command 1's baseline (a baseline of one run where this machine has none).
+    local busy=("$PY" benchmarks/verdict_quality.py --model resnet50 --precision amp --batch-size 256 --device cuda
+        --sessions 0 --gpu-busy-sessions 1 --tolerances 0.03 --baseline-runs 1 --max-runs 2 --steps 5,20,3
+        --verbose --keep "$logs/gpu-busy-sessions" --baseline-file "$STATE/verdict-baseline.json")
+    DRY_CMD=("$PY" benchmarks/verdict_quality.py --model tiny --batch-size 8 --device cpu --sessions 0
+        --gpu-busy-sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --verbose
+        --keep "$logs/gpu-busy-sessions" --baseline-file "$STATE/verdict-baseline.json")
+    run_step gpu-busy "$(own_limit gpu-busy)" "$logs/gpu-busy.log" -- "${busy[@]}"
+
+    # Where a one-rank DDP step's time goes against the plain step's, and why BERT's GPU idles.
+    local limit
+    limit="$(limit_for "$(own_limit diagnose)")"
+    local diag=("$PY" benchmarks/gpu_diagnose.py --device cuda --repeats 2 --budget $((limit > 30 ? limit - 15 : 10))
+        --json "$logs/diagnose.json")
+    DRY_CMD=("$PY" benchmarks/gpu_diagnose.py --device cpu --quick --json "$logs/diagnose.json")
+    run_step diagnose "$(own_limit diagnose)" "$logs/diagnose.log" -- "${diag[@]}"
+
+    # tests/gpu: on an H200 about 330 s (each case starts fresh workers: about 8 s each; the
+    # largest-batch search about 6 trials; the 1-rank torchrun comparison 2 x 25 s; compile 25 s).
+    # Without CUDA they skip in seconds.
+    local gpu_tests=("$PY" -m pytest -p no:cacheprovider -v -rA tests/gpu --junitxml="$logs/gpu-tests.xml"
+        --basetemp="$logs/gpu-tests-tmp")
+    DRY_CMD=(env CUDA_VISIBLE_DEVICES= "${gpu_tests[@]}")  # the skip path, even on a GPU machine
+    run_step gpu-tests "$(own_limit gpu-tests)" "$logs/gpu-tests.log" -- "${gpu_tests[@]}"
+
+    seeds_step "$logs" "$report"
+
+    # The harness against a bare loop, resnet50 amp bs256: 2 pairs of 2 sides, about 90 s.  Exit
+    # status 1 is a verdict (over 2%), not a failure of the check.
+    local overhead=("$PY" benchmarks/overhead.py --model resnet50 --precision amp --batch-size 256 --image-size 224
+        --device cuda --warmup-steps 20 --steps 50 --repeats 3 --pairs 2 --telemetry on --json "$logs/overhead.json")
+    DRY_CMD=("$PY" benchmarks/overhead.py --model tiny --precision fp32 --batch-size 32 --image-size 32 --device cpu
+        --warmup-steps 1 --steps 2 --repeats 1 --pairs 1 --telemetry on --max-overhead 1 --json "$logs/overhead.json")
+    OK_CODES="0 1" run_step overhead "$(own_limit overhead)" "$logs/overhead.log" -- "${overhead[@]}"
+
+    local left_out
+    left_out="$(printf '%s' "$STEPS_LOG" | awk '$2 == "skipped" { print "  " $1 }')"
+    write_summary "$OUT/command2-summary.txt" \
+        "gpu_check.sh command 2: NVIDIA's script beside the plugin, a busy GPU, diagnostics, the plugin's proof" \
+        "$(printf 'left out for lack of time:\n%s' "${left_out:-  nothing}")" \
+        "$(printf 'NGC side by side (benchmarks/ngc_side_by_side.py):\n%s' "$(grep -E '^(ngc-rn50|resnet50): |^ngc-rn50 / resnet50' "$logs/ngc.log" 2>/dev/null | cut -c1-400 | sed 's/^/  /')")" \
+        "$(printf 'GPU busy (verdict_quality.py --gpu-busy-sessions):\n%s' "$(sed -n '/^baseline:/,$p' "$logs/gpu-busy.log" 2>/dev/null)")" \
+        "$(printf 'diagnostics (benchmarks/gpu_diagnose.py):\n%s' "$(grep -vE '\(round [0-9]+\)$' "$logs/diagnose.log" 2>/dev/null)")" \
+        "$(printf 'tests/gpu: %s' "$(junit_counts "$logs/gpu-tests.xml")")" \
+        "$(printf 'seeds: %s\n%s' "$(junit_counts "$report/seeds.xml")" \
+            "$(sed -n '/= dlperf summary =/,$p' "$report/seeds.log" 2>/dev/null)")" \
+        "$(printf 'harness / bare loop (benchmarks/overhead.py):\n%s' "$(grep -E '^(ratio |telemetry on/off|PASS|FAIL|NOISY|device:)' "$logs/overhead.log" 2>/dev/null | sed 's/^/  /')")"
+    bundle_logs "$logs" "$OUT/command2-logs.tar.gz"
+}
+
+# The seeds' cases on one GPU (README "Baselines"), one fresh run each by default, with the JSON
+# results, the report, plots and a measured baseline.  Per run: warm-up 20 + 3 windows x 30
+# steps, plus 8-14 s to start: on an H200 (2026-11-25) 164 s for the six cases.
+seeds_step() {
+    local logs=$1 report=$2
     local slug
     slug="$(gpu_slug)"
     local baseline="$logs/$slug.json"
-    # The seeds' cases (README "Baselines"; the issue's list), one GPU each, 3 fresh runs.
-    # Per run: warm-up 20 + 3 windows x 30 steps = 110 steps, plus ~10 s to start (~14 s for
-    # the transformers models), plus the FLOPs count.  Estimated on an H100 (s/step):
-    # resnet50 fp32 0.25, tf32 0.13, amp 0.09, vgg16 amp bs128 0.05, bert-base amp bs64 0.04,
-    # gpt2 bf16 bs8 0.06 -> 3 x (38 + 24 + 20 + 16 + 18 + 21) s = about 410 s.
     local warmup="${DLPERF_CHECK_WARMUP:-20}" steps="${DLPERF_CHECK_STEPS:-30}"
-    local repeats="${DLPERF_CHECK_REPEATS:-3}" runs="${DLPERF_CHECK_RUNS:-3}"
+    local repeats="${DLPERF_CHECK_REPEATS:-3}" runs="${DLPERF_CHECK_RUNS:-1}"
     local benchmark=()
     if "$PY" -c 'import pytest_benchmark' 2>/dev/null; then
         benchmark=(--benchmark-json "$report/benchmark.json")
@@ -442,12 +547,11 @@ part2() {
     DRY_CMD=("$PY" -m pytest benchmarks -p no:cacheprovider -m dlperf --dlperf-device cpu --dlperf-model tiny
         --dlperf-precision fp32,bf16 --dlperf-batch-size 32 -k "tiny-fp32-bs32-gpu1"
         --dlperf-runs 1 --dlperf-warmup-steps 1 --dlperf-steps 2 --dlperf-repeats 1 "${outputs[@]}")
-    run_step seeds 520 "$report/seeds.log" -- "${seeds[@]}"
+    run_step seeds "$(own_limit seeds)" "$report/seeds.log" -- "${seeds[@]}"
 
-    local baseline_note="no baseline written (see the seeds step)"
     if [[ -f "$baseline" ]]; then
         local notes
-        notes="Measured by benchmarks/gpu_check.sh --part 2$( ((DRY)) && echo ' --dry-run (CPU, tiny: not a measurement)') at commit $(commit_text): warm-up ${warmup} steps, then ${repeats} windows of ${steps} steps per run, ${runs} runs per case in fresh processes (the median of their windows); synthetic data. Shorter windows than the seeds' 100 x 5 steps: a reference for regression gating on this GPU model, not a published figure."
+        notes="Measured by benchmarks/gpu_check.sh --command 2$( ((DRY)) && echo ' --dry-run (CPU, tiny: not a measurement)') at commit $(commit_text): warm-up ${warmup} steps, then ${repeats} windows of ${steps} steps per run, ${runs} run(s) per case in fresh processes (a run's figure is the median of its windows, the case's the geometric mean of its runs'); synthetic data. Shorter windows than the seeds' 100 x 5 steps: a reference for regression gating on this GPU model, not a published figure."
         "$PY" - "$baseline" "$notes" "$slug" <<'PYEOF'
 import json, sys
 path, notes, slug = sys.argv[1:4]
@@ -463,52 +567,13 @@ PYEOF
             STATUS=1
         fi
         cp "$baseline" "$OUT/$slug.json"
-        baseline_note="baseline: $slug.json ($("$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["cases"]))' "$baseline") cases); copy it to baselines/$slug.json"
     fi
     if [[ -f "$logs/results.json" ]]; then
         cp "$logs/results.json" "$OUT/results.json"
     fi
-
-    write_summary "$OUT/part2-summary.txt" "gpu_check.sh part 2: the seeds' cases on one GPU" \
-        "$(printf 'GPUs:\n%s' "$(sed 's/^/  /' "$logs/machine/nvidia-smi-L.txt" 2>/dev/null)")" \
-        "$(printf 'seeds: %s\n%s' "$(junit_counts "$report/seeds.xml")" \
-            "$(sed -n '/= dlperf summary =/,$p' "$report/seeds.log" 2>/dev/null)")" \
-        "$baseline_note"
-    cp "$OUT/part2-summary.txt" "$report/"
-    bundle_logs "$logs" "$OUT/part2-report.tar.gz" report install.log machine.log machine
 }
 
-# --------------------------------------------------------------------------- part 3
-
-part3() {
-    PART_START=$SECONDS
-    STEPS_LOG=""
-    local logs="$WORK/part3"
-    mkdir -p "$logs"
-
-    DRY_CMD=(install_project)
-    run_step install 120 "$logs/install.log" -- install_project
-
-    # Issue 12 on the GPU: a baseline of resnet50 amp bs256 (3 runs), then 10 unchanged
-    # sessions and 10 whose every step trains 13 samples more than its 256 (5% less
-    # throughput where the work is linear in the batch), alternating, each judged against
-    # the baseline at DLPERF_CHECK_VQ_TOLERANCES (default 0.03: a 5% tolerance cannot tell a 5%
-    # slowdown).  Per run: 10 warm-up + 3 x 20 steps at about 0.09 s on an H100 (6 s) plus
-    # about 8 s to start; 1-2 runs a session: about 6 minutes.  --budget stops starting
-    # sessions in time for the table.
-    local tolerances="${DLPERF_CHECK_VQ_TOLERANCES:-0.03}"
-    local vq=("$PY" benchmarks/verdict_quality.py --model resnet50 --precision amp --batch-size 256 --device cuda
-        --slowdown 0.05 --sessions 10 --tolerances "$tolerances" --baseline-runs 3 --max-runs 5 --steps 10,20,3
-        --budget 420 --verbose)
-    DRY_CMD=("$PY" benchmarks/verdict_quality.py --model tiny --batch-size 8 --device cpu --slowdown 0.2
-        --sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --budget 60 --verbose)
-    run_step verdicts 480 "$logs/verdicts.log" -- "${vq[@]}"
-
-    write_summary "$OUT/part3-verdicts.txt" "gpu_check.sh part 3: verdicts on the GPU (benchmarks/verdict_quality.py)" \
-        "$(sed -n '/^baseline:/,$p' "$logs/verdicts.log" 2>/dev/null)"
-}
-
-# A tar.gz of a part's logs: text, JSON, XML, Markdown and PNG files under 2 MB (so neither
+# A tar.gz of a command's logs: text, JSON, XML, Markdown and PNG files under 2 MB (so neither
 # the inductor cache nor a core file comes along).
 bundle_logs() {
     local dir=$1 tarball=$2
@@ -521,14 +586,15 @@ bundle_logs() {
     echo "bundled $(wc -l <"$list") files into $tarball ($(du -h "$tarball" | cut -f1))"
 }
 
+
 # --------------------------------------------------------------------------- main
 
-echo "gpu_check.sh: part $PART$( ((DRY)) && echo ', dry run'); output in $OUT; scratch in $WORK; python $PY"
-case "$PART" in
-    1) part1 ;;
-    2) part2 ;;
-    3) part3 ;;
-    all) part1; part2; part3 ;;
+echo "gpu_check.sh: command $COMMAND$( ((DRY)) && echo ', dry run'); budget ${BUDGET} s; output in $OUT; scratch in $WORK; python $PY"
+print_plan
+PART_START=$SECONDS
+case "$COMMAND" in
+    1) command1 ;;
+    2) command2 ;;
 esac
 echo
 echo "gpu_check.sh: $(find "$OUT" -maxdepth 1 -type f | wc -l) files in $OUT:"

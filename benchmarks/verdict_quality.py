@@ -23,7 +23,10 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    first, and ``dlperf baseline update --from`` each of the N results makes a second baseline
    of them all; the kinds ``unchanged@N`` and ``slowed@N`` are judged against it, beside the
    same kinds against the first session's baseline.
-5. with ``--stale-sessions N``, a second baseline is saved over a copy of the first beside a process
+5. with ``--gpu-busy-sessions N`` (on CUDA), N unchanged sessions run while another process keeps
+   the same GPU busy with matrix products: NVML lists it beside the case, which must end
+   inconclusive (busy), never as a regression;
+6. with ``--stale-sessions N``, a second baseline is saved over a copy of the first beside a process
    that copies memory ``--stale-duty`` of the time, the CPU rule off (a baseline saved in a slow
    minute of the host, which only the probes can see); the line ``stale baseline`` says its figure
    against the first, its busy runs and what the save said (``--dlperf-save-baseline`` compares its
@@ -40,6 +43,9 @@ their allowed figures), and the mean seconds per session.  Exit status 0 (a tabl
 result).
 
     python benchmarks/verdict_quality.py --sessions 20 --tolerances 0.05,0.10 --hog
+
+``--baseline-file PATH`` keeps the saved baseline there, or, where PATH exists, judges against it instead
+of saving one (a second command on the same machine reuses the first's).
 """
 
 from __future__ import annotations
@@ -116,6 +122,17 @@ if os.environ.get("DLPERF_VQ_MODEL"):  # --model: vq-<name>, a registered image-
 '''
 
 HOG = "import os\nparent = os.getppid()\nwhile os.getppid() == parent: pass\n"
+
+#: Another job on the case's GPU: half-precision matrix products of 8192 x 8192, until its parent goes.
+GPU_HOG = """
+import os, torch
+parent = os.getppid()
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.half)
+while os.getppid() == parent:
+    for _ in range(20):
+        b = a @ a
+    torch.cuda.synchronize()
+"""
 
 #: Another tenant of the host, as far as the case can tell: copies 64 MiB back and forth, busy for
 #: the fraction ``DUTY`` of the time, taking memory bandwidth (the neighbour kind runs it with the
@@ -207,7 +224,7 @@ def print_table(table: dict[tuple[float, str], list[dict]], figures: dict[str, f
               f"{sum(o['busy'] for o in outcomes):9} | {sum(o['host_only'] for o in outcomes):9} | "
               f"{statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
               + ratios([o["estimate"] for o in outcomes], figures[name]))
-    print("failed: false alarms for unchanged, hog, neighbour and fine, detections for slowed; inconclusive: "
+    print("failed: false alarms for unchanged, hog, neighbour, gpu_busy and fine, detections for slowed; inconclusive: "
           "passed, not decided; allowed: not failed only for the memory bandwidth its runs lost (their estimate is "
           "below the threshold: failed without the allowance); on 1st run: decided by its first run; host-only: the busy "
           "runs busy for what the host took alone (memory bandwidth, core), which count towards a regression at "
@@ -231,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
                              "(default 0)")
     parser.add_argument("--neighbour-duty", type=float, default=0.5,
                         help="the share of the time the neighbour copies memory (default 0.5)")
+    parser.add_argument("--gpu-busy-sessions", type=int, default=0,
+                        help="unchanged sessions while another process runs matrix products on the same GPU "
+                             "(--device cuda; default 0)")
+    parser.add_argument("--baseline-file", type=Path, default=None,
+                        help="keep the saved baseline here; where the file exists, judge against it and save none")
     parser.add_argument("--stale-sessions", type=int, default=0,
                         help="save a second baseline over a copy of the first beside a process copying memory "
                              "--stale-duty of the time (the CPU rule off: a tenant of the host), and judge this many "
@@ -313,8 +335,16 @@ def main(argv: list[str] | None = None) -> int:
         # Room to re-measure the baseline's busy runs (--dlperf-save-baseline wants --dlperf-runs counted).
         measure = [*common, "--dlperf-model", model, "--dlperf-runs", str(opts.baseline_runs),
                    "--dlperf-max-runs", str(2 * opts.baseline_runs)]
-        saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], unchanged_cost, [], opts.timeout,
-                        folder / "s0.json")
+        if opts.baseline_file is not None and opts.baseline_file.exists():
+            shutil.copyfile(opts.baseline_file, folder / "base.json")
+            saved = {"runs": "(reused)", "seconds": 0.0}
+            print(f"baseline: reused {opts.baseline_file}")
+        else:
+            saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], unchanged_cost, [],
+                            opts.timeout, folder / "s0.json")
+            if opts.baseline_file is not None:
+                opts.baseline_file.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(folder / "base.json", opts.baseline_file)
         base = json.loads((folder / "base.json").read_text())
         entry = base["cases"][0]
         multi = None
@@ -351,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         neighbour = [NEIGHBOUR.format(duty=opts.neighbour_duty)]
         kinds = [("unchanged", unchanged_cost, []), ("slowed", slowed_cost, [])] + \
             ([("hog", unchanged_cost, hog)] if opts.hog else []) + \
-            ([("neighbour", unchanged_cost, neighbour)] if opts.neighbour_sessions else [])
+            ([("neighbour", unchanged_cost, neighbour)] if opts.neighbour_sessions else []) + \
+            ([("gpu_busy", unchanged_cost, [GPU_HOG])] if opts.gpu_busy_sessions else [])
         at = f"@{opts.baseline_sessions}"
         if multi is not None:
             kinds += [("unchanged" + at, unchanged_cost, []), ("slowed" + at, slowed_cost, [])]
@@ -381,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
             runs = ["--dlperf-max-runs", str(opts.max_runs)]
             hogs = opts.sessions if opts.hog_sessions is None else opts.hog_sessions
             counts = {"unchanged": opts.sessions, "slowed": opts.sessions, "hog": hogs, "fine": opts.fine_sessions,
-                      "neighbour": opts.neighbour_sessions, "unchanged" + at: opts.sessions,
+                      "neighbour": opts.neighbour_sessions, "gpu_busy": opts.gpu_busy_sessions,
+                      "unchanged" + at: opts.sessions,
                       "slowed" + at: opts.sessions, "unchanged~stale": opts.stale_sessions,
                       "slowed~stale": opts.stale_sessions}
             chosen = kinds + ([("fine", unchanged_cost, [])] if opts.fine_sessions and position == 0 else [])

@@ -15,7 +15,7 @@ The command is a list of arguments with placeholders (``str.format`` fields):
 ``{precision}``    the case's precision (``amp``)
 ``{precision_args}`` an argument of its own: replaced by the precision's arguments
 ``{gpus}``, ``{nproc}`` the ranks of the case
-``{steps}``        logged steps the script must run: warm-up + steps x repeats
+``{steps}``        steps the script must run: warm-up + steps x repeats (+ ``unlogged_steps``)
 ``{warmup_steps}``, ``{window_steps}``, ``{repeats}`` the case's step counts
 ``{data_dir}``     ``--dlperf-data-dir`` ("" when not given)
 ``{run_dir}``      the run's own folder (logs, a report file)
@@ -71,14 +71,20 @@ class CommandSpec(ModelSpec):
     timeout: float | None = None  # seconds per run, where --dlperf-timeout gives none
     log_file: str | None = None  # a file the script writes its log to (template); None: its stdout and stderr
     launch: str = "launcher"  # one of LAUNCHES
+    #: Steps the script runs that its log never shows, added to ``{steps}``: DeepLearningExamples' main.py
+    #: logs an iteration when the next one starts, so its last one (``--prof N`` logs N - 1): 1.
+    unlogged_steps: int = 0
 
     def placeholders(self, case: Any, params: Any, run_dir: str) -> dict[str, Any]:
         """The values of the placeholders for one run of ``case`` with ``params`` (a RunParams)."""
         values = {**self.settings(case.settings_dict), "batch_size": case.batch_size,
                   "global_batch": case.batch_size * case.gpus, "precision": case.precision, "gpus": case.gpus,
-                  "nproc": case.gpus, "steps": params.warmup_steps + params.steps * params.repeats,
+                  "nproc": case.gpus,
+                  "steps": params.warmup_steps + params.steps * params.repeats + self.unlogged_steps,
                   "warmup_steps": params.warmup_steps, "window_steps": params.steps, "repeats": params.repeats,
-                  "data_dir": params.data_dir or "", "run_dir": run_dir, "python": sys.executable}
+                  # Absolute: the command runs in its own cwd, not the session's (a relative --dlperf-log-dir).
+                  "data_dir": os.path.abspath(params.data_dir) if params.data_dir else "",
+                  "run_dir": os.path.abspath(run_dir), "python": sys.executable}
         values["precision_args"] = " ".join(self.arguments_for(case.precision))
         return values
 
@@ -149,7 +155,7 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
                env: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None,
                requires: Mapping[str, str] | None = None, timeout: float | None = None,
                log_file: str | None = None, launch: str = "launcher", description: str = "",
-               source: str | None = None,
+               source: str | None = None, unlogged_steps: int = 0,
                **parser_options: Any) -> CommandSpec:
     """A checked :class:`CommandSpec`; one ``ValueError`` naming the command and the field for a mistake."""
     from . import parsers
@@ -187,13 +193,17 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
             raise ValueError(f"{who}: env values must be strings")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
         raise ValueError(f"{who}: timeout must be a positive number of seconds, not {timeout!r}")
+    if isinstance(unlogged_steps, bool) or not isinstance(unlogged_steps, int) or unlogged_steps < 0:
+        raise ValueError(f"{who}: unlogged_steps must be a non-negative integer (steps the script runs but never "
+                         f"logs), not {unlogged_steps!r}")
     options = parsers.check(who, parser, parser_options)
     return CommandSpec(name=name, factory=_no_model, make_batch=_no_model, loss=_no_model, unit=unit,
                        batch_size=batch_size, defaults=dict(defaults or {}), requires=dict(requires or {}),
                        description=description or f"command: {' '.join(argv)}", source=source,
                        task=COMMAND_TASK, command=argv, precision_args=mapped, parser=parser,
                        parser_options=options, samples_per_step=samples_per_step, scope=scope, cwd=cwd,
-                       env=dict(env or {}), timeout=timeout, log_file=log_file, launch=launch)
+                       env=dict(env or {}), timeout=timeout, log_file=log_file, launch=launch,
+                       unlogged_steps=unlogged_steps)
 
 
 def register_command(name: str, command: Sequence[str], **fields: Any) -> CommandSpec:
