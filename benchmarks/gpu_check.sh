@@ -151,7 +151,7 @@ BUDGET="${DLPERF_CHECK_BUDGET:-${COMMAND_BUDGETS[$((COMMAND - 1))]}}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/dlperf-gpu-check.XXXXXX")"
 SITE="$WORK/site"
 # What command 2 takes from command 1 on the same machine (git-ignored; a dry run keeps its own).
-STATE="$ROOT/out/gpu-check-state$( ((DRY)) && echo -dry-run)"
+STATE="$ROOT/out/gpu-check-state$( ((DRY)) && echo -dry-run || true)"
 CONVNETS="${DLPERF_CHECK_CONVNETS:-$ROOT/.peer/convnets}"
 DLLOGGER="${DLPERF_CHECK_DLLOGGER:-$ROOT/.peer/dllogger}"
 mkdir -p "$SITE" "$STATE"
@@ -551,7 +551,7 @@ seeds_step() {
 
     if [[ -f "$baseline" ]]; then
         local notes
-        notes="Measured by benchmarks/gpu_check.sh --command 2$( ((DRY)) && echo ' --dry-run (CPU, tiny: not a measurement)') at commit $(commit_text): warm-up ${warmup} steps, then ${repeats} windows of ${steps} steps per run, ${runs} run(s) per case in fresh processes (a run's figure is the median of its windows, the case's the geometric mean of its runs'); synthetic data. Shorter windows than the seeds' 100 x 5 steps: a reference for regression gating on this GPU model, not a published figure."
+        notes="Measured by benchmarks/gpu_check.sh --command 2$( ((DRY)) && echo ' --dry-run (CPU, tiny: not a measurement)' || true) at commit $(commit_text): warm-up ${warmup} steps, then ${repeats} windows of ${steps} steps per run, ${runs} run(s) per case in fresh processes (a run's figure is the median of its windows, the case's the geometric mean of its runs'); synthetic data. Shorter windows than the seeds' 100 x 5 steps: a reference for regression gating on this GPU model, not a published figure."
         "$PY" - "$baseline" "$notes" "$slug" <<'PYEOF'
 import json, sys
 path, notes, slug = sys.argv[1:4]
