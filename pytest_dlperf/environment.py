@@ -28,6 +28,7 @@ import shutil
 import socket
 import subprocess
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 SUBPROCESS_TIMEOUT = 10.0  # seconds for nvidia-smi and each git command
@@ -261,7 +262,17 @@ def topology() -> dict[str, str | None]:
     if done.returncode != 0:
         first = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[0]
         return {"text": None, "reason": f"nvidia-smi topo -m exited with {done.returncode}: {first}"}
-    return {"text": done.stdout.rstrip(), "reason": None}
+    return {"text": strip_ansi(done.stdout).rstrip(), "reason": None}
+
+
+#: Terminal escape sequences (colours, underline): nvidia-smi topo -m underlines its legend with
+#: ``ESC[4m`` ... ``ESC[0m`` even when its output is a pipe.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (for files and reports, which show them as ``\\u001b[4m``)."""
+    return _ANSI.sub("", text)
 
 
 # --------------------------------------------------------------------------- git
@@ -277,22 +288,49 @@ def _git(root: str, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def git_info(root: str | os.PathLike | None) -> dict[str, Any] | None:
-    """The commit of the code under test: HEAD of the checkout that holds ``root``.
+#: Where a commit is named explicitly, in the order they win: the plugin's own variable, then the
+#: variables of the common CI systems (commit, branch). An explicit commit wins over git's.
+COMMIT_VARIABLES = (
+    ("DLPERF_GIT_COMMIT", "DLPERF_GIT_BRANCH"),
+    ("GITHUB_SHA", "GITHUB_REF_NAME"),  # GitHub Actions
+    ("CI_COMMIT_SHA", "CI_COMMIT_REF_NAME"),  # GitLab CI
+    ("BUILDKITE_COMMIT", "BUILDKITE_BRANCH"),  # Buildkite
+    ("GIT_COMMIT", "GIT_BRANCH"),  # Jenkins (its git plugin)
+)
 
-    None when ``root`` is not in a git checkout with a commit, or git is not installed.
-    ``dirty``: tracked files differ from HEAD (untracked files do not count).  A copy without
-    ``.git`` names its commit in ``DLPERF_GIT_COMMIT`` (and ``DLPERF_GIT_BRANCH``).
+
+def given_commit(env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The commit a variable of :data:`COMMIT_VARIABLES` names (the first that holds a commit hash), or None."""
+    env = os.environ if env is None else env
+    for commit_var, branch_var in COMMIT_VARIABLES:
+        given = env.get(commit_var, "").strip()
+        if re.fullmatch(r"[0-9a-fA-F]{7,64}", given):
+            branch = (env.get(branch_var) or "").strip().removeprefix("origin/") or None
+            return {"commit": given, "short": given[:10], "branch": branch, "dirty": False, "root": None}
+    return None
+
+
+def git_info(root: str | os.PathLike | None) -> dict[str, Any] | None:
+    """The commit of the code under test.
+
+    An explicit commit wins (:data:`COMMIT_VARIABLES`: ``DLPERF_GIT_COMMIT``, then GitHub Actions',
+    GitLab CI's, Buildkite's and Jenkins' variables); else HEAD of the git checkout that holds
+    ``root`` (pytest's rootdir), where git tracks files under ``root``: a copy of the code placed
+    inside another repository (untracked there, or ignored) is not that repository's commit.
+    None when nothing names a commit, or git is not installed.  ``dirty``: tracked files differ
+    from HEAD (untracked files do not count).
     """
+    given = given_commit()
+    if given is not None:
+        if root is not None and _git(os.fspath(root), "rev-parse", "--verify", "HEAD") == given["commit"]:
+            given["root"] = _git(os.fspath(root), "rev-parse", "--show-toplevel")
+        return given
     if root is None:
         return None
     root = os.fspath(root)
     commit = _git(root, "rev-parse", "--verify", "HEAD")
-    if not commit:
-        given = os.environ.get("DLPERF_GIT_COMMIT", "").strip()
-        return None if not re.fullmatch(r"[0-9a-fA-F]{7,64}", given) else {
-            "commit": given, "short": given[:10], "branch": os.environ.get("DLPERF_GIT_BRANCH") or None,
-            "dirty": False, "root": None}
+    if not commit or not _git(root, "ls-files", "--", "."):
+        return None  # no checkout, or one that holds root without tracking it (a copy inside another repository)
     status = _git(root, "status", "--porcelain", "--untracked-files=no")
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
     return {"commit": commit, "short": commit[:10], "branch": None if branch in (None, "HEAD") else branch,

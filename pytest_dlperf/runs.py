@@ -1,8 +1,9 @@
-"""Measuring a case: ``runs`` fresh worker processes, their windows pooled, one median.
+"""Measuring a case: ``runs`` fresh worker processes, one figure per run.
 
 The seeds' method is "skip 20 steps, average 100, run 5-7 times, take the median": here
-each run is a fresh process (warm-up, then ``repeats`` windows of ``steps`` steps) and the
-case's figure is the median of all windows of all runs.
+each run is a fresh process (warm-up, then ``repeats`` windows of ``steps`` steps), a run's
+figure is the median of its windows, and the case's figure the geometric mean of its runs'
+(:mod:`pytest_dlperf.evidence`); the windows of all runs are pooled only for their statistics.
 """
 
 from __future__ import annotations

@@ -80,17 +80,74 @@ def test_no_nvml_library_is_a_reason_not_an_error():
         pytest.skip("NVML works on this machine")
 
 
+@pytest.fixture(autouse=True)
+def no_commit_variables(monkeypatch):
+    """No explicit commit from the environment (CI sets GITHUB_SHA and the like): each test sets its own."""
+    for commit_var, branch_var in environment.COMMIT_VARIABLES:
+        monkeypatch.delenv(commit_var, raising=False)
+        monkeypatch.delenv(branch_var, raising=False)
+
+
 @needs_git
 def test_git_records_the_commit_of_the_checkout_and_whether_it_is_dirty(tmp_path):
     commit = _git_repo(tmp_path)
     (tmp_path / "sub").mkdir()
-    info = environment.git_info(tmp_path / "sub")
+    (tmp_path / "sub" / "conftest.py").write_text("")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "sub/conftest.py"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit",
+                    "-q", "-m", "sub"], check=True)
+    commit = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    info = environment.git_info(tmp_path / "sub")  # a rootdir below the checkout's root: a monorepo's project
     assert info == {"commit": commit, "short": commit[:10], "branch": "main", "dirty": False,
                     "root": str(tmp_path.resolve())}
     (tmp_path / "untracked.txt").write_text("x")
     assert environment.git_info(tmp_path)["dirty"] is False  # untracked files do not count
     (tmp_path / "tracked.txt").write_text("two\n")
     assert environment.git_info(tmp_path)["dirty"] is True
+
+
+@needs_git
+def test_a_copy_inside_another_repository_is_not_that_repository_s_commit(tmp_path, monkeypatch):
+    # The GPU run of 2026-11-25: the project copied (without .git) into a folder of another checkout.
+    _git_repo(tmp_path)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "conftest.py").write_text("")  # untracked by the outer repository
+    assert environment.git_info(copy) is None
+    (tmp_path / ".gitignore").write_text("copy/\n")  # or ignored by it
+    assert environment.git_info(copy) is None
+    monkeypatch.setenv("DLPERF_GIT_COMMIT", "77766f8cad")
+    assert environment.git_info(copy) == {"commit": "77766f8cad", "short": "77766f8cad", "branch": None,
+                                          "dirty": False, "root": None}
+
+
+@needs_git
+def test_an_explicit_commit_wins_over_git_s_and_the_ci_systems_in_order(tmp_path, monkeypatch):
+    commit = _git_repo(tmp_path)
+    monkeypatch.setenv("GIT_COMMIT", "a" * 40)  # Jenkins
+    monkeypatch.setenv("GIT_BRANCH", "origin/release")
+    assert environment.git_info(tmp_path)["commit"] == "a" * 40
+    assert environment.git_info(tmp_path)["branch"] == "release"
+    monkeypatch.setenv("CI_COMMIT_SHA", "b" * 40)  # GitLab CI before Jenkins
+    monkeypatch.setenv("GITHUB_SHA", "c" * 40)  # GitHub Actions before both
+    assert environment.git_info(tmp_path)["commit"] == "c" * 40
+    monkeypatch.setenv("DLPERF_GIT_COMMIT", commit)  # the plugin's own variable first of all
+    info = environment.git_info(tmp_path)
+    assert info["commit"] == commit and info["root"] == str(tmp_path.resolve())  # git agrees: its root is kept
+    monkeypatch.setenv("DLPERF_GIT_COMMIT", "not a commit")  # not a hash: the next variable
+    assert environment.git_info(tmp_path)["commit"] == "c" * 40
+
+
+def test_the_topology_text_keeps_no_terminal_escape_codes(tmp_path, monkeypatch):
+    # nvidia-smi topo -m underlines its legend ("\x1b[4mGPU0\x1b[0m") even into a pipe (H200, 2026-11-25).
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text("#!/bin/sh\nprintf '\\033[4m\\tGPU0\\tCPU Affinity\\033[0m\\nGPU0\\t X \\t0-15\\n'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    text = environment.topology()["text"]
+    assert "\x1b" not in text and text.splitlines()[0] == "\tGPU0\tCPU Affinity", repr(text)
+    assert environment.strip_ansi("\x1b[1;32mok\x1b[0m \x1b[?25l") == "ok "
 
 
 @needs_git

@@ -68,6 +68,9 @@ def test_a_session_writes_the_report_with_filled_tables_and_working_log_links(dl
     method = section(text, "## Method")
     assert "| warm-up steps per run, not timed | 2 |" in method and "| steps per measured window | 5 |" in method
     assert "| data | synthetic |" in method
+    # How a case's figure is made (not "their windows pooled", which it no longer is since the sequential verdict).
+    assert ("| runs per case (fresh worker processes): a run's figure is the median of its windows, the case's the "
+            "geometric mean of its runs' |") in method and "pooled" not in method
     environment = section(text, "## Environment")
     assert re.search(r"^\| PyTorch \| \d", environment, re.M) and "| measured on | cpu" in environment
     # Every link resolves to a copied file or folder next to the report; each run's stderr is linked.

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsonio
+from ..environment import strip_ansi
 from ..history import text as history_text
 from ..results import CaseResult, cases_from
 from . import convergence
@@ -237,7 +238,8 @@ def _topology(env: Mapping[str, Any]) -> list[str]:
         return []
     lines = ["### GPU topology", ""]
     if topology.get("text"):
-        lines += ["```", "nvidia-smi topo -m", str(topology["text"]).rstrip(), "```"]
+        # strip_ansi: results written before 2026-11-26 kept nvidia-smi's underline codes.
+        lines += ["```", "nvidia-smi topo -m", strip_ansi(str(topology["text"])).rstrip(), "```"]
     else:
         lines.append(f"Unknown: {topology.get('reason') or 'not collected'}.")
     return lines + [""]

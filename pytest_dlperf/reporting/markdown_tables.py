@@ -25,7 +25,7 @@ METHOD_PARAMETERS = (
     ("warmup_steps", "warm-up steps per run, not timed"),
     ("steps", "steps per measured window"),
     ("repeats", "measured windows per run (repeats)"),
-    ("runs", "runs per case: fresh worker processes, their windows pooled"),
+    ("runs", "runs per case (fresh worker processes): a run's figure is the median of its windows, the case's the geometric mean of its runs'"),
     ("device", "device"),
     ("launcher", "launcher of the ranks"),
 )
