@@ -212,6 +212,9 @@ def ddp_variants(device: torch.device, args: argparse.Namespace) -> tuple[list[V
     variants: list[Variant] = [
         ("plain", step()),
         ("ddp (the worker's)", step(ddp())),
+        ("ddp gradient_as_bucket_view", step(ddp(gradient_as_bucket_view=True))),
+        ("ddp static_graph", step(ddp(static_graph=True))),
+        ("ddp no buffer broadcast", step(ddp(broadcast_buffers=False))),
         ("ddp bucket-view+static+nobcast", step(ddp(gradient_as_bucket_view=True, static_graph=True,
                                                      broadcast_buffers=False))),
     ]

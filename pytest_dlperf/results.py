@@ -94,6 +94,10 @@ class Scaling:
     speedup: float
     efficiency: float
     minimum: float | None
+    #: How the 1-rank figure was measured: ``plain process`` (one worker, no DDP: the reference NVIDIA's
+    #: scaling figures divide by), ``one-rank DDP`` (a one-rank torchrun/srun/mpirun job: DDP's own cost
+    #: is in the reference too, so the efficiency reads higher), or None (a baseline's figure).
+    reference_kind: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -34,7 +34,8 @@ from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
 from .runs import Attempt, CaseError, RemoteRankZero, RunParams
 from .sequential import Budget, Evidence, measure_until_decided
-from .verdict import Verdict, compose_message, judge_evidence, scaling, scaling_message, utilization_gate
+from .verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, scaling, scaling_message,
+                      utilization_gate)
 
 
 class DlperfSession:
@@ -180,18 +181,19 @@ class DlperfSession:
 
     # -- the scaling reference
 
-    def scaling_reference(self, case: Case, params: RunParams) -> tuple[float, str] | None:
-        """The 1-rank throughput of the same config: measured in this session, else the baseline's,
-        else measured now."""
+    def scaling_reference(self, case: Case, params: RunParams) -> tuple[float, str, str | None] | None:
+        """The 1-rank throughput of the same config, where it comes from and how it was measured: measured
+        in this session (a plain process, or a one-rank DDP job under a launcher that starts ranks), else
+        the baseline's, else measured now (a plain process)."""
         for result in reversed(self.results):
             if result.measured and result.case.gpus == 1 and result.case.same_config(case):
-                return result.throughput, "this session"
+                return result.throughput, "this session", ONE_RANK_DDP if result.ranks else PLAIN_PROCESS
         entry = self.baseline.reference(case) if self.baseline is not None else None
         if entry is not None:
-            return entry.throughput, "baseline"
+            return entry.throughput, "baseline", None
         return self.measured_reference(case, params)
 
-    def measured_reference(self, case: Case, params: RunParams) -> tuple[float, str] | None:
+    def measured_reference(self, case: Case, params: RunParams) -> tuple[float, str, str | None] | None:
         """No 1-rank figure in the session or the baseline (``-m gpu8`` alone): measure one.
 
         Once per config and session, as a single local process with the case's step counts;
@@ -209,7 +211,7 @@ class DlperfSession:
                 self._references[one] = None
                 self._reference_errors[one] = exc.message.splitlines()[0]
         figure = self._references[one]
-        return (figure, "measured for scaling") if figure is not None else None
+        return (figure, "measured for scaling", PLAIN_PROCESS) if figure is not None else None
 
     def judge_attempt(self, case: Case, entry: baseline_mod.Entry | None, attempt: Attempt, evidence: Evidence,
                       params: RunParams) -> tuple[Verdict, Scaling | None]:
@@ -221,7 +223,8 @@ class DlperfSession:
             return verdict, None
         minimum = self.gate_minimum(entry, "min_scaling_efficiency", self.options.min_efficiency)
         figure = evidence.estimate.value if evidence.estimate is not None else attempt.summary.median
-        return verdict, scaling(figure, case.gpus, *reference, minimum)
+        value, source, kind = reference
+        return verdict, scaling(figure, case.gpus, value, source, minimum, kind)
 
     def measure_runs(self, case: Case, measured: Case, spec, params: RunParams, entry: baseline_mod.Entry | None,
                      result: CaseResult) -> tuple[Attempt, Evidence]:

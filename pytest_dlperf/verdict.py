@@ -43,15 +43,20 @@ def fmt_pct(fraction: float) -> str:
     return f"{pct:.0f}%" if pct.is_integer() else f"{pct:.1f}%"
 
 
+#: The kinds of 1-rank reference (:attr:`pytest_dlperf.results.Scaling.reference_kind`).
+PLAIN_PROCESS, ONE_RANK_DDP = "plain process", "one-rank DDP"
+
+
 def scaling(throughput: float, ranks: int, reference: float, reference_source: str,
-            minimum: float | None) -> Scaling:
+            minimum: float | None, reference_kind: str | None = None) -> Scaling:
     speedup = throughput / reference
-    return Scaling(ranks, reference, reference_source, speedup, speedup / ranks, minimum)
+    return Scaling(ranks, reference, reference_source, speedup, speedup / ranks, minimum, reference_kind)
 
 
 def scaling_message(case_id: str, s: Scaling, unit: str) -> str:
+    kind = f" ({s.reference_kind})" if s.reference_kind else ""
     base = (f"scaling efficiency {fmt_pct(s.efficiency)} (speedup {s.speedup:.2f}x on {s.ranks} ranks over "
-            f"{fmt_value(s.reference)} {unit} on 1, from {s.reference_source})")
+            f"{fmt_value(s.reference)} {unit} on 1{kind}, from {s.reference_source})")
     if s.failed:
         return f"{case_id}: {base} is below the minimum {fmt_pct(s.minimum)}"
     return base

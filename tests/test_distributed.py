@@ -64,6 +64,7 @@ def test_scaling_efficiency_is_reported_against_this_sessions_one_rank_case(shar
     for many in more:
         scaling = many["scaling"]
         assert scaling["reference"] == one["throughput"] and scaling["reference_source"] == "this session"
+        assert scaling["reference_kind"] == "plain process"  # the local launcher's 1-rank case: no DDP
         assert scaling["speedup"] == pytest.approx(many["throughput"] / one["throughput"])
         assert scaling["efficiency"] == pytest.approx(scaling["speedup"] / many["case"]["gpus"])
         assert scaling["minimum"] is None
@@ -76,6 +77,7 @@ def test_scaling_efficiency_is_gated_both_ways(dlperf):
     result = dlperf.run("-m", "gpu2", "--dlperf-baseline", slow, "--dlperf-json", "results.json")
     result.assert_outcomes(passed=1)
     assert dlperf.results()["cases"][0]["scaling"]["reference_source"] == "baseline"
+    assert dlperf.results()["cases"][0]["scaling"]["reference_kind"] is None  # as the baseline's source measured it
 
     fast = dlperf.baseline([tiny_case(1e9), tiny_case(1.0, gpus=2, min_scaling_efficiency=0.8)], name="high.json")
     result = dlperf.run("-m", "gpu2", "--dlperf-baseline", fast, "--dlperf-confirm", "0")
@@ -265,7 +267,8 @@ def test_a_multi_rank_case_alone_measures_its_one_rank_reference(dlperf):
                         "--dlperf-json", "results.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["   2 | * | *x (*%)*", "*scaling efficiency *% (speedup *x on 2 ranks over * img/s "
-                                                      "on 1, from measured for scaling)*"])
+                                                      "on 1 (plain process), from measured for scaling)*"])
     (record,) = dlperf.results()["cases"]
     assert record["scaling"]["reference_source"] == "measured for scaling"
+    assert record["scaling"]["reference_kind"] == "plain process"
     assert record["scaling"]["efficiency"] == pytest.approx(record["scaling"]["speedup"] / 2)

@@ -143,7 +143,7 @@ def _speedup(grid: report.ModelGrid) -> list[str]:
 
     rows = [[gpus] + [cell(gpus, col) for col in grid.columns] for gpus in grid.gpu_counts]
     scalings = [rec.scaling for row in grid.records.values() for rec in row.values() if rec.scaling is not None]
-    sources = sorted({s.reference_source for s in scalings})
+    sources = sorted({s.reference_source + (f" ({s.reference_kind})" if s.reference_kind else "") for s in scalings})
     minima = sorted({s.minimum for s in scalings if s.minimum is not None})
     gate = f" Cases below {', '.join(fmt_pct(m) for m in minima)} efficiency are marked FAIL." if minima else ""
     lines = [f"Speedup over 1 GPU (efficiency = speedup / GPUs); the 1-GPU figure is from "

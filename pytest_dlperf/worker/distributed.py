@@ -8,8 +8,8 @@ A worker learns its rank from whichever launcher started it:
   ``OMPI_COMM_WORLD_LOCAL_RANK``.
 
 With more than one rank it joins a process group (NCCL on GPUs, gloo on CPUs) through
-the ``env://`` rendezvous and trains a ``DistributedDataParallel`` model with its default
-buckets.  Every rank times the same windows; rank 0 gathers them once at the end, so
+the ``env://`` rendezvous and trains a ``DistributedDataParallel`` model whose gradients are
+views into its buckets (:meth:`ProcessGroup.wrap`).  Every rank times the same windows; rank 0 gathers them once at the end, so
 gathering adds nothing to the measured time.
 """
 
@@ -68,11 +68,21 @@ class ProcessGroup:
                                 **kwargs)
 
     def wrap(self, model):
+        """The model in DDP, its gradients views into DDP's buckets (``gradient_as_bucket_view``).
+
+        With DDP's defaults every gradient is copied into its bucket before the all-reduce and back
+        after it: hundreds of small copies per step for ResNet-50, which cost a one-rank job 7.5% of its
+        throughput on an H200 (benchmarks/gpu_diagnose.py, benchmarks/gpu-runs/2026-11-26-h200) where
+        the step synchronizes with the host (the GradScaler's inf check with a foreach optimizer, as in
+        NVIDIA's recipe). Bucket views do the same arithmetic without the copies (torch's DDP notes
+        recommend them). The buffers are still broadcast every forward, as NVIDIA's DDP runs do: that
+        and the reducer's hooks are DDP's own cost, which a scaling efficiency over a plain 1-GPU
+        process includes (:attr:`pytest_dlperf.results.Scaling.reference_kind`).
+        """
         from torch.nn.parallel import DistributedDataParallel
 
-        if self.device.type == "cuda":
-            return DistributedDataParallel(model, device_ids=[self.device.index])
-        return DistributedDataParallel(model)
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True)
 
     def barrier(self) -> None:
         import torch.distributed as dist
