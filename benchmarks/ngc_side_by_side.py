@@ -13,6 +13,14 @@ Bring the code yourself (nothing of it is part of pytest-dlperf): a copy of
 ``dllogger`` package; the PyPI name ``dllogger`` is someone else's placeholder). ``main.py`` also
 imports ``pynvml`` (nvidia-ml-py, a dependency of pytest-dlperf).
 
+``main.py`` defines its DALI pipeline classes at import time (``class HybridTrainPipe(Pipeline)`` in
+``image_classification/dataloaders.py``), so it fails to import where DALI is not installed, as on a
+GPU image without NVIDIA's container (2026-11-26: ``NameError: name 'Pipeline' is not defined``).
+With ``--data-backend synthetic`` no pipeline ever runs: where ``nvidia.dali`` cannot be imported,
+the command starts ``main.py`` through ``runpy`` with the one name its import needs, ``Pipeline``,
+bound to ``object`` among the builtins (DALI's own import still fails, so the DALI backends stay
+unavailable), and the script says so.
+
 ``main.py`` is CUDA-only (``.cuda()``, ``torch.cuda.synchronize()`` in every step): on a machine
 without a GPU (``--device cpu``, the dry run) its case fails, the plugin says why (the script's
 last lines: NVML or CUDA not found) and the built-in case still runs on the CPU.
@@ -31,6 +39,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+#: main.py started through runpy with ``Pipeline`` bound (see the module docstring): where DALI is missing.
+WITHOUT_DALI = ("import builtins, runpy, sys; builtins.Pipeline = object; sys.argv = ['main.py', *sys.argv[1:]]; "
+                "runpy.run_path('main.py', run_name='__main__')")
+
 CONFTEST = '''
 from pytest_dlperf import register_command
 
@@ -38,7 +50,7 @@ from pytest_dlperf import register_command
 # (DLLogger's train.total_ips: the global batch over the iteration's time), into {{run_dir}}/raport.json.
 register_command(
     "ngc-rn50",
-    ["{{python}}", "./main.py", "--arch", "resnet50", "--data-backend", "synthetic", "-b", "{{batch_size}}",
+    ["{{python}}", *{main!r}, "--arch", "resnet50", "--data-backend", "synthetic", "-b", "{{batch_size}}",
      "--prof", "{{steps}}", "--print-freq", "1", "--epochs", "1", "--training-only", "--no-checkpoints",
      "--workspace", "{{run_dir}}", "--raport-file", "raport.json", "{{precision_args}}", "{{run_dir}}"],
     cwd={convnets!r},
@@ -73,7 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     warmup, steps, repeats = opts.steps.split(",")
     with tempfile.TemporaryDirectory(prefix="dlperf-ngc-") as tmp:
         folder = Path(tmp)
-        (folder / "conftest.py").write_text(CONFTEST.format(convnets=str(convnets), dllogger=str(dllogger)))
+        import importlib.util
+
+        main = ["./main.py"]
+        if importlib.util.find_spec("nvidia") is None or importlib.util.find_spec("nvidia.dali") is None:
+            main = ["-c", WITHOUT_DALI]
+            print("ngc_side_by_side: DALI is not installed: main.py starts with `Pipeline` bound to object, the one "
+                  "DALI name its import needs (--data-backend synthetic runs no pipeline)", flush=True)
+        (folder / "conftest.py").write_text(CONFTEST.format(convnets=str(convnets), dllogger=str(dllogger), main=main))
         results = folder / "results.json"
         args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-m", "dlperf",
                 "--dlperf-device", opts.device, "--dlperf-model", "ngc-rn50,resnet50",
