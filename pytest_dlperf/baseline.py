@@ -30,18 +30,18 @@ from . import environment as environment_mod
 from . import jsonio
 from .cases import Case
 from .evidence import HOST_PROBES
-from .tolerance import Widened, noise_tolerance
+from .tolerance import Noisy, noisy
 from .verdict import Expected
 
 DEFAULT_TOLERANCE = 0.05
 STEP_FIELDS = ("warmup_steps", "steps", "repeats")
 # The step counts where neither the command line nor the baseline gives any (README: Options).
 STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
-#: An entry's host probes (the median of its counted runs' memory_gbs and core_gflops): the references
-#: that mark a later run busy, and its allowance (:mod:`pytest_dlperf.evidence`).
+#: An entry's host probes (the median of its counted runs' memory_gbs and core_gflops): what the verdict
+#: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.evidence`).
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
-VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "command")
+VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,8 +64,10 @@ class Entry:
     seeds: int | None = None
     time_to_target: float | None = None
     runs: tuple[float, ...] = ()  # the medians of the runs the figure came from (schema version 2), for its spread
-    memory_gbs: float | None = None  # the memory bandwidth its runs' probe measured (version 2): busy runs are below it
+    memory_gbs: float | None = None  # the memory bandwidth its runs' probe measured (version 2): their median
     core_gflops: float | None = None  # the core speed its runs' core probe measured (version 2), likewise
+    #: Each counted run's probe readings, by probe key (version 2): the probes' own spread on that host.
+    probe_runs: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -219,6 +221,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             runs=tuple(float(v) for v in raw.get("runs", ())),
             memory_gbs=float(raw["memory_gbs"]) if "memory_gbs" in raw else None,
             core_gflops=float(raw["core_gflops"]) if "core_gflops" in raw else None,
+            probe_runs={k: tuple(float(v) for v in values) for k, values in (raw.get("probe_runs") or {}).items()},
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")
@@ -270,8 +273,9 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
 
 def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping[str, Any],
                       tolerance: float = DEFAULT_TOLERANCE, steps: Mapping[str, int] | None = None,
-                      widened: list[Widened] | None = None,
-                      commands: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                      noisy_cases: list[Noisy] | None = None,
+                      commands: Mapping[str, Mapping[str, Any]] | None = None,
+                      max_runs: int | None = None) -> dict[str, Any]:
     """A baseline document from measured cases (``records``: case dict, throughput, unit; as
     ``--dlperf-json`` writes them, with their attempts and stats).
 
@@ -279,9 +283,11 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
     object, :attr:`Baseline.commands`); each entry of such a model keeps its command, so the
     saved file runs those cases again without the one they came from.
 
-    Each entry's tolerance is ``tolerance`` (or the record's own ``tolerance``), widened to
-    what its measured spread supports (:func:`noise_tolerance`); each widened case is appended
-    to ``widened`` when given, and noted in its entry's ``notes``.
+    Each entry's tolerance is ``tolerance`` (or the record's own ``tolerance``): what was asked for,
+    never widened.  Each entry keeps its counted runs' figures (``runs``) and probe readings, so that
+    later verdicts pool its spread; where that spread is too large for the tolerance to be decided
+    within ``max_runs`` session runs (:func:`pytest_dlperf.tolerance.noisy`), the case is appended to
+    ``noisy_cases`` when given, and noted in its entry's ``notes``.
     """
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     host = environment.get("host", {})
@@ -299,17 +305,19 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
         if rec.get("max_batch"):
             notes.append(f"batch_size max: the search chose {rec['max_batch']['chosen']} per device")
         requested = rec.get("tolerance") or tolerance
-        saved, wide = noise_tolerance(rec.get("id") or Case.from_dict(rec["case"]).id, rec, requested)
-        if saved != tolerance:
-            entry["tolerance"] = saved
-        if wide is not None:
-            notes.append(f"tolerance {round(100 * saved)}%, not {round(100 * requested)}%: "
-                         f"{wide.spread.describe()} when measured")
-            if widened is not None:
-                widened.append(wide)
+        if requested != tolerance:
+            entry["tolerance"] = requested
+        entry.update(run_medians(rec))
+        case_id = rec.get("id") or Case.from_dict(rec["case"]).id
+        found = noisy(case_id, entry.get("runs") or [], requested, max_runs or 8) if max_runs != 0 else None
+        if found is not None:
+            notes.append(f"its runs varied {100 * found.cv:.1f}% (CV) when measured: "
+                         + ("about {} runs".format(found.needed) if found.needed else "more runs than a session has")
+                         + f" decide an unchanged case at {round(100 * requested)}%")
+            if noisy_cases is not None:
+                noisy_cases.append(found)
         if notes:
             entry["notes"] = "; ".join(notes)
-        entry.update(run_medians(rec))
         # Step counts the session-wide defaults do not give: so the figure is re-measured the same way.
         measured_with = rec.get("parameters") or {}
         for key in STEP_FIELDS:
@@ -335,18 +343,25 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
 
 
 def run_medians(record: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"runs": [...], "memory_gbs": ..., "core_gflops": ...}``: the medians of a results record's evidence
-    runs (2 or more), and the median of each of their host probes (one or more); ``{}`` where none.
+    """``{"runs": [...], "memory_gbs": ..., "core_gflops": ..., "probe_runs": {...}}``: the medians of a results
+    record's evidence runs (2 or more), the median of each of their host probes (one or more) and every
+    counted run's probe readings (2 or more); ``{}`` where none.
 
-    A baseline entry keeps them so that a later verdict knows the figure's own spread and the
-    memory bandwidth and core speed the machine gave it (:mod:`pytest_dlperf.evidence`); runs
-    measured on a busy machine are left out."""
+    A baseline entry keeps them so that a later verdict knows the figure's own spread, and the host's
+    probes and their own spread when it was measured (:mod:`pytest_dlperf.evidence`); runs measured on a
+    busy machine are left out."""
     runs = counted_runs(record.get("evidence"))
     out: dict[str, Any] = {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
+    readings = {}
     for key in PROBE_FIELDS:
         figure = counted_probe(record.get("evidence"), key)
         if figure is not None:
             out[key] = figure
+        values = [round(r[key], 3) for r in runs if r.get(key)]
+        if len(values) >= 2:
+            readings[key] = values
+    if readings:
+        out["probe_runs"] = readings
     return out
 
 
@@ -362,24 +377,22 @@ class ProbeReference:
 
 def slower_host(entry: Mapping[str, Any], references: Sequence[ProbeReference], tolerance: float) -> str | None:
     """Where an entry being saved read a host probe (``memory_gbs``, ``core_gflops``: the median of its counted
-    runs') so far below a reference's that it can cost the case its ``tolerance``, why: "core speed 32.4
-    GFLOP/s, 9% below the entry it replaces, 35.6 GFLOP/s" (the first reference that shows it, per probe);
-    else None.
+    runs') more than ``tolerance`` below a reference's, why: "core speed 32.4 GFLOP/s, 9% below the entry it
+    replaces, 35.6 GFLOP/s" (the first reference that shows it, per probe); else None.
 
     A baseline measured while the host ran slow (a minute when another tenant took part of its core or its
-    memory bandwidth: nothing inside the machine shows it, so its runs are not busy) sits low by about what
-    the host took, and a later slowdown of that size passes against it.  A probe counts from ``tolerance /
-    slope`` below (:attr:`pytest_dlperf.evidence.HostProbe.slope`: the core from the tolerance, the memory
-    bandwidth from twice it): on a quiet host (2026-11-25, 45 sessions each against the median of the 5 before
-    it) the memory probe alone at the tolerance would have spoken for 6 of them.
+    memory bandwidth: nothing inside the machine shows it, so its runs are not busy) may sit low by about what
+    the host took, and a later slowdown of that size would pass against it: the save says so, and the
+    entry keeps the note (a note: the probes decide nothing, :mod:`pytest_dlperf.evidence`).
     """
     found = []
     for probe in HOST_PROBES:
+        value = entry.get(probe.key)
         for reference in references:
-            reason = probe.reason(entry.get(probe.key), getattr(reference, probe.key), reference.whose,
-                                  tolerance / probe.slope)
-            if reason:
-                found.append(reason)
+            figure = getattr(reference, probe.key)
+            if value and figure and value < figure * (1 - tolerance):
+                found.append(f"{probe.what} {value:.1f} {probe.unit}, {100 * (1 - value / figure):.0f}% below "
+                             f"{reference.whose} {figure:.1f} {probe.unit}")
                 break
     return "; ".join(found) or None
 

@@ -34,7 +34,7 @@ from . import baseline as baseline_mod
 from . import environment, jsonio
 from .baseline import Baseline, Entry
 from .cases import OptionError
-from .tolerance import Widened
+from .tolerance import Noisy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,13 +231,13 @@ def _entries(reference: Baseline, chosen: Baseline | None, missing: str) -> list
 
 
 def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
-           default_tolerance: float) -> tuple[int, list[Widened]]:
+           default_tolerance: float, max_runs: int | None = None) -> tuple[int, list[Noisy]]:
     """Write the measured cases that ran unjudged into this machine's recorded baseline.
 
     ``results``: the session's :class:`~pytest_dlperf.results.CaseResult`\\ s.  A new file for a
     machine no file described; an existing recorded file gains the cases it lacked (its figures
     stay: a recorded baseline is not a moving average).  Returns how many cases were written and
-    which got a wider tolerance for their measured noise.
+    which varied too much for their tolerance to be decided within ``max_runs``.
     """
     selection: Selection = loaded.selection
     records, entries = [], []
@@ -249,9 +249,9 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
             entries.append(entry)
     if not records:
         return 0, []
-    widened: list[Widened] = []
-    document = baseline_mod.from_measurements(records, env, tolerance=default_tolerance, widened=widened,
-                                              commands=loaded.commands)
+    noisy_cases: list[Noisy] = []
+    document = baseline_mod.from_measurements(records, env, tolerance=default_tolerance, noisy_cases=noisy_cases,
+                                              commands=loaded.commands, max_runs=max_runs)
     for case, entry in zip(document["cases"], entries):
         case.setdefault("tolerance", default_tolerance)  # its own: a recorded file's defaults may differ
         for key in ("min_scaling_efficiency", "min_gpu_utilization"):
@@ -267,4 +267,4 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
             f"Recorded by pytest-dlperf: the cases of {selection.folder} measured on a machine that no file of it "
             "describes. The next sessions of the folder on this machine gate against it; delete it to record anew.")
     baseline_mod.save(selection.record_path, document)
-    return len(records), widened
+    return len(records), noisy_cases

@@ -29,7 +29,7 @@ from .worker import memory
 
 DEVICES = ("auto", "cuda", "cpu")
 #: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
-MAX_RUNS = 5
+MAX_RUNS = 10
 #: Step counts of a case when neither the command line nor the baseline gives them.
 DEFAULTS = STEP_DEFAULTS
 #: The options that name files or folders the session writes, checked before any case runs.
@@ -80,33 +80,27 @@ def add_options(parser: pytest.Parser) -> None:
     option("steps", "steps per measured window (default 100; a baseline may set it).", metavar="N")
     option("repeats", "measured windows per run (default 5; a baseline may set it).", metavar="N")
     option("runs", "fresh worker processes each case runs before its first verdict; each run's figure is the "
-                   "median of its windows, the case's the geometric mean of its runs' (default 1).", metavar="K")
+                   "median of its windows, the case's the geometric mean of its runs' (default 1; a baseline "
+                   "being saved measures 10 counted runs unless this says).", metavar="K")
     option("confirm", "deprecated: --dlperf-max-runs is --dlperf-runs + N (kept for old command lines).",
            metavar="N")
     option("max-runs", "most fresh runs of a case before its verdict is inconclusive: after each run the case is "
-                       "decided with 95%% confidence, or measured again (default 5).", metavar="N")
+                       "decided (each way a one-sided test at 1%%), or measured again (default 10).", metavar="N")
     option("max-seconds", "time budget of a case's runs: no run starts that would end past it (default: none).",
            metavar="SECONDS")
-    option("inconclusive", "which cases still undecided at the budget fail: below (those whose estimate is below "
-                           "the threshold, unless the memory bandwidth their runs lost explains it; default), fail "
-                           "(all), pass (none).", metavar="POLICY")
+    option("inconclusive", "which cases still undecided at the budget fail: pass (none: each is reported "
+                           "INCONCLUSIVE, with what would decide it; default), below (those whose estimate is "
+                           "below the threshold), fail (all).", metavar="POLICY")
     option("max-interference", "a run during whose windows other processes used more than this much CPU (percent "
-                               "of one CPU, on a saturated machine; or any other process on the GPU) is re-measured, "
-                               "not counted (default 50; off: never).", metavar="PERCENT")
-    option("max-bandwidth-drop", "a run whose memory probe measured this much less bandwidth than the baseline's "
-                                 "runs did (without one: than the median of the case's fastest third of runs) is "
-                                 "re-measured, no evidence of a pass: the host's other tenants took it; any run "
-                                 "counts towards a regression only beyond the bandwidth it lost, and a run beyond "
-                                 "the drop only where nothing else used the machine's CPUs (a fraction; default "
-                                 "0.1 for cases on the CPU, "
-                                 "off on GPUs, whose training hardly uses it; off: neither).",
-           metavar="FRACTION")
-    option("max-core-drop", "a run whose core probe (float32 products in numpy) measured this much less than the "
-                            "baseline's runs did (without one: than the median of the case's fastest third of "
-                            "runs) is re-measured, no evidence of a pass: the host's other tenants took its core; "
-                            "any run counts towards a regression only beyond the core speed it lost, and a run "
-                            "beyond the drop only where nothing else used the machine's CPUs (a fraction; "
-                            "default 0.1 for cases on the CPU, off on GPUs; off: neither).", metavar="FRACTION")
+                               "of one CPU, on a saturated machine; or any other process on the GPU) is busy: not "
+                               "counted, and a second busy run in a row ends the case inconclusive (default 50; "
+                               "off: never).", metavar="PERCENT")
+    option("max-bandwidth-drop", "the verdict names the host's memory bandwidth where its runs' probe read this "
+                                 "much (a fraction) above or below the baseline's, and outside the probe's own "
+                                 "spread between the baseline's runs: a note, never a decision (default 0.1 for "
+                                 "cases on the CPU, off on GPUs; off: never named).", metavar="FRACTION")
+    option("max-core-drop", "likewise for the host's core speed (float32 products in numpy) (default 0.1 for cases "
+                            "on the CPU, off on GPUs; off: never named).", metavar="FRACTION")
     option("timeout", "seconds a worker may run before its process group is killed "
                       "(default: adapts to the measured step time).", metavar="SECONDS")
     option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).",
@@ -237,16 +231,19 @@ class Options:
         self.warmup_steps = _int_option(config, "warmup-steps", 0)
         self.steps = _int_option(config, "steps", 1)
         self.repeats = _int_option(config, "repeats", 1)
-        self.runs = _int_option(config, "runs", 1) or 1
+        runs = _int_option(config, "runs", 1)
+        self.runs_given = runs is not None  # a baseline being saved measures SAVE_RUNS runs where it is not
+        self.runs = runs or 1
         confirm = _int_option(config, "confirm", 0)
         max_runs = _int_option(config, "max-runs", 1)
+        self.max_runs_given = max_runs is not None or confirm is not None
         if max_runs is not None and max_runs < self.runs:
             raise OptionError(f"--dlperf-max-runs: {max_runs} is less than --dlperf-runs {self.runs}; expected "
                               f"an integer >= {self.runs}")
         self.max_runs = max_runs or (self.runs + confirm if confirm is not None else max(self.runs, MAX_RUNS))
         self.confirm = self.max_runs - self.runs  # re-measurements allowed (what --dlperf-confirm was)
         self.max_seconds = _float_option(config, "max-seconds", low=0)
-        self.inconclusive = str(_option(config, "inconclusive") or "below")
+        self.inconclusive = str(_option(config, "inconclusive") or "pass")
         if self.inconclusive not in INCONCLUSIVE_POLICIES:
             raise OptionError(f"--dlperf-inconclusive: {self.inconclusive!r} is not one of "
                               f"{', '.join(INCONCLUSIVE_POLICIES)}")

@@ -24,7 +24,7 @@ from .history import hooks as history_hooks
 from .reporting import markdown, plots, summary
 from .results import CaseResult, as_dicts
 from .session import params_summary
-from .tolerance import Widened, summary_line
+from .tolerance import Noisy, summary_line
 
 if TYPE_CHECKING:
     from .session import DlperfSession
@@ -166,15 +166,16 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
     measured = [r.to_dict() for r in session.results if r.measured]
     steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
     tolerance = session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
-    widened: list[Widened] = []
+    noisy_cases: list[Noisy] = []
     commands = session.baseline.commands if session.baseline is not None else None
-    document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps, widened=widened,
-                                              commands=commands)
+    document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps,
+                                              noisy_cases=noisy_cases, commands=commands,
+                                              max_runs=session.options.max_runs)
     slower = _slower_host(session, path, env, document)
     baseline_mod.save(path, document)
     if tr:
-        for wide in widened:
-            tr.write_line(f"dlperf: {wide.line()}", yellow=True)
+        for found in noisy_cases:
+            tr.write_line(f"dlperf: --dlperf-save-baseline: {found.line()}", yellow=True)
         tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
         remedy = (f", or judge against the store's last sessions (--dlperf-baseline-from-history "
                   f"{history_hooks.SAVE_REFERENCE_SESSIONS})" if session.options.history_url else
@@ -183,9 +184,8 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
             tr.write_line(f"dlperf: --dlperf-save-baseline: {case_id} was measured while the host ran slower: "
                           f"{reason}; a slowdown that size can pass against its figure: save it again when the "
                           f"host is quieter{remedy}", yellow=True)
-        if widened:
-            tr.write_line(f"dlperf: {summary_line(len(measured), widened, tolerance, session.options.runs)}",
-                          yellow=True)
+        if noisy_cases:
+            tr.write_line(f"dlperf: {summary_line(len(measured), noisy_cases, tolerance)}", yellow=True)
 
 
 def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
@@ -236,10 +236,12 @@ def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
 def _record_machine(session: DlperfSession, env: dict[str, Any]) -> None:
     """The cases of a baseline folder that had no figure for this machine, recorded for the next session."""
     selection = session.baseline.selection
-    count, widened = machines.record(session.baseline, session.results, env,
-                                     session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE)
+    count, noisy_cases = machines.record(session.baseline, session.results, env,
+                                         session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE,
+                                         session.options.max_runs)
     if count:
-        noisy = f"; {len(widened)} with a tolerance widened for their measured noise" if widened else ""
+        noisy = (f"; {len(noisy_cases)} too noisy for their tolerance to be decided within --dlperf-max-runs"
+                 if noisy_cases else "")
         _say(session.config, f"dlperf: recorded {count} case(s) of this machine ({selection.machine.describe()}) "
                              f"in {selection.recorded}{noisy}; the next session of {selection.folder} here gates "
                              "against them")

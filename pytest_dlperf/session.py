@@ -33,7 +33,7 @@ from .reporting import benchmark_json, junit
 from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
 from .runs import Attempt, CaseError, RemoteRankZero, RunParams
-from .sequential import Budget, Evidence, measure_until_decided
+from .sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided
 from .verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, scaling, scaling_message,
                       utilization_gate)
 
@@ -217,7 +217,7 @@ class DlperfSession:
                       params: RunParams) -> tuple[Verdict, Scaling | None]:
         verdict = judge_evidence(self.searches.label(case, self.device), evidence, attempt.unit,
                                  self.expected(entry, attempt.unit, case), require_baseline=self.options.require_baseline,
-                                 inconclusive=self.options.inconclusive)
+                                 inconclusive=self.options.inconclusive, max_runs=self.options.max_runs)
         reference = self.scaling_reference(case, params) if case.gpus > 1 else None
         if reference is None:
             return verdict, None
@@ -256,13 +256,13 @@ class DlperfSession:
 
         # The baseline's own runs: a file entry's medians, or the history's figures (its last sessions).
         own = expected.figures if expected is not None and expected.figures else (entry.runs if entry else ())
-        # A baseline being saved re-measures its busy runs (within the budget): one saved on a disturbed
-        # machine would poison every later verdict against it.
-        wanted = opts.runs if opts.save_baseline and not opts.data_only else 0
-        attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
-                                                  bandwidth=expected.memory_gbs if expected is not None else None,
-                                                  counted_runs=wanted,
-                                                  core=expected.core_gflops if expected is not None else None)
+        # A baseline being saved measures SAVE_RUNS counted runs (or --dlperf-runs), re-measuring its busy runs
+        # within the budget: one saved on a disturbed machine would poison every later verdict against it.
+        wanted = (opts.runs if opts.runs_given else SAVE_RUNS) if opts.save_baseline and not opts.data_only else 0
+        if wanted and not opts.max_runs_given:  # room to re-measure its busy runs
+            budget = dataclasses.replace(budget, max_runs=max(budget.max_runs, wanted + wanted // 2))
+        attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more, counted_runs=wanted,
+                                                  probe_runs=entry.probe_runs if entry is not None else None)
         result.attempts.append(attempt.to_dict())
         result.evidence = None if opts.data_only else evidence.to_dict()
         return attempt, evidence

@@ -1,9 +1,12 @@
-"""The tolerance a saved baseline's measured noise supports.
+"""What a saved baseline's measured noise lets its tolerance decide.
 
-``--dlperf-save-baseline`` (and the baseline a session records for a machine that had none)
-writes each case with the tolerance asked for, or wider where the case's own measured spread
-would make that gate fail by chance (:func:`noise_tolerance`).  Each widened case says so in
-one line (:meth:`Widened.line`).
+A tolerance is what the user asks for (``--dlperf-tolerance``, default 5%); the noise is what the
+verdict's interval is for (:mod:`pytest_dlperf.evidence`).  ``--dlperf-save-baseline`` (and the
+baseline a session records for a machine that had none) keeps each case's counted runs (``runs``),
+so later verdicts pool their spread, and saves the tolerance asked for.  Where the runs varied so
+much that a later session could not decide an unchanged case within ``--dlperf-max-runs``, the save
+says so, with the runs it would take and the tolerance this host can decide (:class:`Noisy`): the
+threshold never moves by itself.
 """
 
 from __future__ import annotations
@@ -11,115 +14,80 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
-# A saved tolerance is at least NOISE_SIGMAS x the measured spread (a CV), rounded up to a whole
-# percent.  The gate fails a case whose median falls below baseline x (1 - tolerance): at 3
-# standard deviations a case that did not change fails by chance about once in 700 sessions
-# (one-sided normal tail, 0.13%), some 2% for a suite of a dozen cases.  The saved figure is
-# itself one draw, so the ratio spreads sqrt(2) wider than one median; but the spread used is
-# that of single windows (or single runs' medians), which exceeds that of the median of
-# several by about sqrt(n) / 1.25 (1.8 for 5 windows): 3 stays on the safe side of both.  The
-# windows of one run do not see the drift between runs (fresh processes, busy neighbours), which
-# is often larger: with 3 runs or more the runs' medians are what is measured.
+#: A tolerance set by hand is taken to be about this many times the noise its author expects (the prior
+#: spread of a baseline that kept no runs, :func:`pytest_dlperf.evidence.prior_sigma`).
 NOISE_SIGMAS = 3
-#: A saved tolerance this wide or wider is flagged: the case can only catch gross slowdowns.
-NOISY_TOLERANCE = 0.5
-#: The widest tolerance a saved baseline gets (the schema takes less than 1): it still fails a
-#: case that became 10x slower, or crashes.
+#: The widest tolerance a baseline takes (the schema takes less than 1).
 MAX_SAVED_TOLERANCE = 0.9
 
 
-@dataclasses.dataclass(frozen=True)
-class Spread:
-    """How much a measured case varied: the CV of its runs' medians (3 runs or more), else of its windows."""
+def runs_to_pass(sigma: float, baseline_runs: int, tolerance: float, limit: int = 200) -> int | None:
+    """About how many runs a session needs to pass an unchanged case (its estimate on the baseline's figure)
+    against a baseline of ``baseline_runs`` runs, where runs vary ``sigma`` (the standard deviation of
+    log(run figure)); None where no number of runs up to ``limit`` would."""
+    from .evidence import CONFIDENCE, ruled_out, t_quantile
 
-    cv: float
-    over: str  # "windows" or "runs"
-    count: int  # how many windows or runs
-
-    def describe(self) -> str:
-        what = "windows" if self.over == "windows" else f"the medians of its {self.count} runs"
-        return f"{what} varied {round(100 * self.cv)}% (CV)"
-
-
-def measured_spread(record: Mapping[str, Any]) -> Spread | None:
-    """The spread of a results record (``--dlperf-json``'s case): its last attempt's runs and windows.
-
-    With 3 runs or more, the CV of the runs' medians: every run is a fresh process, so this is
-    the spread between sessions that the gate meets.  Runs the evidence marks busy are left out.  Else the CV of the windows (of both runs
-    for 2: two medians give no usable standard deviation).  None when nothing tells.
-    """
-    attempts = record.get("attempts") or []
-    # Runs measured on a busy machine (the verdict's evidence says which) are not the case's noise.
-    busy = {r.get("index") for r in ((record.get("evidence") or {}).get("runs") or []) if r.get("busy")}
-    runs = [run for run in (attempts[-1].get("runs") or [] if attempts else [])
-            if run.get("windows") and run.get("index") not in busy]
-    medians = [statistics.median(w["throughput"] for w in run["windows"]) for run in runs]
-    if len(medians) >= 3:
-        return Spread(statistics.stdev(medians) / statistics.fmean(medians), "runs", len(medians))
-    windows = [w["throughput"] for run in runs for w in run["windows"]]
-    if len(windows) >= 2:
-        return Spread(statistics.stdev(windows) / statistics.fmean(windows), "windows", len(windows))
-    stats = record.get("stats") or {}
-    if stats.get("n", 0) >= 2 and stats.get("cv") is not None:
-        return Spread(float(stats["cv"]), "windows", int(stats["n"]))
+    margin = -math.log(1 - ruled_out(tolerance))
+    for n in range(1, limit + 1):
+        dof = max(1, baseline_runs - 1 + n - 1)
+        half = t_quantile(0.5 + CONFIDENCE / 2, dof) * sigma * math.sqrt(1 / n + 1 / max(1, baseline_runs))
+        if half <= margin:
+            return n
     return None
 
 
+def decidable_tolerance(sigma: float, baseline_runs: int, runs: int) -> float:
+    """The least tolerance at which ``runs`` session runs pass an unchanged case (rounded up to a whole percent)."""
+    from .evidence import CONFIDENCE, RULED_OUT, RULED_OUT_BEYOND, t_quantile
+
+    dof = max(1, baseline_runs - 1 + runs - 1)
+    half = t_quantile(0.5 + CONFIDENCE / 2, dof) * sigma * math.sqrt(1 / runs + 1 / max(1, baseline_runs))
+    ruled = -math.expm1(-half)  # the slowdown the interval rules out: ruled_out(tolerance), inverted
+    needed = ruled / RULED_OUT if ruled / RULED_OUT <= RULED_OUT_BEYOND / (RULED_OUT - 1) else ruled - RULED_OUT_BEYOND
+    return min(MAX_SAVED_TOLERANCE, math.ceil(needed * 100 - 1e-9) / 100)
+
+
 @dataclasses.dataclass(frozen=True)
-class Widened:
-    """A saved case whose tolerance its measured noise widened beyond the one asked for."""
+class Noisy:
+    """A saved case whose runs varied more than its tolerance can resolve within the run budget."""
 
     case_id: str
-    spread: Spread
-    requested: float
-    needed: float  # NOISE_SIGMAS x the spread
-    tolerance: float  # what was saved
-
-    @property
-    def noisy(self) -> bool:
-        return self.tolerance >= NOISY_TOLERANCE
+    cv: float  # between the counted runs
+    runs: int  # the baseline's counted runs
+    tolerance: float
+    needed: int | None  # runs a session needs to pass an unchanged case; None: no number would
+    max_runs: int
+    decidable: float  # the least tolerance max_runs can decide
 
     def line(self) -> str:
-        def pct(fraction: float) -> str:
-            return f"{round(100 * fraction)}%"
-
-        if self.tolerance < self.needed:
-            how = f"tolerance {pct(self.tolerance)}, the widest a baseline takes ({NOISE_SIGMAS} x CV is {pct(self.needed)})"
-        else:
-            how = f"tolerance {pct(self.tolerance)} ({NOISE_SIGMAS} x CV)"
-        text = (f"{self.case_id}: {self.spread.describe()}; saved with {how}, not {pct(self.requested)}, which "
-                "this noise would fail by chance")
-        if self.noisy:
-            text += (f"; too noisy to catch a slowdown under {pct(self.tolerance)}: measure it on a quieter "
-                     "machine or with more --dlperf-runs")
-        return text
+        would = (f"an unchanged case needs about {self.needed} runs to pass" if self.needed is not None else
+                 "no number of runs would pass an unchanged case")
+        return (f"{self.case_id}: its {self.runs} runs varied {100 * self.cv:.1f}% (CV): too noisy for "
+                f"{round(100 * self.tolerance)}% here: {would} (--dlperf-max-runs {self.max_runs}), so expect "
+                f"inconclusive verdicts; {self.max_runs} runs decide a tolerance of {round(100 * self.decidable)}%: "
+                f"save it on a quieter machine, with more runs (--dlperf-runs), or ask for --dlperf-tolerance "
+                f"{self.decidable:g}")
 
 
-def noise_tolerance(case_id: str, record: Mapping[str, Any], requested: float) -> tuple[float, Widened | None]:
-    """The tolerance to save for a measured case: ``requested``, or wider where its spread needs it."""
-    spread = measured_spread(record)
-    if spread is None:
-        return requested, None
-    needed = NOISE_SIGMAS * spread.cv
-    if needed <= requested:
-        return requested, None
-    # Rounded up to a whole percent (less a hair, so that 0.12 stays 12%).
-    tolerance = min(math.ceil(needed * 100 - 1e-9) / 100, MAX_SAVED_TOLERANCE)
-    if tolerance <= requested:
-        return requested, None
-    return tolerance, Widened(case_id, spread, requested, needed, tolerance)
+def noisy(case_id: str, runs: Sequence[float], tolerance: float, max_runs: int) -> Noisy | None:
+    """A :class:`Noisy` for a case saved from ``runs`` (its counted runs' figures) at ``tolerance``, or None where
+    a session decides an unchanged case within ``max_runs`` (or there are fewer than 3 runs to tell)."""
+    values = [v for v in runs if v > 0]
+    if len(values) < 3:
+        return None
+    sigma = statistics.stdev(math.log(v) for v in values)
+    needed = runs_to_pass(sigma, len(values), tolerance)
+    if needed is not None and needed <= max_runs:
+        return None
+    cv = statistics.stdev(values) / statistics.fmean(values)
+    return Noisy(case_id, cv, len(values), tolerance, needed, max_runs,
+                 decidable_tolerance(sigma, len(values), max_runs))
 
 
-def summary_line(count: int, widened: list[Widened], tolerance: float, runs: int) -> str:
-    """One line: how many saved cases the measured noise gave a wider tolerance than asked for."""
-    noisy = sum(w.noisy for w in widened)
-    text = (f"{len(widened)} of {count} saved case(s) got a tolerance wider than the {round(100 * tolerance)}% "
-            "asked for: their measured noise needs it")
-    if noisy:
-        text += f" ({noisy} of them too noisy to catch a slowdown under {round(100 * NOISY_TOLERANCE)}%)"
-    if runs < 3:
-        text += "; --dlperf-runs 3 would also measure the noise between runs, often larger"
-    return text
+def summary_line(count: int, noisy_cases: list[Noisy], tolerance: float) -> str:
+    """One line: how many saved cases are too noisy for their tolerance here."""
+    return (f"{len(noisy_cases)} of {count} saved case(s) varied too much for the {round(100 * tolerance)}% asked "
+            "for to be decided within the run budget: the tolerance stays as asked; their verdicts may end "
+            "inconclusive (each line above says what would decide them)")

@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .results import Expected, GateResult, GateStatus, Scaling, Status, gpu_utilizations
-from .tolerance import NOISE_SIGMAS
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
 __all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Verdict", "scaling",
@@ -90,49 +89,36 @@ def utilization_gate(case_id: str, ranks: int, minimum: float | None, summaries:
                       mean / 100, rank)
 
 
+#: How the lines after a message's first begin: one fact each.
+REASON = "\n  "
+
+
 def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str | None, gate: GateResult | None,
                     notes: Sequence[str]) -> str:
-    """A case's message, its parts in the order of what failed first: throughput, scaling, utilization, notes.
-
-    ``scaling_note``: the scaling part (:func:`scaling_message`, or why there are no scaling figures).
+    """A case's message: a first line a person reads in five seconds (the gate that failed first: throughput,
+    scaling, utilization), then one fact per line (:data:`REASON`): the throughput verdict's reasons, the
+    scaling part (:func:`scaling_message`, or why there are no scaling figures), the utilization gate, notes.
     """
-    scale_failed = scale is not None and scale.failed
-    parts = [verdict.message]
+    first, *reasons = verdict.message.split(REASON)
+    parts = list(reasons)
     if scaling_note:
         parts.append(scaling_note)
     if gate is not None and gate.status is not GateStatus.PASS:
         parts.append(gate.message)
     parts.extend(notes)
-    if scale_failed and not verdict.failed:
-        parts[0], parts[1] = parts[1], parts[0]  # the scaling gate is what failed: lead with it
+    lead = None
+    if scale is not None and scale.failed and not verdict.failed:
+        lead = scaling_note  # the scaling gate is what failed: lead with it
     elif gate is not None and gate.failed and not verdict.failed:
-        parts.remove(gate.message)
-        parts.insert(0, gate.message)
-    return "; ".join(parts)
+        lead = gate.message
+    if lead is not None:
+        parts.remove(lead)
+        parts.insert(0, first)
+        first = lead
+    return REASON.join([first, *parts])
 
 
 # -- the sequential verdict (pytest_dlperf.sequential): an estimate with its interval
-
-
-def host_losses(figures, expected: Expected) -> tuple[str, list[str]]:
-    """What the host took from the runs that count against the case, as the allowance allows for it: "the
-    memory bandwidth its runs lost (up to 9% below the baseline's 10.0 GB/s)", and the core speed likewise;
-    and which probes lost ("memory bandwidth", "core speed")."""
-    from .evidence import HOST_PROBES
-
-    parts, what = [], []
-    for probe in HOST_PROBES:
-        reference = getattr(expected, probe.key, None)
-        values = [f.probe(probe) for f in figures if f.counts_against and f.allowance > 1.0 and f.probe(probe)]
-        lost = [reference / v for v in values if reference and v < reference]
-        if lost:
-            what.append(probe.what)
-            parts.append(f"the {probe.what} its runs lost (up to {fmt_pct(1 - 1 / max(lost))} below the "
-                         f"baseline's {reference:.1f} {probe.unit})")
-    if parts:
-        return " and ".join(parts), what
-    most = max((f.allowance for f in figures if f.counts_against), default=1.0)  # references not at hand
-    return f"what the host took from its runs (up to {fmt_pct(1 - 1 / most)} below the baseline's)", what
 
 
 #: ``--dlperf-inconclusive``: which inconclusive cases fail the session.
@@ -145,100 +131,116 @@ def inconclusive_fails(policy: str, beyond_threshold: bool) -> bool:
     return policy == "fail" or (policy == "below" and beyond_threshold)
 
 
+def fmt_signed(fraction: float, percent: str = "%") -> str:
+    """``-9.2%``, ``+0.4%`` (``percent=""``: ``-9.2``)."""
+    return ("+" if fraction >= 0 else "-") + fmt_pct(abs(fraction)).removesuffix("%") + percent
+
+
+def headline(word: str, case_id: str, est, unit: str, expected: Expected) -> str:
+    """``FAIL resnet50-amp-bs256-gpu8: 5350.2 img/s, 9.2% below 5889.1 (tolerance 5%, 98% CI -11.0..-7.4%, 3 runs)``."""
+    base = expected.throughput
+    diff = est.value / base - 1.0
+    low, high = est.relative()
+    side = f"{fmt_pct(abs(diff))} {'below' if diff < 0 else 'above'}"
+    runs = f"{est.runs} run" + ("s" if est.runs != 1 else "")
+    return (f"{word} {case_id}: {fmt_value(est.value)} {unit}, {side} {fmt_value(base)} (tolerance "
+            f"{fmt_pct(expected.tolerance)}, {round(100 * est.confidence)}% CI {fmt_signed(low, '')}..{fmt_signed(high)}, "
+            f"{runs})")
+
+
+def busy_lines(evidence) -> list[str]:
+    """What the busy runs were, and what became of them: one line."""
+    busy = evidence.busy
+    if not busy:
+        return []
+    of = f"{len(busy)} of {len(evidence.figures)} run(s)"
+    if evidence.busy_counted:
+        return [f"{of} measured on a busy machine ({busy[-1].busy}), counted: they can only understate it"]
+    return [f"{of} not counted: the machine was busy ({busy[-1].busy})"]
+
+
 def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None, *, require_baseline: bool = False,
-                   inconclusive: str = "below") -> Verdict:
+                   inconclusive: str = "pass", max_runs: int | None = None) -> Verdict:
     """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.sequential.Evidence`).
 
-    The message gives the estimate, its interval and the number of runs.  Undecided at the
-    budget: INCONCLUSIVE, which fails under ``inconclusive="fail"``, and under ``"below"``
-    (the default) when the estimate is below the threshold, saying it was not confirmed, unless
-    the memory bandwidth the runs lost explains the shortfall (``evidence.allowed``, the estimate
-    allowing for it, is above the threshold): the message says so.
+    The message's first line says the verdict and the figures (:func:`headline`); each line after it
+    (:data:`REASON`) one fact: why it is undecided and what would decide it, the busy runs, what the
+    host probes say, the baseline's source.  Undecided at the budget: INCONCLUSIVE, which fails under
+    ``inconclusive="fail"``, and under ``"below"`` when the estimate is below the threshold ("not
+    confirmed"); never under ``"pass"`` (the default: an unchanged case on a noisy host must not fail,
+    and the message says what would decide it).  ``max_runs``: the budget, for the advice on more runs.
     """
-    from .evidence import Decision
+    from .evidence import Decision, ruled_out, runs_to_decide
 
     est = evidence.estimate
     busy = evidence.busy
-    allowed = getattr(evidence, "allowed", None)
-    busy_note = ""
-    if busy and getattr(evidence, "busy_counted", False):
-        busy_note = (f"; {len(busy)} of {len(evidence.figures)} run(s) measured on a busy machine "
-                     f"({busy[-1].busy} during the windows), counted: they can only understate it")
-    elif busy:
-        # Runs busy for what the host took alone are in the allowed estimate (pytest_dlperf.sequential.assess).
-        against = [f for f in busy if f.host_only] if allowed is not None else []
-        others = [f for f in busy if f not in against]
-        if against:
-            busy_note += (f"; {len(against)} of {len(evidence.figures)} run(s) measured while the host's other "
-                          f"tenants took its memory bandwidth or core ({against[-1].busy}): counted against it "
-                          f"only at their allowed figures")
-        if others:
-            busy_note += (f"; {len(others)} of {len(evidence.figures)} run(s) not counted: the machine was busy "
-                          f"({others[-1].busy} during the windows)")
+    probes = list(getattr(evidence, "probes", []) or [])
+    source = [f"baseline: {expected.source}"] if expected is not None and expected.source else []
     if est is None:
         value = evidence.busy_estimate
         failed = inconclusive_fails(inconclusive, False)  # no estimate counted: none beyond the threshold
         diff = value / expected.throughput - 1.0 if expected is not None else None
-        return Verdict(FAIL if failed else Status.INCONCLUSIVE,
-                       f"{case_id}: inconclusive: the machine was busy ({busy[-1].busy} during the windows); "
-                       f"{len(busy)} run(s) measured {fmt_value(value)} {unit}, none counted"
-                       + ("; fails: --dlperf-inconclusive fail" if failed else ""), diff, inconclusive=True)
-    figure = f"{fmt_value(est.value)} {unit} ({est.interval_text(fmt_value)})"
+        stopped = ([f"stopped after {len(busy)} busy runs in a row: run it again when the machine is quiet"]
+                   if evidence.stopped == "busy" else [])
+        lines = [f"{'FAIL' if failed else 'INCONCLUSIVE'} {case_id}: busy: {len(busy)} run(s) measured "
+                 f"{fmt_value(value)} {unit}, none counted",
+                 f"the machine was busy: {busy[-1].busy}", *stopped, *probes, *source]
+        if failed:
+            lines.append("fails: --dlperf-inconclusive fail")
+        return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)
     if expected is None:
         status = FAIL if require_baseline else NO_BASELINE
         tail = " and --dlperf-require-baseline is set" if require_baseline else ""
         runs = f" ({est.runs} runs)" if est.runs > 1 else ""
+        lines = [f"{'FAIL ' if require_baseline else ''}{case_id}: {fmt_value(est.value)} {unit}{runs}, "
+                 f"no baseline{tail}"]
         if busy and est.runs == len(busy):  # every run busy, none to leave out: the figure is theirs
-            busy_note = f"; measured on a busy machine ({busy[-1].busy} during the windows)"
-        return Verdict(status, f"{case_id}: {fmt_value(est.value)} {unit}{runs}, no baseline{tail}{busy_note}")
+            lines.append(f"measured on a busy machine ({busy[-1].busy})")
+        return Verdict(status, REASON.join(lines))
     base, tol = expected.throughput, expected.tolerance
     diff = est.value / base - 1.0
-    source = f"; source: {expected.source}" if expected.source else ""
-    detail = f"(tolerance {fmt_pct(tol)}{source})"
-    side = f"{fmt_pct(abs(diff))} {'below' if diff < 0 else 'above'} the baseline {fmt_value(base)} {unit}"
-    allowed_note, lost = "", []
-    if allowed is not None and (evidence.decision is not Decision.PASS):
-        losses, lost = host_losses(evidence.figures, expected)
-        allowed_note = (f"; allowing for {losses}, {fmt_value(allowed.value)} {unit} "
-                        f"({allowed.interval_text(fmt_value)})")
-    lost_what = " and ".join(lost) or "memory bandwidth or core speed"
-    gain = getattr(evidence, "host_gain", None)
-    # A host faster than the baseline's: the figure may overstate the case (a regression stands all the same).
-    gain_note = (f"; the host gave its runs more than the baseline's ({gain}): a slowdown may hide behind that "
-                 f"(save the baseline again, or take it from history)") if gain else ""
-    if evidence.decision is Decision.REGRESSION:
-        return Verdict(FAIL, f"{case_id}: {figure} is {side} {detail}{allowed_note}{busy_note}", diff)
-    if evidence.decision is Decision.IMPROVED:
-        # A gain the host may have given is no figure to save: the next session, in an ordinary minute, would fail.
-        advice = ("improved: update the baseline (--dlperf-save-baseline)" if not gain else
-                  f"improved, but the host gave its runs more than the baseline's ({gain}): the gain may be the "
-                  f"host's; update the baseline from several sessions (dlperf baseline update FILE --from each "
-                  f"session's results) or take it from history, not from this session alone")
-        return Verdict(IMPROVED, f"{case_id}: {figure} is {side} {detail}; {advice}{busy_note}", diff)
-    if evidence.decision is Decision.PASS:
-        sign = "+" if diff >= 0 else "-"
-        return Verdict(PASS, f"{case_id}: {figure} is within {fmt_pct(tol)} of the baseline {fmt_value(base)} "
-                             f"{unit} ({sign}{fmt_pct(abs(diff))}{source}){busy_note}{gain_note}", diff)
     threshold = base * (1 - tol)
-    below = est.value < threshold
-    explained = below and allowed is not None and allowed.value >= threshold
-    why = (f"its interval reaches both sides of the threshold {fmt_value(threshold)} {unit} "
-           f"({'the' if evidence.stopped == 'time budget' else 'at the'} {evidence.stopped.replace('-', ' ')})")
-    if allowed is not None and est.high < threshold:  # undecided only for the allowance
-        why = f"the {lost_what} its runs lost may explain it (at the {evidence.stopped.replace('-', ' ')})"
-    text = f"{case_id}: inconclusive: {figure} is {side} {detail}; {why}{allowed_note}{busy_note}{gain_note}"
-    # Runs noisier than the tolerance allows for: such a case lands on either side of the threshold by chance
-    # (benchmarks/verdict_simulation.py: 5% noise between runs at a 5% tolerance fails 7% of unchanged cases).
     noise = math.expm1(est.sigma)
-    if NOISE_SIGMAS * noise > tol:
-        text += (f"; its runs vary {fmt_pct(noise)} (CV between runs): a tolerance under "
-                 f"{NOISE_SIGMAS} x that ({fmt_pct(NOISE_SIGMAS * noise)}) leaves an unchanged case on either side "
-                 f"of the threshold by chance")
-    if explained:
-        text += (f"; not failed: the {'bandwidth' if lost == ['memory bandwidth'] else lost_what} explains the "
-                 f"estimate's shortfall")
-    if inconclusive_fails(inconclusive, below and not explained):
-        reason = ("the estimate is below the threshold, not confirmed" if below and not explained
-                  else "--dlperf-inconclusive fail")
-        return Verdict(FAIL, f"{text}; fails: {reason}", diff, inconclusive=True)
-    return Verdict(Status.INCONCLUSIVE, text, diff, inconclusive=True)
+    varies = (f"runs and the baseline's {est.baseline_runs} vary {fmt_pct(noise)} (CV)" if est.baseline_runs
+              else f"runs vary {fmt_pct(noise)} (CV)")
+    if evidence.decision is Decision.REGRESSION:
+        lines = [headline("FAIL", case_id, est, unit, expected),
+                 f"its whole interval is below the threshold {fmt_value(threshold)} {unit}", *busy_lines(evidence),
+                 *probes, *source]
+        return Verdict(FAIL, REASON.join(lines), diff)
+    if evidence.decision is Decision.IMPROVED:
+        lines = [headline("IMPROVED", case_id, est, unit, expected),
+                 "faster than the tolerance: update the baseline (dlperf baseline update FILE --from these results, "
+                 "or --dlperf-save-baseline)", *busy_lines(evidence), *probes, *source]
+        return Verdict(IMPROVED, REASON.join(lines), diff)
+    if evidence.decision is Decision.PASS:
+        lines = [headline("PASS", case_id, est, unit, expected)]
+        if est.low < threshold:  # passed on the estimate, the interval ruling out ruled_out() (evidence.decide)
+            lines.append(f"within {fmt_pct(tol)} by its estimate; its interval rules out a slowdown over "
+                         f"{fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {varies}")
+        lines += [*busy_lines(evidence), *probes, *source]
+        return Verdict(PASS, REASON.join(lines), diff)
+    below = est.value < threshold
+    failed = inconclusive_fails(inconclusive, below)
+    lines = [headline("FAIL" if failed else "INCONCLUSIVE", case_id, est, unit, expected)]
+    if evidence.stopped == "busy":
+        lines.append(f"stopped after {len(busy)} busy runs in a row: run it again when the machine is quiet")
+    else:
+        at = {"max-runs": f"after {len(evidence.figures)} runs (--dlperf-max-runs)",
+              "time budget": "at the time budget (--dlperf-max-seconds)"}.get(evidence.stopped, evidence.stopped)
+        needed = runs_to_decide(est, tol)
+        if needed is None:
+            would = (f"no number of runs would decide it against a baseline of {est.baseline_runs} runs: save the "
+                     f"baseline again with more (--dlperf-runs), on a quieter machine, or ask for a wider "
+                     f"--dlperf-tolerance")
+        else:
+            more = f", more than --dlperf-max-runs {max_runs}" if max_runs is not None and needed > max_runs else ""
+            would = f"about {needed} runs would decide it{more}"
+        goal = (f"to show it below the threshold {fmt_value(threshold)} {unit}" if below else
+                f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}")
+        lines.append(f"undecided {at}: too noisy for {fmt_pct(tol)} here ({varies}) {goal}; {would}")
+    lines += [*busy_lines(evidence), *probes, *source]
+    if failed:
+        lines.append("fails: its estimate is below the threshold, not confirmed (--dlperf-inconclusive below)"
+                     if inconclusive == "below" else "fails: --dlperf-inconclusive fail")
+    return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)

@@ -7,15 +7,12 @@ last N sessions (``--dlperf-baseline-from-history``), append every judged case a
 from __future__ import annotations
 
 import dataclasses
-import math
-import statistics
 from collections.abc import Mapping
 from typing import Any
 
 from .. import environment
 from ..cases import Case, OptionError
 from ..results import Expected
-from ..tolerance import MAX_SAVED_TOLERANCE, NOISE_SIGMAS
 from . import analysis, changepoints, text
 from .records import case_rows, machine_class, session_row
 from .store import StoreError, store_for
@@ -39,16 +36,12 @@ class HistoryBaselines:
     baselines: dict[str, analysis.HistoryBaseline]
 
     def expected(self, case: Case, unit: str, tolerance: float | None) -> Expected | None:
-        """The case's expected figure from history: the median of its last N sessions here, judged with
-        the tolerance asked for, or 3 x the spread of those sessions where that is wider."""
+        """The case's expected figure from history: the median of its last N sessions here, judged with the
+        tolerance asked for; their figures are the baseline's runs, whose spread the verdict pools."""
         found = self.baselines.get(case.id)
         if found is None:
             return None
-        asked = tolerance or DEFAULT_TOLERANCE
-        spread = (statistics.stdev(found.figures) / found.throughput) if len(found.figures) >= 3 else 0.0
-        needed = min(MAX_SAVED_TOLERANCE, math.ceil(100 * NOISE_SIGMAS * spread) / 100)
-        note = f"; tolerance {round(100 * needed)}% (3 x the sessions' CV)" if needed > asked else ""
-        return Expected(found.throughput, unit, max(asked, needed), found.description + note,
+        return Expected(found.throughput, unit, tolerance or DEFAULT_TOLERANCE, found.description,
                         figures=found.figures, memory_gbs=found.memory_gbs, core_gflops=found.core_gflops)
 
 
