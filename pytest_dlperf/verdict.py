@@ -114,7 +114,7 @@ def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str |
     if lead is not None:
         parts.remove(lead)
         parts.insert(0, first)
-        first = lead
+        first = lead if lead.startswith("FAIL ") else f"FAIL {lead}"
     return REASON.join([first, *parts])
 
 
@@ -220,6 +220,12 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
                          f"{fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {varies}")
         lines += [*busy_lines(evidence), *probes, *source]
         return Verdict(PASS, REASON.join(lines), diff)
+    if est.high < threshold:  # the whole interval below, from fewer runs than a regression needs (the budget)
+        lines = [headline("FAIL", case_id, est, unit, expected),
+                 f"its whole interval is below the threshold {fmt_value(threshold)} {unit}, from {est.runs} "
+                 f"run{'s' if est.runs != 1 else ''}: not confirmed by a second (the run budget ended)",
+                 *busy_lines(evidence), *probes, *source]
+        return Verdict(FAIL, REASON.join(lines), diff)
     below = est.value < threshold
     failed = inconclusive_fails(inconclusive, below)
     lines = [headline("FAIL" if failed else "INCONCLUSIVE", case_id, est, unit, expected)]

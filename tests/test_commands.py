@@ -73,7 +73,7 @@ def test_command_cases_are_judged_like_built_in_ones(good):
     good.result.assert_outcomes(passed=3, failed=1)
     text = good.result.stdout.str()
     # The DLLogger script against an unreachable baseline: a regression, in the usual words.
-    assert "FAILED dlperf::dll-bf16-bs32-gpu1 - dll-bf16-bs32-gpu1:" in text and "below the baseline" in text
+    assert "FAILED dlperf::dll-bf16-bs32-gpu1 - FAIL dll-bf16-bs32-gpu1:" in text and "% below " in text
     cases = _cases(good)
     assert set(cases) == {"dll-bf16-bs32-gpu1", "ml-fp32-bs64-gpu1", "plain-fp32-bs16-gpu2", "hf-fp32-bs8-gpu1"}
     assert cases["ml-fp32-bs64-gpu1"]["verdict"] == "improved"
@@ -108,7 +108,7 @@ def test_a_baseline_saved_from_a_baseline_given_command_keeps_the_command(dlperf
     command = {"argv": ["{python}", str(SCRIPTS / "train_mllog.py"), "{global_batch}", "{steps}"], "parser": "mllog"}
     dlperf.baseline([{"model": "ml", "precision": "fp32", "batch_size": 64, "throughput": 1.0, "unit": "samples/s",
                       "command": command}], name="given.json", schema_version=2)
-    first = dlperf.run("--dlperf-baseline", "given.json", "--dlperf-save-baseline", "saved.json")
+    first = dlperf.run("--dlperf-baseline", "given.json", "--dlperf-runs", "1", "--dlperf-save-baseline", "saved.json")
     first.assert_outcomes(passed=1)
     saved = json.loads((dlperf.path / "saved.json").read_text())
     (entry,) = saved["cases"]

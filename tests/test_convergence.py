@@ -132,7 +132,7 @@ def test_time_to_target_verdicts():
     # One seed 15% slower: its interval spans the slow threshold: undecided, and not failed while the
     # estimate is within it (--dlperf-inconclusive below), failed with --dlperf-inconclusive fail.
     alone = judge_time("c", [run_figures(11.5)], expected)
-    assert alone.status is Status.INCONCLUSIVE and "(95% CI " in alone.message and ", 1 run;" in alone.message
+    assert alone.status is Status.INCONCLUSIVE and "(98% CI " in alone.message and ", 1 run;" in alone.message
     assert judge_time("c", [run_figures(11.5)], expected, inconclusive="fail").status is Status.FAIL
     assert judge_time("c", runs, None).status is Status.NO_BASELINE
     assert judge_time("c", runs, None, require_baseline=True).status is Status.FAIL

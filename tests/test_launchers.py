@@ -32,8 +32,8 @@ def assert_scaled_two_ranks(cases):
     assert [r["rank"] for r in two["ranks"]] == [0, 1]
     scaling = two["scaling"]
     assert scaling["reference"] == one["throughput"] and scaling["reference_source"] == "this session"
-    # srun and mpirun start the 1-rank case as a one-rank DDP job too, and the results say so.
-    assert one["ranks"] and scaling["reference_kind"] == "one-rank DDP"
+    # srun and mpirun start the 1-rank case as one process of a one-task job: no process group, no DDP.
+    assert one["ranks"] == [] and scaling["reference_kind"] == "plain process"
     assert scaling["speedup"] == pytest.approx(two["throughput"] / one["throughput"])
     assert scaling["efficiency"] == pytest.approx(scaling["speedup"] / 2)
 

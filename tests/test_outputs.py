@@ -35,7 +35,7 @@ def test_a_write_that_fails_at_the_end_is_one_line_and_the_other_outputs_are_wri
             os.makedirs("results.json", exist_ok=True)
     """)
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-json", "results.json", "--dlperf-report", "report.md",
-                        "--dlperf-save-baseline", "saved.json")
+                        "--dlperf-runs", "1", "--dlperf-save-baseline", "saved.json")
     out = result.stdout.str()
     assert result.ret == 1
     lines = [line for line in out.splitlines() if "--dlperf-json not written" in line]

@@ -165,7 +165,7 @@ def test_min_gpu_utilization_from_the_command_line(dlperf):
     dlperf.pytester.makeconftest(AS_IF_ON_GPU + FAKE_NVML)
     result = dlperf.run("--dlperf-model", "gputiny", "--dlperf-min-gpu-utilization", "0.5")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["gputiny-fp32-bs32-gpu1: GPU utilization 30.0% (mean over the measured windows) "
+    result.stdout.fnmatch_lines(["FAIL gputiny-fp32-bs32-gpu1: GPU utilization 30.0% (mean over the measured windows) "
                                  "is below the minimum 50%*"])
     result = dlperf.run("--dlperf-model", "gputiny", "--dlperf-min-gpu-utilization", "1.5", fast=False)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -183,8 +183,8 @@ def test_min_gpu_utilization_gates_only_where_gpu_telemetry_exists(dlperf):
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
-        "gputiny-fp32-bs32-gpu1: GPU utilization 30.0% (mean over the measured windows) is below the minimum 80%; "
-        "gputiny-fp32-bs32-gpu1: * img/s (95% CI *) is *% above the baseline 1.0 img/s*",
+        "  FAIL gputiny-fp32-bs32-gpu1: GPU utilization 30.0% (mean over the measured windows) is below the minimum 80%",
+        "      IMPROVED gputiny-fp32-bs32-gpu1: * img/s, *% above 1.0 (tolerance 5%, 98% CI *)",
     ])
     result.stdout.re_match_lines([r"gputiny-fp32-bs32-gpu1 \| +[\d.e-]+ \| +- \| +30% / 30% \| +\d+% \| +\d+ MiB$"])
     by_id = {c["id"]: c for c in dlperf.results()["cases"]}

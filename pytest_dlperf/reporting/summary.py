@@ -21,7 +21,7 @@ from ..cases import Case
 from . import convergence
 from ..results import (CaseResult, Scaling, Status, gpu_unavailable_reason, gpu_utilizations, host_metric,
                        telemetry_summaries)
-from ..verdict import fmt_value
+from ..verdict import REASON, fmt_value
 
 MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +", Status.INCONCLUSIVE: " ~"}
 
@@ -243,8 +243,14 @@ def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = Non
         if chosen:
             lines.append(f"{title} ({len(chosen)}):")
             for r in chosen:
-                text = f"{r.id}: {r.message}" if r.verdict is Status.SKIPPED else r.message.splitlines()[0]
-                lines.append(f"  {text}")
+                if r.verdict is Status.SKIPPED:
+                    lines.append(f"  {r.id}: {r.message}")
+                elif r.verdict is Status.ERROR:  # a crash's message goes on with the log's last lines: its first
+                    lines.append(f"  {r.message.splitlines()[0]}")
+                else:  # the verdict's headline, then its reasons, one fact each (pytest_dlperf.verdict.REASON)
+                    first, *reasons = r.message.split(REASON)
+                    lines.append(f"  {first}")
+                    lines.extend(f"      {reason}" for reason in reasons)
 
     section("regressions and errors", (Status.FAIL, Status.ERROR))
     section("inconclusive: not decided within the run budget", (Status.INCONCLUSIVE,))
