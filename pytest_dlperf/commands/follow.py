@@ -137,8 +137,8 @@ class LogFollower:
     def progress(self, warmup: int, window: int, windows: int) -> Progress:
         """Where the run is, for the live display: its warm-up or windows of logged steps so far."""
         done = self.steps
-        if self.expected_steps is None:
-            return Progress.now(self.step_seconds, None, phase="measuring")
+        if self.expected_steps is None:  # a time to train: blocks until the script stops, "window 4/?"
+            return Progress.now(self.step_seconds, None, phase="measuring", windows_done=done)
         if done < warmup:
             return Progress.now(self.step_seconds, self.steps_left, phase="warm-up", warmup_done=done,
                                 warmup_total=warmup)
