@@ -91,24 +91,26 @@ class LogFollower:
         lines = (followed.partial + chunk).split(b"\n")
         followed.partial = lines.pop()  # what follows the last newline: a line still being written
         now = self.clock()
+        steps: list[parsers.Record] = []
         for raw in lines:
             line = raw.decode("utf-8", errors="replace").rstrip("\r")
             if line.strip():
                 self.last_line = line.strip()
             found = followed.parser.parse_line(line)
-            if not found:
-                continue
-            self.last_activity = now
-            for step in (r for r in found if isinstance(r, parsers.Record) and not r.final):
-                followed.steps += 1
-                self._step(step, now)
+            if found:
+                self.last_activity = now
+                steps += [r for r in found if isinstance(r, parsers.Record) and not r.final]
+        followed.steps += len(steps)
+        if steps:
+            self._arrived(steps, now)
 
-    def _step(self, record: parsers.Record, now: float) -> None:
-        own = record.step_time
-        if own is None and record.throughput:
-            own = (record.samples or self.samples_per_step) / record.throughput
-        between = now - self.last_step if self.last_step is not None else None
-        longest = max(x for x in (own, between, self.step_seconds, 0.0) if x is not None)
+    def _arrived(self, steps: list[parsers.Record], now: float) -> None:
+        """Steps read at one look: the step time is the longest of their own logged seconds and of the time since
+        the last step arrived over their count (the log is read once a second, not at each step)."""
+        own = [r.step_time if r.step_time is not None else (r.samples or self.samples_per_step) / r.throughput
+               for r in steps if r.step_time is not None or r.throughput]
+        between = (now - self.last_step) / len(steps) if self.last_step is not None else None
+        longest = max(x for x in (*own, between, self.step_seconds, 0.0) if x is not None)
         self.step_seconds = longest or None
         self.last_step = now
 
