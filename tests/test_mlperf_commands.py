@@ -108,6 +108,27 @@ def test_a_run_aborted_or_without_run_stop_fails_saying_so(session):
     assert len(cases["aborts-fp32-bs64-gpu1"]["attempts"][0]["runs"]) == 1
 
 
+def test_an_entry_whose_figure_is_not_its_commands_is_one_line_before_any_case_runs(dlperf):
+    dlperf.pytester.makeconftest(CONFTEST)
+    entry = {"model": "aborts", "precision": "fp32", "batch_size": 64}
+    for fields, where, message in (
+            ({"throughput": 10.0}, "$.cases[0].throughput",
+             "'aborts' is a time-to-train command (figure 'time_to_train'): its entries give time_to_target"),
+            ({"model": "mlperf", "time_to_target": 10.0, "command": THROUGHPUT}, "$.cases[0].time_to_target",
+             "time_to_target without a target is a time-to-train command's; 'mlperf' is not one"),
+            ({"time_to_target": 10.0, "target": {"metric": "top1", "value": 0.9}, "budget": {"epochs": 1}},
+             "$.cases[0].model", "a target is for the built-in convergence cases; a command trains to its own")):
+        dlperf.baseline([{**entry, **fields}], name="bad.json", schema_version=2)
+        refused = dlperf.run("--co", "--dlperf-baseline", "bad.json")
+        assert refused.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in refused.stderr.str()
+        (line,) = [x for x in refused.stderr.str().splitlines() if "bad.json" in x]
+        assert f"bad.json: {where}: " in line and message in line, line
+    # A time to target makes the baseline version 2, as a target does.
+    dlperf.baseline([{**entry, "time_to_target": 10.0}], name="v1.json")
+    old = dlperf.run("--co", "--dlperf-baseline", "v1.json")
+    assert old.ret == pytest.ExitCode.USAGE_ERROR and "schema_version" in old.stderr.str()
+
+
 # --------------------------------------------------------------------------- in-process: the logger's own lines
 
 
