@@ -15,8 +15,11 @@ import logging
 
 import pytest
 
-from pytest_dlperf.commands import parsers
-from pytest_dlperf.commands.measure import Read
+from pytest_dlperf.cases import Case
+from pytest_dlperf.commands import build_spec, parsers
+from pytest_dlperf.commands.measure import Read, Run
+from pytest_dlperf.launchers import LocalLauncher
+from pytest_dlperf.runs import RunParams
 from pytest_dlperf.commands.train_time import run_figures
 from tests.test_commands import SCRIPTS
 
@@ -176,16 +179,24 @@ def test_mllog_reads_blocks_epochs_and_marks_from_the_loggers_own_lines():
     assert parsers.make("mllog", {"samples": 64}).parse(out.getvalue().splitlines())[0][1].samples == 64
 
 
-def test_mllog_status_and_the_tracked_stats_form():
+def test_mllog_status_and_the_tracked_stats_form(tmp_path):
     c = mllog.constants
     logger, out = _logger()
+    logger.event(key=c.GLOBAL_BATCH_SIZE, value=256, time_ms=0)
     logger.start(key=c.RUN_START, time_ms=0)
     logger.event(key="tracked_stats", value={"throughput": 812.5}, metadata={"step": 4}, time_ms=10)
     logger.start(key=c.BLOCK_START, metadata={c.FIRST_EPOCH_NUM: 1, c.EPOCH_COUNT: 1}, time_ms=10)
     logger.end(key=c.BLOCK_STOP, metadata={c.FIRST_EPOCH_NUM: 1}, time_ms=20)
     logger.end(key=c.RUN_STOP, metadata={c.STATUS: c.ABORTED}, time_ms=3_000)
-    records, marks = parsers.make("mllog", {}).parse(out.getvalue().splitlines())
+    parser = parsers.make("mllog", {})
+    records, marks = parser.parse(out.getvalue().splitlines())
     assert records == [parsers.Record(throughput=812.5, step=4, kind="key")]  # the tracked_stats form wins
+    # The global batch it logged, against the case's: a script that ignores {batch_size} is noted.
+    run = Run(build_spec("m", command=["x"], parser="mllog"), Case.make("m", "fp32", 32, 2), RunParams(device="cpu"),
+              tmp_path, LocalLauncher())
+    assert run.batch_note({0: Read(records, marks, None, global_batch=64)}) == []
+    assert run.batch_note({0: Read(records, marks, None, global_batch=parser.global_batch)}) == [
+        "the script logged global_batch_size 256; the case's global batch is 64 (32 x 2)"]
     aborted = run_figures(3, Read(records, marks, None), wall_seconds=5.0)
     assert not aborted.reached and aborted.stopped == "run_stop with status 'aborted'" and aborted.seconds == 3.0
     # A time to train the script works out itself: a regex's group, a DLLogger summary's key.

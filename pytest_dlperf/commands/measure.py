@@ -48,6 +48,7 @@ class Read:
     marks: list[parsers.Mark]
     path: Path | None
     missing: str | None = None
+    global_batch: int | None = None  # the global batch the log says it trained with (MLLOG's global_batch_size)
 
 
 def read_records(make_parser, paths: list[Path]) -> Read:
@@ -60,7 +61,7 @@ def read_records(make_parser, paths: list[Path]) -> Read:
         with open(path, encoding="utf-8", errors="replace") as handle:
             records, marks = parser.parse(handle)
         if records or marks:
-            return Read(records, marks, path, parser.missing(records))
+            return Read(records, marks, path, parser.missing(records), getattr(parser, "global_batch", None))
     return Read([], [], None)
 
 
@@ -144,11 +145,19 @@ class Run:
             found = read_records(self.make_parser, self.logs(rank))
             if found.path is None:
                 continue
-            out.setdefault(rank, Read([], [], found.path, found.missing)).marks.extend(found.marks)
+            out.setdefault(rank, Read([], [], found.path, found.missing, found.global_batch)).marks.extend(found.marks)
             for record in found.records:
                 target = record.rank if record.rank is not None else rank
-                out.setdefault(target, Read([], [], found.path, found.missing)).records.append(record)
+                out.setdefault(target, Read([], [], found.path, found.missing, found.global_batch)).records.append(record)
         return out
+
+    def batch_note(self, reads: dict[int, Read]) -> list[str]:
+        """A note where the log says it trained with another global batch than the case's (a script that does not
+        take ``{batch_size}``: the case's id would not say what ran)."""
+        logged = {found.global_batch for found in reads.values() if found.global_batch is not None}
+        case = self.case.batch_size * self.case.gpus
+        return [f"the script logged global_batch_size {', '.join(map(str, sorted(logged)))}; the case's global "
+                f"batch is {case} ({self.case.batch_size} x {self.case.gpus})"] if logged - {case} else []
 
 
 def execute(run: Run, on_progress=None) -> tuple[process.CommandOutcome, LogFollower]:
@@ -275,7 +284,7 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
         missing = next((found.missing for found in reads.values() if found.missing), None)
         by_rank = {r: found.records for r, found in reads.items() if found.records and not missing}
         windows, ranks, method, notes = _measured(run, by_rank) if by_rank else ([], [], "windows", [])
-        runs.append(run_record(index, run, outcome, windows, ranks, method, notes))
+        runs.append(run_record(index, run, outcome, windows, ranks, method, notes + run.batch_note(reads)))
         if outcome.returncode != 0 or outcome.timed_out:
             kind, message = failure(run, outcome, follower)
             raise CaseError(message, kind, runs)

@@ -90,8 +90,8 @@ def run_figures(index: int, found: Read, wall_seconds: float) -> RunFigures | No
                       throughput=samples / whole if samples and whole else None, curve=curve)
 
 
-def _figures(run: Run, wall_seconds: float) -> tuple[RunFigures | None, list[dict[str, Any]]]:
-    """The run's figures (its first logging rank's) and each of its logged blocks as a window."""
+def _figures(run: Run, wall_seconds: float) -> tuple[RunFigures | None, list[dict[str, Any]], list[str]]:
+    """The run's figures (its first logging rank's), each of its logged blocks as a window, and its notes."""
     reads = run.read()
     for rank in sorted(reads):
         figures = run_figures(run.index, reads[rank], wall_seconds)
@@ -99,8 +99,8 @@ def _figures(run: Run, wall_seconds: float) -> tuple[RunFigures | None, list[dic
             blocks = [r for r in reads[rank].records if r.samples and r.step_time]
             windows = [{"steps": 1, "samples": r.samples, "seconds": r.step_time,
                         "throughput": r.samples / r.step_time} for r in blocks]
-            return figures, windows
-    return None, []
+            return figures, windows, run.batch_note(reads)
+    return None, [], []
 
 
 def measure_times(case: Case, spec: CommandSpec, params: RunParams, workdir: Path, launcher: Launcher,
@@ -120,8 +120,8 @@ def measure_times(case: Case, spec: CommandSpec, params: RunParams, workdir: Pat
             runs.append(run_record(index, run, outcome, [], [], "time_to_train", []))
             kind, message = failure(run, outcome, follower)
             raise CaseError(message, kind, runs)
-        found, windows = _figures(run, outcome.wall_seconds)
-        runs.append(run_record(index, run, outcome, windows, [], "time_to_train", []))
+        found, windows, notes = _figures(run, outcome.wall_seconds)
+        runs.append(run_record(index, run, outcome, windows, [], "time_to_train", notes))
         if found is None:
             logs = [p for r in range(case.gpus) for p in run.logs(r) if p.exists()]
             raise CaseError(f"{case.id}: the {spec.parser} parser found no time to train in the command's log: it "
@@ -155,7 +155,8 @@ def run_case(session: DlperfSession, case: Case, entry: Entry | None, nodeid: st
     finally:
         result.record_end(started)
     goal = {"metric": figures[0].metric, "target": None, "reads": GOAL, "parser": spec.parser}
-    record(session, case, entry, result, figures, runs, goal, GOAL, {"type": params.device}, [], properties)
+    notes = sorted({note for run in runs for note in run.get("warnings") or ()})
+    record(session, case, entry, result, figures, runs, goal, GOAL, {"type": params.device}, notes, properties)
 
 
 def judged_by_time(case: Case, spec: models.ModelSpec) -> bool:
