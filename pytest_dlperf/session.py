@@ -108,7 +108,7 @@ class DlperfSession:
         if missing:
             return missing[0]
         backend = data.backend_of(case.settings_dict)
-        if self.options.data_only and case.converges:
+        if self.options.data_only and (case.converges or runner_for(case, spec) is not None):
             return "--dlperf-data-only times data loaders; a convergence case trains to a target"
         if self.options.data_only and backend == data.SYNTHETIC:
             return ("--dlperf-data-only times a data loader; this case's data is synthetic "

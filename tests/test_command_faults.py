@@ -115,8 +115,11 @@ def test_the_limit_follows_the_steps_as_they_arrive(tmp_path):
     log = tmp_path / "stdout.log"
     log.write_text("loading\n")
     clock = Clock()
-    watch = follow.LogFollower(lambda: [log, tmp_path / "not-yet.log"], lambda: parsers.make("regex", {"pattern": PATTERN}),
-                               expected_steps=12, startup=300.0, samples_per_step=8, clock=clock)
+    def regex():
+        return parsers.make("regex", {"pattern": PATTERN})
+
+    watch = follow.LogFollower(lambda: [log, tmp_path / "not-yet.log"], regex, expected_steps=12, startup=300.0,
+                               samples_per_step=8, clock=clock)
     watch.poll()
     assert watch.deadline == 100.0 + 300.0 and watch.last_line == "loading"  # no step yet: the startup limit
     clock.now = 150.0
@@ -135,8 +138,7 @@ def test_the_limit_follows_the_steps_as_they_arrive(tmp_path):
     progress = watch.progress(warmup=2, window=5, windows=2)
     assert progress.phase == "measuring" and progress.windows_done == 0 and progress.remaining_steps == 9
     # A time-to-train case does not know its steps: one more, at most 3 step times + 60 s away.
-    timed = follow.LogFollower(lambda: [log], lambda: parsers.make("regex", {"pattern": PATTERN}),
-                               expected_steps=None, startup=300.0, clock=clock)
+    timed = follow.LogFollower(lambda: [log], regex, expected_steps=None, startup=300.0, clock=clock)
     timed.poll()
     assert timed.deadline == pytest.approx(160.0 + 3 * 0.5 + 60.0)
     assert "hung after 9 s: it logged nothing the parser reads for 0 s after 3 logged step(s)" in timed.hung(9.0)

@@ -145,10 +145,12 @@ class Run:
             found = read_records(self.make_parser, self.logs(rank))
             if found.path is None:
                 continue
-            out.setdefault(rank, Read([], [], found.path, found.missing, found.global_batch)).marks.extend(found.marks)
+            def empty() -> Read:
+                return Read([], [], found.path, found.missing, found.global_batch)
+
+            out.setdefault(rank, empty()).marks.extend(found.marks)
             for record in found.records:
-                target = record.rank if record.rank is not None else rank
-                out.setdefault(target, Read([], [], found.path, found.missing, found.global_batch)).records.append(record)
+                out.setdefault(record.rank if record.rank is not None else rank, empty()).records.append(record)
         return out
 
     def batch_note(self, reads: dict[int, Read]) -> list[str]:
