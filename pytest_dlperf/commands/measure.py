@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import socket
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ class Read:
     global_batch: int | None = None  # the global batch the log says it trained with (MLLOG's global_batch_size)
 
 
-def read_records(make_parser, paths: list[Path]) -> Read:
+def read_records(make_parser: Callable[[], parsers.Parser], paths: list[Path]) -> Read:
     """The first of ``paths`` that has anything the parser reads (stdout before stderr: a script that prints to
     both is not counted twice), read from its start by a parser of its own (``make_parser()``)."""
     for path in paths:
@@ -145,12 +146,10 @@ class Run:
             found = read_records(self.make_parser, self.logs(rank))
             if found.path is None:
                 continue
-            def empty() -> Read:
-                return Read([], [], found.path, found.missing, found.global_batch)
-
-            out.setdefault(rank, empty()).marks.extend(found.marks)
+            out.setdefault(rank, dataclasses.replace(found, records=[], marks=[])).marks.extend(found.marks)
             for record in found.records:
-                out.setdefault(record.rank if record.rank is not None else rank, empty()).records.append(record)
+                target = record.rank if record.rank is not None else rank
+                out.setdefault(target, dataclasses.replace(found, records=[], marks=[])).records.append(record)
         return out
 
     def batch_note(self, reads: dict[int, Read]) -> list[str]:
