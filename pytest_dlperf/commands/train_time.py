@@ -80,8 +80,7 @@ def run_figures(index: int, found: Read, wall_seconds: float) -> RunFigures | No
                   for m in evals if m.time is not None and start is not None)
     counted = [r.samples for r in found.records]
     samples = sum(counted) if counted and all(counted) else None
-    whole = seconds if seconds is not None else (
-        round(max(m.time for m in marks if m.time is not None) - start, 3) if start is not None else wall_seconds)
+    whole = seconds if seconds is not None else wall_seconds  # no run_stop: the process's own seconds
     epochs = evals[-1].epoch if evals and evals[-1].epoch is not None else None
     return RunFigures(seed=index, metric=METRIC if evals else "run_stop", target=None, reached=reached,
                       stopped=stopped, seconds_to_target=seconds if reached else None,
