@@ -15,6 +15,7 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import commands, convergence, data, models
+from .commands import train_time  # noqa: F401 - commands.train_time, for _figure_problem
 from .cases import Case, check_settings, matrix
 from .results import CaseFailed
 
@@ -74,12 +75,32 @@ def _check_case(case: Case, entry: baseline_mod.Entry | None, baseline: baseline
     problem = commands.case_problem(case, spec)
     if problem:
         raise pytest.UsageError(f"{_where(baseline, entry, 'model', '--dlperf-model')}: {case.id}: {problem}")
+    figure = _figure_problem(case, entry, spec)
+    if figure:
+        raise pytest.UsageError(f"{_where(baseline, entry, figure[0], '')}: {case.id}: {figure[1]}")
     too_big = _too_big(case, spec)
     if too_big:
         raise pytest.UsageError(f"{_where(baseline, entry, 'settings', '--dlperf-set')}: {case.id}: {too_big}")
     if entry is not None and entry.unit and entry.unit != spec.unit:
         raise pytest.UsageError(f"{_where(baseline, entry, 'unit', '')}: {entry.unit!r} does not match "
                                 f"model {case.model!r}, which reports {spec.unit!r}")
+
+
+def _figure_problem(case: Case, entry: baseline_mod.Entry | None, spec: models.ModelSpec) -> tuple[str, str] | None:
+    """(field, why) where an entry's figure is not its case's: a throughput for a time-to-train command, a
+    time to target without a target for anything else."""
+    if entry is None or case.converges:
+        return None
+    timed = commands.train_time.judged_by_time(case, spec)
+    if timed and entry.throughput is not None:
+        return "throughput", (f"{case.model!r} is a time-to-train command (figure 'time_to_train'): its entries give "
+                              "time_to_target (seconds, run_start to run_stop), not a throughput")
+    if not timed and (entry.time_to_target is not None or entry.seeds is not None):
+        field = "time_to_target" if entry.time_to_target is not None else "seeds"
+        return field, (f"{field} without a target is a time-to-train command's; {case.model!r} is not one (a "
+                       "command registered with figure 'time_to_train'); a built-in convergence case needs a target "
+                       "and a budget")
+    return None
 
 
 def check_data(cases: list[CaseEntry], baseline: baseline_mod.Baseline | None, data_dir: str | None) -> None:
@@ -96,10 +117,17 @@ def check_data(cases: list[CaseEntry], baseline: baseline_mod.Baseline | None, d
             raise pytest.UsageError(str(exc)) from None
 
 
+def markers_of(case: Case) -> list[str]:
+    """The case's markers (:attr:`Case.markers`); a time-to-train command case's add ``convergence``."""
+    spec = models.get_model_spec(case.model)
+    timed = not case.converges and commands.train_time.judged_by_time(case, spec)
+    return [*case.markers, "convergence"] if timed else case.markers
+
+
 def collect_into(session: pytest.Session, config: pytest.Config, items: list, cases: list[CaseEntry]) -> None:
     """Add the cases to ``items`` through pytest's collect protocol, fewer ranks first."""
     known = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
-    for name in sorted({name for case, _ in cases for name in case.markers} - known):
+    for name in sorted({name for case, _ in cases for name in markers_of(case)} - known):
         config.addinivalue_line("markers", f"{name}: a pytest-dlperf marker")
     # Collect through the regular protocol, so the terminal counts the cases as
     # collected and other plugins see a collect report for them.
@@ -130,7 +158,7 @@ class DlperfItem(pytest.Item):
         super().__init__(**kwargs)
         self.case = case
         self.entry = entry
-        for name in case.markers:
+        for name in markers_of(case):
             self.add_marker(getattr(pytest.mark, name))
 
     def setup(self) -> None:

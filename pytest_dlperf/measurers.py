@@ -5,15 +5,24 @@ A model our worker trains (:class:`~pytest_dlperf.models.ModelSpec`) is measured
 by :func:`pytest_dlperf.commands.measure.measure`.  Both take ``(case, spec, params, workdir,
 launcher, on_progress)`` and return the same :class:`~pytest_dlperf.runs.Attempt`, so the
 session judges and reports every case alike.
+
+Cases judged by a time to train rather than a throughput run in a function of their own
+(``run_case(session, case, entry, nodeid, properties)``), chosen the same way
+(:func:`runner_for`): a built-in convergence case (:mod:`pytest_dlperf.convergence.run`), a
+time-to-train command case (:mod:`pytest_dlperf.commands.train_time`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from typing import Any
+
 from . import runs
 from .commands import measure as command_measure
+from .commands import train_time
 from .commands.spec import CommandSpec
+from .convergence import run as convergence_run
 from .models import ModelSpec
 
 _MEASURERS: dict[type, Callable[..., runs.Attempt]] = {
@@ -33,3 +42,20 @@ def measurer_for(spec: object) -> Callable[..., runs.Attempt]:
         if kind in _MEASURERS:
             return _MEASURERS[kind]
     raise TypeError(f"no measure function for a {type(spec).__name__}")
+
+
+#: (whether a case is one of its kind, the function that runs such a case), first match wins.
+_RUNNERS: list[tuple[Callable[[Any, ModelSpec], bool], Callable[..., None]]] = [
+    (lambda case, spec: case.converges, convergence_run.run_case),
+    (train_time.judged_by_time, train_time.run_case),
+]
+
+
+def register_runner(applies: Callable[[Any, ModelSpec], bool], run_case: Callable[..., None]) -> None:
+    """Make ``run_case`` run the cases for which ``applies(case, spec)`` (before those registered so far)."""
+    _RUNNERS.insert(0, (applies, run_case))
+
+
+def runner_for(case: Any, spec: ModelSpec) -> Callable[..., None] | None:
+    """The function that runs ``case`` where it is not measured as a throughput, else None."""
+    return next((run_case for applies, run_case in _RUNNERS if applies(case, spec)), None)

@@ -11,7 +11,9 @@ up, the worker kills its own group.
 Time limit: with ``timeout`` set, a run that lasts longer is killed.  Without it the limit
 adapts: ``startup_timeout`` covers process start, model build and the first step; each
 progress report of the worker (its measured seconds per step and the steps it has left)
-moves the deadline to ``now + 3 x step time x steps left + 60 s``.
+moves the deadline to ``now + 3 x step time x steps left + 60 s``.  An external command
+(a command case) reports no progress: its log is followed instead (``follow``,
+:mod:`pytest_dlperf.commands.follow`).
 """
 
 from __future__ import annotations
@@ -272,14 +274,18 @@ class CommandOutcome:
 def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup_timeout: float = 300.0,
                 extra_env: dict[str, str] | None = None, cwd: str | None = None,
                 progress_path: Path | None = None,
-                on_progress: Callable[[Progress | None, float], None] | None = None) -> CommandOutcome:
+                on_progress: Callable[[Progress | None, float], None] | None = None,
+                follow: Callable[[], tuple[float, Progress | None]] | None = None) -> CommandOutcome:
     """Run ``cmd`` in a new session and process group, tagged with a run id, and wait for it.
 
     Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its
     working directory (default: this one).  The time limit is ``timeout``; without it
     ``startup_timeout``, moved on by each report in ``progress_path`` (a worker's
-    :class:`Progress`).  Nothing of the run outlives this call: at the limit, on an
-    exception in the controller, or when processes of the run remain after it exited.
+    :class:`Progress`), or where the run writes no progress file, by ``follow()``: called
+    once a second, it returns the run's deadline (on ``time.monotonic``'s clock) and its
+    progress, from what its log showed so far.  Nothing of the run outlives this call: at
+    the limit, on an exception in the controller, or when processes of the run remain
+    after it exited.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     child_env = dict(os.environ, **(extra_env or {}))
@@ -307,6 +313,10 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                     last = fresh or last
                     if timeout is None and fresh is not None:
                         deadline = deadline_from(fresh, deadline)
+                    if follow is not None:
+                        followed, fresh = follow()
+                        last = fresh or last
+                        deadline = followed if timeout is None else deadline
                     if on_progress is not None:
                         on_progress(last, time.monotonic() - start)
                     if time.monotonic() > deadline:

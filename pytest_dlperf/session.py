@@ -24,10 +24,9 @@ from . import baseline as baseline_mod
 from . import data, models
 from .batchsearch import Searches
 from .cases import Case
-from .convergence import run as convergence
 from .device import DeviceChoice, gpu_sized_warning
 from .launchers import get_launcher
-from .measurers import measurer_for
+from .measurers import measurer_for, runner_for
 from .options import DEFAULTS, Options
 from .reporting import benchmark_json, junit
 from .reporting.live import LiveProgress
@@ -110,7 +109,7 @@ class DlperfSession:
         if missing:
             return missing[0]
         backend = data.backend_of(case.settings_dict)
-        if self.options.data_only and case.converges:
+        if self.options.data_only and (case.converges or runner_for(case, spec) is not None):
             return "--dlperf-data-only times data loaders; a convergence case trains to a target"
         if self.options.data_only and backend == data.SYNTHETIC:
             return ("--dlperf-data-only times a data loader; this case's data is synthetic "
@@ -279,9 +278,10 @@ class DlperfSession:
         ``entry``: its baseline entry, if any; ``properties``: the test's ``user_properties``,
         which JUnit XML and the terminal's status letters read.
         """
-        if case.converges:  # trains to a target: pytest_dlperf.convergence
-            return convergence.run_case(self, case, entry, nodeid, properties)
         spec = models.get_model_spec(case.model)
+        runner = runner_for(case, spec)  # judged by a time to train: pytest_dlperf.convergence, commands.train_time
+        if runner is not None:
+            return runner(self, case, entry, nodeid, properties)
         params = self.params_for(entry)
         started = time.monotonic()
         result = CaseResult(id=case.id, nodeid=nodeid, case=case, unit=spec.unit, parameters=params.to_dict())

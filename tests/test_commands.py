@@ -1,6 +1,6 @@
 """Command cases: other people's training scripts (tests/commands/, which import nothing of pytest-dlperf) as cases.
 
-Two inner sessions run real scripts: one with the good paths (DLLogger, MLLOG, plain text on
+Two inner sessions run real scripts: one with the good paths (DLLogger, MLPerf's mllog, plain text on
 two ranks through torchrun, a transformers Trainer), one with the failures (a crash, an
 out-of-memory error, a log with nothing usable).  The parsers, the windows and the checks of
 a registration are fed controlled lines in-process.
@@ -62,7 +62,8 @@ def _good(dlperf) -> None:
 @pytest.fixture
 def good(shared_run):
     return shared_run("commands-good", "--dlperf-baseline", "baseline.json", "--dlperf-json", "results.json",
-                      "-k", "not plain-fp32-bs16-gpu1", "--dlperf-confirm", "0", setup=_good)
+                      "-k", "not plain-fp32-bs16-gpu1", "--dlperf-confirm", "0", "--dlperf-save-baseline", "saved.json",
+                      setup=_good)
 
 
 def _cases(run) -> dict[str, dict]:
@@ -102,6 +103,15 @@ def test_two_ranks_through_torchrun_each_log_their_own_steps(good):
     first = [r["windows"][0]["throughput"] for r in run["ranks"]]
     assert run["windows"][0]["throughput"] == pytest.approx(sum(first))
     assert [r["rank"] for r in plain["ranks"]] == [0, 1]
+
+
+def test_a_saved_baseline_keeps_the_commands_the_baseline_gave_not_a_conftests(good):
+    saved = json.loads((good.tester.path / "saved.json").read_text())
+    commands = {entry["model"]: entry.get("command") for entry in saved["cases"]}
+    # ml's command came from the baseline; dll, plain and hf were registered in the conftest, which registers
+    # them again wherever the saved file is used (docs/commands.md, "Registering one").
+    assert commands == {"ml": {"argv": ["{python}", str(SCRIPTS / "train_mllog.py"), "{global_batch}", "{steps}"],
+                               "parser": "mllog"}, "dll": None, "plain": None, "hf": None}
 
 
 def test_a_baseline_saved_from_a_baseline_given_command_keeps_the_command(dlperf):
@@ -170,11 +180,8 @@ def test_dllogger_reads_steps_and_the_summary_and_skips_the_rest():
         parsers.Record(step_time=0.25, step=7)]
 
 
-def test_mllog_regex_and_final_parsers():
-    mllog = parsers.make("mllog", {})
-    line = ':::MLLOG {"key": "tracked_stats", "value": {"throughput": 812.5}, "metadata": {"step": 4}}'
-    assert mllog.parse_line(line) == [parsers.Record(throughput=812.5, step=4)]
-    assert mllog.parse_line(':::MLLOG {"key": "run_start", "value": null, "metadata": {}}') == []
+def test_regex_and_final_parsers():
+    # (mllog: tests/test_mlperf_commands.py, on the lines of mlperf_logging's own logger.)
     # A PaddleClas-style line: throughput wins over the step time on the same line.
     regex = parsers.make("regex", {"pattern": r"batch_cost: (?P<step_time>[\d.]+)s.*ips: (?P<throughput>[\d.]+)"})
     line = "[Train][Epoch 1/1][Iter: 9/10] batch_cost: 0.21s, ips: 1212.3 samples/s"
@@ -224,6 +231,22 @@ def test_placeholders_fill_the_command_line():
     ({"command": ["t.py"], "parser": "dllogger", "keys": "x"}, "command 'x': parser 'dllogger' has no option 'keys'"),
     ({"command": ["t.py"], "parser": "mllog", "precisions": {"fp16": []}},
      "command 'x': precisions key must be one of fp32, tf32, amp, bf16, not 'fp16'"),
+    ({"command": ["t.py"], "pattern": "ips (?P<throughput>[0-9]+)", "figure": "time_to_train"},
+     "command 'x': figure 'time_to_train': pattern 'ips (?P<throughput>[0-9]+)' needs a named group "
+     "(?P<time_to_train>...) (seconds)"),
+    ({"command": ["t.py"], "pattern": "took (?P<time_to_train>[0-9]+)"},
+     "command 'x': figure 'throughput': pattern 'took (?P<time_to_train>[0-9]+)' needs a named group (?P<throughput>"),
+    ({"command": ["t.py"], "parser": "dllogger", "figure": "time_to_train"},
+     "command 'x': figure 'time_to_train': parser 'dllogger' reads a time to train from its summary line's "
+     "time_to_train_key: give it"),
+    ({"command": ["t.py"], "parser": "final", "pattern": "(?P<throughput>[0-9]+)", "figure": "time_to_train"},
+     "command 'x': figure 'time_to_train': parser 'final' reads no time to train"),
+    ({"command": ["t.py"], "parser": "mllog", "figure": "accuracy"},
+     "command 'x': figure 'accuracy': figure must be one of throughput, time_to_train"),
+    ({"command": ["t.py"], "parser": "mllog", "samples": "{global_bs}"},
+     "command 'x': samples: command argument '{global_bs}': unknown placeholder {global_bs}"),
+    ({"command": ["t.py"], "parser": "mllog", "startup_timeout": 0},
+     "command 'x': startup_timeout must be a positive number of seconds, not 0"),
 ])
 def test_a_registration_mistake_is_one_line_naming_the_command_and_field(fields, message):
     with pytest.raises(ValueError) as raised:

@@ -8,45 +8,62 @@ rank logs, a window is the median of the ranks' (``scope: global``, every rank p
 job's figure) or their sum (``scope: rank``).  A log with only a final figure (the
 ``final`` parser, or a DLLogger summary line) gives one figure per run, and the result says so.
 
-Each run is one process group with a time limit (:func:`pytest_dlperf.process.run_command`);
-a crash, an out-of-memory error and a timeout are told apart from the exit status and the log.
+Each run is one process group (:func:`pytest_dlperf.process.run_command`), started under a
+watching parent that takes it down if the controller dies (:mod:`.guard`), with a time limit
+that follows its log as it grows (:mod:`.follow`) where ``--dlperf-timeout`` or the command's
+``timeout`` fixes none; a crash, an out-of-memory error, a hung command and a timeout are told
+apart from the exit status and the log.  A time-to-train case's runs are
+:mod:`.train_time`'s, through the same :func:`execute`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import socket
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import process
 from ..cases import Case
 from ..launchers import Launcher, LocalLauncher
+from ..protocol import Progress
 from ..runs import Attempt, CaseError, RunParams, status_text
 from ..stats import summarize
-from . import parsers
+from . import guard, parsers
+from .follow import LogFollower
 from .spec import CommandSpec
-
-#: Default time limit of one run when neither --dlperf-timeout nor the command gives one: a
-#: command reports no progress, so the limit cannot adapt to its step time as a worker's does.
-DEFAULT_TIMEOUT = 1800.0
 #: Out-of-memory errors as frameworks print them.
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "std::bad_alloc", "resource_exhausted", "memoryerror",
                "cannot allocate memory")
 FINAL_NOTE = "one final figure per run: the script's own average over its whole run (its warm-up included)"
 
 
-def read_records(parser: parsers.Parser, paths: list[Path]) -> tuple[list[parsers.Record], Path | None]:
-    """The records of the first of ``paths`` that has any (stdout before stderr: a script that prints to both
-    is not counted twice), and that file."""
+@dataclasses.dataclass
+class Read:
+    """What one rank's log holds: its steps and marks (:mod:`.parsers`), the file, why its steps cannot be counted."""
+
+    records: list[parsers.Record]
+    marks: list[parsers.Mark]
+    path: Path | None
+    missing: str | None = None
+    global_batch: int | None = None  # the global batch the log says it trained with (MLLOG's global_batch_size)
+
+
+def read_records(make_parser: Callable[[], parsers.Parser], paths: list[Path]) -> Read:
+    """The first of ``paths`` that has anything the parser reads (stdout before stderr: a script that prints to
+    both is not counted twice), read from its start by a parser of its own (``make_parser()``)."""
     for path in paths:
         if not path.exists():
             continue
+        parser = make_parser()
         with open(path, encoding="utf-8", errors="replace") as handle:
-            records = [r for line in handle for r in parser.parse_line(line)]
-        if records:
-            return records, path
-    return [], None
+            records, marks = parser.parse(handle)
+        if records or marks:
+            return Read(records, marks, path, parser.missing(records), getattr(parser, "global_batch", None))
+    return Read([], [], None)
 
 
 def windows_of(records: list[parsers.Record], warmup: int, steps: int, repeats: int,
@@ -85,35 +102,90 @@ def _combine(per_rank: dict[int, list[dict[str, Any]]], scope: str, world: int) 
     return out, notes
 
 
-class _Run:
-    """One run of the command: its files, and what its log says."""
+class Run:
+    """One run of the command (its ``index``-th): its command line, its files, and what its log says."""
 
-    def __init__(self, spec: CommandSpec, case: Case, params: RunParams, run_dir: Path, launcher: Launcher):
+    def __init__(self, spec: CommandSpec, case: Case, params: RunParams, run_dir: Path, launcher: Launcher,
+                 index: int = 0):
         self.spec, self.case, self.params, self.run_dir, self.launcher = spec, case, params, run_dir, launcher
-        self.argv = spec.argv(case, params, str(run_dir))
-        self.parser = parsers.make(spec.parser, spec.parser_options)
+        self.index = index
+        self.argv = spec.argv(case, params, str(run_dir), index)
+        self.options = spec.parser_settings(case, params, str(run_dir), index)
+        self.parser = self.make_parser()  # for its description in messages
+
+    def make_parser(self) -> parsers.Parser:
+        return parsers.make(self.spec.parser, self.options)
 
     def logs(self, rank: int) -> list[Path]:
         """Where rank ``rank``'s lines are: the command's log file, its own files, else the run's."""
         if self.spec.log_file:
-            return [Path(self.spec.fill(self.spec.log_file, self.case, self.params, str(self.run_dir)))] \
+            return [Path(self.spec.fill(self.spec.log_file, self.case, self.params, str(self.run_dir), self.index))] \
                 if rank == 0 else []
         own = [self.launcher.rank_stdout(self.run_dir, rank), self.launcher.rank_stderr(self.run_dir, rank)]
         if self.case.gpus > 1 and any(own):
             return [p for p in own if p is not None]
         return [self.run_dir / "stdout.log", self.run_dir / "stderr.log"] if rank == 0 else []
 
-    def records(self) -> tuple[dict[int, list[parsers.Record]], list[Path]]:
-        """Each rank's records (by the rank its file or line names), and the files read."""
-        by_rank: dict[int, list[parsers.Record]] = {}
-        read: list[Path] = []
+    def followed(self) -> list[Path]:
+        """Every file its lines may be in while it runs (a launcher's per-rank files appear after its start)."""
+        if self.spec.log_file:
+            return self.logs(0)
+        own = [self.launcher.rank_stdout(self.run_dir, r) for r in range(self.case.gpus)] + \
+              [self.launcher.rank_stderr(self.run_dir, r) for r in range(self.case.gpus)]
+        return [self.run_dir / "stdout.log", self.run_dir / "stderr.log", *(p for p in own if p is not None)]
+
+    def samples(self) -> float:
+        """Samples one logged step counts (of the whole job, or of one rank for ``scope: rank``)."""
+        per_step = self.spec.samples(self.case, self.params, str(self.run_dir))
+        return per_step / self.case.gpus if self.spec.scope == "rank" else per_step
+
+    def read(self) -> dict[int, Read]:
+        """Each logging rank's :class:`Read` (a record naming its rank goes to that rank's)."""
+        out: dict[int, Read] = {}
         for rank in range(self.case.gpus):
-            found, path = read_records(self.parser, self.logs(rank))
-            if path is not None:
-                read.append(path)
-            for record in found:
-                by_rank.setdefault(record.rank if record.rank is not None else rank, []).append(record)
-        return by_rank, read
+            found = read_records(self.make_parser, self.logs(rank))
+            if found.path is None:
+                continue
+            out.setdefault(rank, dataclasses.replace(found, records=[], marks=[])).marks.extend(found.marks)
+            for record in found.records:
+                target = record.rank if record.rank is not None else rank
+                out.setdefault(target, dataclasses.replace(found, records=[], marks=[])).records.append(record)
+        return out
+
+    def batch_note(self, reads: dict[int, Read]) -> list[str]:
+        """A note where the log says it trained with another global batch than the case's (a script that does not
+        take ``{batch_size}``: the case's id would not say what ran)."""
+        logged = {found.global_batch for found in reads.values() if found.global_batch is not None}
+        case = self.case.batch_size * self.case.gpus
+        return [f"the script logged global_batch_size {', '.join(map(str, sorted(logged)))}; the case's global "
+                f"batch is {case} ({self.case.batch_size} x {self.case.gpus})"] if logged - {case} else []
+
+
+def execute(run: Run, on_progress=None) -> tuple[process.CommandOutcome, LogFollower]:
+    """Start ``run``'s command through the launcher, under :mod:`.guard`, and wait for it, its time limit
+    following its log (:mod:`.follow`) where ``--dlperf-timeout`` or the command's ``timeout`` fixes none."""
+    spec, case, params = run.spec, run.case, run.params
+    ranks = case.gpus if spec.launch == "launcher" else 1  # "command": it starts its own ranks
+    plan = run.launcher.plan(ranks, params.device, run.run_dir, program=run.argv)
+    cwd = spec.fill(spec.cwd, case, params, str(run.run_dir), run.index)
+    expected = None if spec.times_training else params.warmup_steps + params.steps * params.repeats
+    startup = spec.startup_timeout or params.startup_timeout
+    follower = LogFollower(run.followed, run.make_parser, expected_steps=expected, startup=startup,
+                           samples_per_step=run.samples())
+
+    def follow() -> tuple[float, Progress]:
+        follower.poll()
+        return follower.deadline, follower.progress(params.warmup_steps, params.steps, params.repeats)
+
+    outcome = process.run_command(guard.wrap(plan.command), run.run_dir, timeout=fixed_timeout(spec, params),
+                                  startup_timeout=startup, extra_env={**plan.env, **spec.env}, cwd=cwd,
+                                  on_progress=on_progress, follow=follow)
+    return outcome, follower
+
+
+def fixed_timeout(spec: CommandSpec, params: RunParams) -> float | None:
+    """A fixed limit per run: ``--dlperf-timeout``, else the command's ``timeout``; None: it follows the log."""
+    return params.timeout or spec.timeout
 
 
 def _log_tail(paths: list[Path]) -> str:
@@ -121,8 +193,8 @@ def _log_tail(paths: list[Path]) -> str:
     return "".join(blocks[:2])
 
 
-def _failure(run: _Run, outcome: process.CommandOutcome) -> tuple[str, str]:
-    """(kind, message) for a run that ended without success: timeout, out of memory, or a crash."""
+def failure(run: Run, outcome: process.CommandOutcome, follower: LogFollower) -> tuple[str, str]:
+    """(kind, message) for a run that ended without success: timeout or hung, out of memory, or a crash."""
     case, launcher = run.case, run.launcher
     paths = [outcome.run_dir / "stderr.log", outcome.run_dir / "stdout.log"]
     reported = launcher.failed_rank(process.tail(paths[0], 200)) if case.gpus > 1 else None
@@ -131,10 +203,12 @@ def _failure(run: _Run, outcome: process.CommandOutcome) -> tuple[str, str]:
         who = f"rank {reported[0]} of the command"
         paths = [p for p in (launcher.rank_stderr(outcome.run_dir, reported[0]),
                              launcher.rank_stdout(outcome.run_dir, reported[0])) if p] + paths
-    if outcome.timed_out:
+    if outcome.timed_out and fixed_timeout(run.spec, run.params) is not None:
         return "timeout", (f"{case.id}: timed out after {outcome.time_limit:.0f} s (--dlperf-timeout, else the "
-                           f"command's timeout, else {DEFAULT_TIMEOUT:.0f} s); its process group was killed"
-                           f"{_log_tail(paths)}")
+                           f"command's timeout); its process group was killed{_log_tail(paths)}")
+    if outcome.timed_out:
+        return "timeout", (f"{case.id}: the command {follower.hung(outcome.time_limit)}; its process group was "
+                           f"killed{_log_tail(paths)}")
     text = " ".join(process.tail(p, 60).lower() for p in paths)
     if any(marker in text for marker in OOM_MARKERS):
         return "oom", (f"{case.id}: out of memory at batch size {case.batch_size}: {who} ended with "
@@ -142,7 +216,7 @@ def _failure(run: _Run, outcome: process.CommandOutcome) -> tuple[str, str]:
     return "crash", f"{case.id}: {who} ended with {status_text(outcome.returncode)}{_log_tail(paths)}"
 
 
-def _run_record(index: int, run: _Run, outcome: process.CommandOutcome, windows: list[dict[str, Any]],
+def run_record(index: int, run: Run, outcome: process.CommandOutcome, windows: list[dict[str, Any]],
                 ranks: list[dict[str, Any]], method: str, warnings: list[str]) -> dict[str, Any]:
     """One run as the session results keep it: the same keys as a worker's run, with the command line."""
     ok = outcome.returncode == 0 and not outcome.timed_out and bool(windows)
@@ -156,7 +230,7 @@ def _run_record(index: int, run: _Run, outcome: process.CommandOutcome, windows:
                         "method": method}}
 
 
-def _measured(run: _Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, list[str]]:
+def _measured(run: Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, list[str]]:
     """(windows, per-rank records, method, notes) of a run whose log has records; ([], ...) when too few."""
     params, spec, case = run.params, run.spec, run.case
     steps = {r: [x for x in recs if not x.final] for r, recs in by_rank.items()}
@@ -165,9 +239,7 @@ def _measured(run: _Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list
         finals = [x for recs in by_rank.values() for x in recs if x.final]
         last = finals[-1].throughput
         return [{"steps": 0, "samples": 0, "seconds": 0.0, "throughput": last}], [], "final", [FINAL_NOTE]
-    per_step = spec.samples(case, params, str(run.run_dir))
-    if spec.scope == "rank":
-        per_step = per_step / case.gpus
+    per_step = run.samples()
     per_rank = {r: windows_of(recs, params.warmup_steps, params.steps, params.repeats, per_step)
                 for r, recs in steps.items()}
     if not all(per_rank.values()):
@@ -182,7 +254,7 @@ def _measured(run: _Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list
     return windows, ranks, "windows", notes
 
 
-def _too_few(run: _Run, by_rank: dict[int, list[parsers.Record]], read: list[Path]) -> str:
+def _too_few(run: Run, by_rank: dict[int, list[parsers.Record]], read: list[Path]) -> str:
     params = run.params
     counts = ", ".join(f"rank {r}: {len(v)}" for r, v in sorted(by_rank.items()))
     return (f"{run.case.id}: the {run.spec.parser} parser read too few logged steps ({counts}) in "
@@ -195,33 +267,36 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
     """Run ``params.runs`` fresh runs of ``spec``'s command for ``case``; raise :class:`CaseError` if one fails.
 
     The same signature and result as :func:`pytest_dlperf.runs.measure`, so the session judges,
-    re-measures and reports a command case as any other.  ``on_progress`` is not called: a
-    command reports no progress of its own.  ``first_index``: the index of the first run (the
-    session measures one run at a time, :mod:`pytest_dlperf.sequential`).
+    re-measures and reports a command case as any other.  ``on_progress(run_index, runs,
+    progress, elapsed)`` is called about once a second with where the run's log is
+    (:meth:`LogFollower.progress`).
+    ``first_index``: the index of the first run (the session measures one run at a time,
+    :mod:`pytest_dlperf.sequential`).
     """
     launcher = launcher or LocalLauncher()
-    timeout = params.timeout or spec.timeout or DEFAULT_TIMEOUT
     runs: list[dict[str, Any]] = []
     for index in range(first_index, first_index + params.runs):
         run_dir = workdir / f"run{index}"
         run_dir.mkdir(parents=True, exist_ok=True)
-        run = _Run(spec, case, params, run_dir, launcher)
-        ranks = case.gpus if spec.launch == "launcher" else 1  # "command": it starts its own ranks
-        plan = launcher.plan(ranks, params.device, run_dir, program=run.argv)
-        cwd = spec.fill(spec.cwd, case, params, str(run_dir))
-        outcome = process.run_command(plan.command, run_dir, timeout=timeout, extra_env={**plan.env, **spec.env},
-                                      cwd=cwd)
-        by_rank, read = run.records() if outcome.returncode == 0 and not outcome.timed_out else ({}, [])
+        run = Run(spec, case, params, run_dir, launcher, index)
+        shown = None if on_progress is None else functools.partial(on_progress, index, first_index + params.runs)
+        outcome, follower = execute(run, shown)
+        reads = run.read() if outcome.returncode == 0 and not outcome.timed_out else {}
+        missing = next((found.missing for found in reads.values() if found.missing), None)
+        by_rank = {r: found.records for r, found in reads.items() if found.records and not missing}
         windows, ranks, method, notes = _measured(run, by_rank) if by_rank else ([], [], "windows", [])
-        runs.append(_run_record(index, run, outcome, windows, ranks, method, notes))
+        runs.append(run_record(index, run, outcome, windows, ranks, method, notes + run.batch_note(reads)))
         if outcome.returncode != 0 or outcome.timed_out:
-            kind, message = _failure(run, outcome)
+            kind, message = failure(run, outcome, follower)
             raise CaseError(message, kind, runs)
+        if missing:
+            raise CaseError(f"{case.id}: the {spec.parser} parser cannot count the steps of "
+                            f"{next(f.path for f in reads.values() if f.missing)}: {missing}", "error", runs)
         if not by_rank:
             logs = [p for r in range(case.gpus) for p in run.logs(r)]
             raise CaseError(f"{case.id}: the {spec.parser} parser found no usable line in the command's log: it "
                             f"looked for {run.parser.describe()}{_log_tail([p for p in logs if p.exists()])}",
                             "error", runs)
         if not windows:
-            raise CaseError(_too_few(run, by_rank, read), "error", runs)
+            raise CaseError(_too_few(run, by_rank, [found.path for found in reads.values()]), "error", runs)
     return Attempt.from_runs(runs, spec.unit, {"type": params.device})

@@ -7,15 +7,21 @@ Each parser reads one line at a time and returns the :class:`Record` s it finds 
     (https://github.com/NVIDIA/dllogger).  ``key`` names a per-step throughput
     (default ``train.total_ips``, as DeepLearningExamples' ConvNets log it) or ``time_key``
     a per-step time in seconds; a line whose ``step`` is empty (``[]``, the run's summary)
-    gives a final figure under ``final_key`` (default: ``key``).
+    gives a final figure under ``final_key`` (default: ``key``), and a time to train under
+    ``time_to_train_key`` (seconds).
 ``mllog``
-    MLPerf's ``:::MLLOG {"key": ..., "value": ..., "metadata": {...}}`` lines
-    (https://github.com/mlcommons/logging).  Events of ``key`` (default ``tracked_stats``)
-    carry the figure in ``value[field]`` (default ``throughput``) or as ``value`` itself;
-    ``metadata.step`` is the step.
+    MLPerf's ``:::MLLOG {"key": ..., "value": ..., "metadata": {...}}`` lines as
+    ``mlperf_logging.mllog`` writes them (https://github.com/mlcommons/logging).  A logged
+    step is one ``block_start``/``block_stop`` pair (else ``epoch_start``/``epoch_stop``): its
+    seconds from their ``time_ms``, its samples from the metadata's ``samples_count`` (a running
+    count), else ``train_samples`` x the block's ``epoch_count``.  Where the log has events of
+    ``key`` (default ``tracked_stats``, a figure in ``value[field]``, default ``throughput``),
+    those are the steps instead.  ``run_start``, ``run_stop`` (its ``status``) and
+    ``eval_accuracy`` are :class:`Mark` s: a time to train.
 ``regex``
     Any line a regular expression matches: named group ``throughput`` (samples per second)
-    or ``step_time`` (seconds per step), optional ``step``, ``rank`` and ``samples``.
+    or ``step_time`` (seconds per step), optional ``step``, ``rank`` and ``samples``; or
+    ``time_to_train`` (seconds, a time-to-train case), optional ``status``.
 ``final``
     One figure per run: ``pattern``'s group ``throughput`` on the last line it matches
     (a script that prints only its average, e.g. a transformers ``Trainer``'s
@@ -25,10 +31,11 @@ Each parser reads one line at a time and returns the :class:`Record` s it finds 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 
@@ -42,6 +49,33 @@ class Record:
     rank: int | None = None
     samples: int | None = None  # samples of this step, where the line says
     final: bool = False
+    #: What the step is, where a parser reads several kinds (``mllog``: ``key``, ``block``, ``epoch``).
+    kind: str | None = None
+
+
+class Milestone(enum.Enum):
+    """A point of a run's course that is no step: what a time to train is read from."""
+
+    RUN_START = "run_start"
+    RUN_STOP = "run_stop"
+    EVAL = "eval_accuracy"
+    #: A time to train the script works out and logs itself (``regex``'s group, DLLogger's key).
+    TIME_TO_TRAIN = "time_to_train"
+
+
+@dataclasses.dataclass(frozen=True)
+class Mark:
+    """One :class:`Milestone` as a parser read it."""
+
+    milestone: Milestone
+    time: float | None = None  # seconds, on the log's clock (MLLOG's time_ms / 1000)
+    status: str | None = None  # run_stop's (MLPerf: success or aborted); TIME_TO_TRAIN's where the line says
+    value: float | None = None  # EVAL: the accuracy; TIME_TO_TRAIN: the seconds
+    epoch: float | None = None  # EVAL: its epoch_num
+    samples: int | None = None  # EVAL: its samples_count
+
+#: The figures a command case may judge: a throughput (the default), or a time to train (lower is better).
+FIGURES = ("throughput", "time_to_train")
 
 
 def _number(value: Any) -> float | None:
@@ -76,12 +110,42 @@ class Parser:
 
     required: ClassVar[tuple[str, ...]] = ()
 
-    def parse_line(self, line: str) -> list[Record]:
+    def parse_line(self, line: str) -> list[Record | Mark]:
+        """What one line of the log holds: its logged steps (:class:`Record`) and :class:`Mark` s."""
         raise NotImplementedError
+
+    def finish(self, records: list[Record]) -> list[Record]:
+        """The steps of a whole log, from every record its lines gave (a parser that reads several kinds of
+        step keeps one kind here); the default keeps them all."""
+        return records
+
+    def missing(self, records: list[Record]) -> str | None:
+        """Why the steps :meth:`finish` kept cannot be counted (what the log does not say), or None."""
+        return None
+
+    def parse(self, lines: Iterable[str]) -> tuple[list[Record], list[Mark]]:
+        """A whole log: its steps (:meth:`finish`) and its marks, in order."""
+        records: list[Record] = []
+        marks: list[Mark] = []
+        for line in lines:
+            for found in self.parse_line(line):
+                (marks if isinstance(found, Mark) else records).append(found)
+        return self.finish(records), marks
 
     def describe(self) -> str:
         """What the parser looks for, for the message when a log has none of it."""
         raise NotImplementedError
+
+    @classmethod
+    def figure_problem(cls, figure: str, options: Mapping[str, Any]) -> str | None:
+        """Why this parser, with ``options``, cannot read ``figure`` (:data:`FIGURES`), or None."""
+        if figure == "throughput":
+            return None
+        return f"parser {cls.name!r} reads no time to train"
+
+    def describe_time_to_train(self) -> str:
+        """What it looks for in a time-to-train case, for the message when a log has none of it."""
+        return self.describe()
 
 
 _PARSERS: dict[str, type[Parser]] = {}
@@ -109,6 +173,13 @@ def make(name: str, options: Mapping[str, Any]) -> Parser:
     return _PARSERS[name](**options)
 
 
+def figure_problem(name: str, figure: str, options: Mapping[str, Any]) -> str | None:
+    """Why parser ``name`` with ``options`` cannot read ``figure``, or None."""
+    if figure not in FIGURES:
+        return f"figure must be one of {', '.join(FIGURES)}, not {figure!r}"
+    return _PARSERS[name].figure_problem(figure, options)
+
+
 def _json_after(line: str, prefix: str) -> Any:
     at = line.find(prefix)
     if at < 0:
@@ -122,17 +193,23 @@ def _json_after(line: str, prefix: str) -> Any:
 @register_parser
 class DLLoggerParser(Parser):
     name = "dllogger"
-    options: ClassVar[Mapping[str, Any]] = {"key": "train.total_ips", "time_key": None, "final_key": None}
+    options: ClassVar[Mapping[str, Any]] = {"key": "train.total_ips", "time_key": None, "final_key": None,
+                                            "time_to_train_key": None}
     PREFIX = "DLLL "
 
-    def parse_line(self, line: str) -> list[Record]:
+    def parse_line(self, line: str) -> list[Record | Mark]:
         entry = _json_after(line, self.PREFIX)
         if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
             return []
         step, data = entry.get("step"), entry["data"]
         if isinstance(step, list) and not step:  # the run's summary
+            found: list[Record | Mark] = []
+            seconds = _number(data.get(self.settings["time_to_train_key"])) if self.settings["time_to_train_key"] \
+                else None
+            if seconds is not None:
+                found.append(Mark(Milestone.TIME_TO_TRAIN, value=seconds))
             figure = _number(data.get(self.settings["final_key"] or self.settings["key"]))
-            return [Record(throughput=figure, final=True)] if figure else []
+            return found + ([Record(throughput=figure, final=True)] if figure else [])
         if isinstance(step, bool) or not (isinstance(step, int) or (isinstance(step, list) and len(step) >= 2)):
             return []  # PARAMETER lines, epoch summaries ([epoch])
         index = step if isinstance(step, int) else step[-1]
@@ -148,28 +225,129 @@ class DLLoggerParser(Parser):
             f"key {self.settings['key']!r}"
         return f"'DLLL {{json}}' lines with a step [epoch, iteration] and {what} in their data"
 
+    def describe_time_to_train(self) -> str:
+        return f"a 'DLLL {{json}}' summary line (step []) with {self.settings['time_to_train_key']!r} in its data"
+
+    @classmethod
+    def figure_problem(cls, figure: str, options: Mapping[str, Any]) -> str | None:
+        if figure == "time_to_train" and not options.get("time_to_train_key"):
+            return "parser 'dllogger' reads a time to train from its summary line's time_to_train_key: give it"
+        return None
+
+
+def _ms(event: Mapping[str, Any]) -> float | None:
+    """An MLLOG event's ``time_ms`` (milliseconds since the epoch), or None."""
+    value = event.get("time_ms")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
 
 @register_parser
 class MLLogParser(Parser):
-    name = "mllog"
-    options: ClassVar[Mapping[str, Any]] = {"key": "tracked_stats", "field": "throughput"}
-    PREFIX = ":::MLLOG "
+    """MLPerf's events, as ``mlperf_logging.mllog`` logs them (its ``constants``: run_start, block_start, ...).
 
-    def parse_line(self, line: str) -> list[Record]:
+    One parser reads one rank's log from its start: it keeps the ``train_samples`` logged and
+    each open block, so that the block's stop gives a step of known seconds and samples.
+    """
+
+    name = "mllog"
+    #: ``samples``: what one block (or epoch) counts where its log says neither ``samples_count`` nor
+    #: ``train_samples`` (an integer; a command's template such as ``{global_batch}`` is filled per run).
+    options: ClassVar[Mapping[str, Any]] = {"key": "tracked_stats", "field": "throughput", "samples": None}
+    PREFIX = ":::MLLOG "
+    #: The interval events a logged step is read from, in the order they are preferred (a block holds epochs).
+    INTERVALS = (("block", "block_start", "block_stop"), ("epoch", "epoch_start", "epoch_stop"))
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.train_samples: int | None = None  # samples of one epoch, as the script logs them
+        self.global_batch: int | None = None
+        self.samples_done = 0  # samples of the blocks (or epochs) that ended so far, where the log says them
+        self._blocks = False  # the log has blocks: its epochs (inside them) are not counted
+        self._open: dict[str, tuple[float, Mapping[str, Any]]] = {}  # kind -> (start time_ms, its metadata)
+
+    def parse_line(self, line: str) -> list[Record | Mark]:
         event = _json_after(line, self.PREFIX)
-        if not isinstance(event, dict) or event.get("key") != self.settings["key"]:
+        if not isinstance(event, dict) or not isinstance(event.get("key"), str):
             return []
-        value = event.get("value")
-        figure = _number(value.get(self.settings["field"]) if isinstance(value, dict) else value)
-        if figure is None:
-            return []
+        key, value = event["key"], event.get("value")
         meta = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
-        step = meta.get("step")
-        return [Record(throughput=figure, step=step if isinstance(step, int) else None)]
+        when = _ms(event)
+        seconds = when / 1000.0 if when is not None else None
+        if key == self.settings["key"]:
+            figure = _number(value.get(self.settings["field"]) if isinstance(value, dict) else value)
+            step = meta.get("step")
+            return [Record(throughput=figure, step=_whole(step), kind="key")] if figure else []
+        if key == "train_samples":
+            self.train_samples = _whole(value) if _whole(value) and value > 0 else self.train_samples
+        elif key == "global_batch_size":
+            self.global_batch = _whole(value) if _whole(value) and value > 0 else self.global_batch
+        elif key == "run_start":
+            return [Mark(Milestone.RUN_START, time=seconds)]
+        elif key == "run_stop":
+            status = meta.get("status")
+            return [Mark(Milestone.RUN_STOP, time=seconds, status=status if isinstance(status, str) else None)]
+        elif key == "eval_accuracy":
+            accuracy = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+            epoch = meta.get("epoch_num")
+            count = _whole(meta.get("samples_count"))
+            return [Mark(Milestone.EVAL, time=seconds, value=accuracy,
+                         epoch=epoch if isinstance(epoch, int | float) and not isinstance(epoch, bool) else None,
+                         samples=count if count is not None else self.samples_done)]
+        for kind, opens, closes in self.INTERVALS:
+            if key == opens and when is not None:
+                self._open[kind] = (when, meta)
+                self._blocks = self._blocks or kind == "block"
+            elif key == closes and kind in self._open and when is not None:
+                started, first = self._open.pop(kind)
+                samples = self._samples(first, meta, kind)
+                if samples and (kind == "block" or not self._blocks):
+                    self.samples_done += samples
+                if when > started:
+                    return [Record(step_time=(when - started) / 1000.0, samples=samples,
+                                   step=_whole(first.get("first_epoch_num", first.get("epoch_num"))), kind=kind)]
+        return []
+
+    def _samples(self, first: Mapping[str, Any], last: Mapping[str, Any], kind: str) -> int | None:
+        """A block's samples: its running ``samples_count`` at stop less at start, else ``train_samples`` x its
+        ``epoch_count`` (an epoch: 1); None where the log says neither."""
+        began, ended = _whole(first.get("samples_count")), _whole(last.get("samples_count"))
+        if began is not None and ended is not None and ended > began:
+            return ended - began
+        if self.train_samples is None:
+            given = self.settings["samples"]
+            return int(given) if given is not None else None
+        count = first.get("epoch_count", 1) if kind == "block" else 1
+        return round(self.train_samples * count) if isinstance(count, int | float) and count > 0 else None
+
+    def finish(self, records: list[Record]) -> list[Record]:
+        """The events of ``key`` where the log has them, else its blocks, else its epochs."""
+        for kind in ("key", *(kind for kind, _, _ in self.INTERVALS)):
+            chosen = [r for r in records if r.kind == kind]
+            if chosen:
+                return chosen
+        return []
+
+    def missing(self, records: list[Record]) -> str | None:
+        if any(r.samples is None and r.throughput is None for r in records):
+            return ("its blocks do not say how many samples they hold (no train_samples event, no samples_count in "
+                    "their metadata): give the parser's samples option (an integer, or a template such as "
+                    "'{global_batch}')")
+        return None
 
     def describe(self) -> str:
-        return (f"':::MLLOG {{json}}' events with key {self.settings['key']!r} and a figure in "
-                f"value.{self.settings['field']}")
+        return (f"':::MLLOG {{json}}' events: block_start/block_stop (or epoch_start/epoch_stop) with their time_ms, "
+                f"or key {self.settings['key']!r} with a figure in value.{self.settings['field']}")
+
+    def describe_time_to_train(self) -> str:
+        return "':::MLLOG {json}' events run_start and run_stop (with metadata.status)"
+
+    @classmethod
+    def figure_problem(cls, figure: str, options: Mapping[str, Any]) -> str | None:
+        return None
 
 
 class _PatternParser(Parser):
@@ -203,18 +381,33 @@ class _PatternParser(Parser):
 class RegexParser(_PatternParser):
     name = "regex"
     options: ClassVar[Mapping[str, Any]] = {"pattern": None}
-    groups = ("throughput", "step_time")
+    groups = ("throughput", "step_time", "time_to_train")
 
-    def parse_line(self, line: str) -> list[Record]:
+    def parse_line(self, line: str) -> list[Record | Mark]:
         match = self.pattern.search(line)
         if match is None:
             return []
         found = match.groupdict()
+        seconds_to_train = _number(found.get("time_to_train"))
+        if seconds_to_train is not None:
+            return [Mark(Milestone.TIME_TO_TRAIN, value=seconds_to_train, status=found.get("status"))]
         figure, seconds = _number(found.get("throughput")), _number(found.get("step_time"))
         if figure is None and seconds is None:
             return []
         whole = {k: int(v) for k, v in found.items() if k in ("step", "rank", "samples") and v and v.isdigit()}
         return [Record(throughput=figure, step_time=None if figure else seconds, **whole)]
+
+    @classmethod
+    def figure_problem(cls, figure: str, options: Mapping[str, Any]) -> str | None:
+        groups = set(re.compile(options["pattern"]).groupindex)
+        if figure == "time_to_train" and "time_to_train" not in groups:
+            return f"pattern {options['pattern']!r} needs a named group (?P<time_to_train>...) (seconds)"
+        if figure == "throughput" and not groups & {"throughput", "step_time"}:
+            return f"pattern {options['pattern']!r} needs a named group (?P<throughput>...) or (?P<step_time>...)"
+        return None
+
+    def describe_time_to_train(self) -> str:
+        return self.describe()
 
 
 @register_parser
@@ -223,7 +416,7 @@ class FinalParser(_PatternParser):
     options: ClassVar[Mapping[str, Any]] = {"pattern": None}
     groups = ("throughput",)
 
-    def parse_line(self, line: str) -> list[Record]:
+    def parse_line(self, line: str) -> list[Record | Mark]:
         match = self.pattern.search(line)
         figure = _number(match.group("throughput")) if match else None
         return [Record(throughput=figure, final=True)] if figure else []

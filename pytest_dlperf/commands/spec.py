@@ -20,6 +20,7 @@ The command is a list of arguments with placeholders (``str.format`` fields):
 ``{data_dir}``     ``--dlperf-data-dir`` ("" when not given)
 ``{run_dir}``      the run's own folder (logs, a report file)
 ``{python}``       this Python interpreter
+``{seed}``         the run's index (0, 1, ...): a seed of its own for each run of a time-to-train case
 ``{<setting>}``    any of the command's ``defaults`` (or the case's settings)
 =================  ==============================================================
 """
@@ -38,7 +39,7 @@ from ..models.validation import check_choice, check_mapping
 
 #: Placeholders every command may use (besides its settings).
 PLACEHOLDERS = ("batch_size", "global_batch", "precision", "precision_args", "gpus", "nproc", "steps",
-                "warmup_steps", "window_steps", "repeats", "data_dir", "run_dir", "python")
+                "warmup_steps", "window_steps", "repeats", "data_dir", "run_dir", "python", "seed")
 #: How the figures in a log relate to the job: the whole job's, or each rank's own.
 SCOPES = ("global", "rank")
 #: Who starts the ranks: the session's launcher (one copy of the command per rank), or the command
@@ -68,15 +69,26 @@ class CommandSpec(ModelSpec):
     scope: str = "global"
     cwd: str | None = None
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    timeout: float | None = None  # seconds per run, where --dlperf-timeout gives none
+    #: A fixed limit of seconds per run, where --dlperf-timeout gives none; without either the limit follows
+    #: the log (:mod:`pytest_dlperf.commands.follow`).
+    timeout: float | None = None
+    startup_timeout: float | None = None  # seconds to the first logged step (None: the session's, 300)
+    #: What a run's log is judged by (:data:`pytest_dlperf.commands.parsers.FIGURES`): its throughput, or its
+    #: time to train (run_start to run_stop with status success; lower is better), a convergence case's.
+    figure: str = "throughput"
     log_file: str | None = None  # a file the script writes its log to (template); None: its stdout and stderr
     launch: str = "launcher"  # one of LAUNCHES
     #: Steps the script runs that its log never shows, added to ``{steps}``: DeepLearningExamples' main.py
     #: logs an iteration when the next one starts, so its last one (``--prof N`` logs N - 1): 1.
     unlogged_steps: int = 0
 
-    def placeholders(self, case: Any, params: Any, run_dir: str) -> dict[str, Any]:
-        """The values of the placeholders for one run of ``case`` with ``params`` (a RunParams)."""
+    @property
+    def times_training(self) -> bool:
+        """Whether its cases are time-to-train cases (judged by the time to train, not the throughput)."""
+        return self.figure == "time_to_train"
+
+    def placeholders(self, case: Any, params: Any, run_dir: str, index: int = 0) -> dict[str, Any]:
+        """The values of the placeholders for run ``index`` of ``case`` with ``params`` (a RunParams)."""
         values = {**self.settings(case.settings_dict), "batch_size": case.batch_size,
                   "global_batch": case.batch_size * case.gpus, "precision": case.precision, "gpus": case.gpus,
                   "nproc": case.gpus,
@@ -84,7 +96,7 @@ class CommandSpec(ModelSpec):
                   "warmup_steps": params.warmup_steps, "window_steps": params.steps, "repeats": params.repeats,
                   # Absolute: the command runs in its own cwd, not the session's (a relative --dlperf-log-dir).
                   "data_dir": os.path.abspath(params.data_dir) if params.data_dir else "",
-                  "run_dir": os.path.abspath(run_dir), "python": sys.executable}
+                  "run_dir": os.path.abspath(run_dir), "python": sys.executable, "seed": index}
         values["precision_args"] = " ".join(self.arguments_for(case.precision))
         return values
 
@@ -93,10 +105,10 @@ class CommandSpec(ModelSpec):
             return ()
         return tuple(self.precision_args[precision])
 
-    def argv(self, case: Any, params: Any, run_dir: str) -> list[str]:
-        """The command line of one run: placeholders filled, ``{precision_args}`` spread into its arguments
+    def argv(self, case: Any, params: Any, run_dir: str, index: int = 0) -> list[str]:
+        """The command line of run ``index``: placeholders filled, ``{precision_args}`` spread into its arguments
         (appended at the end when the command has no such argument)."""
-        values = self.placeholders(case, params, run_dir)
+        values = self.placeholders(case, params, run_dir, index)
         out: list[str] = []
         spread = False
         for arg in self.command:
@@ -109,8 +121,13 @@ class CommandSpec(ModelSpec):
             out.extend(self.arguments_for(case.precision))
         return out
 
-    def fill(self, template: str | None, case: Any, params: Any, run_dir: str) -> str | None:
-        return None if template is None else template.format_map(self.placeholders(case, params, run_dir))
+    def fill(self, template: str | None, case: Any, params: Any, run_dir: str, index: int = 0) -> str | None:
+        return None if template is None else template.format_map(self.placeholders(case, params, run_dir, index))
+
+    def parser_settings(self, case: Any, params: Any, run_dir: str, index: int = 0) -> dict[str, Any]:
+        """The parser's options for one run: a template among them (mllog's ``samples``) filled."""
+        return {k: int(self.fill(v, case, params, run_dir, index)) if k == "samples" and isinstance(v, str) else v
+                for k, v in self.parser_options.items()}
 
     def samples(self, case: Any, params: Any, run_dir: str) -> int:
         """Samples one logged step counts, for the whole job (the global batch unless the command says)."""
@@ -155,8 +172,8 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
                env: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None,
                requires: Mapping[str, str] | None = None, timeout: float | None = None,
                log_file: str | None = None, launch: str = "launcher", description: str = "",
-               source: str | None = None, unlogged_steps: int = 0,
-               **parser_options: Any) -> CommandSpec:
+               source: str | None = None, unlogged_steps: int = 0, startup_timeout: float | None = None,
+               figure: str = "throughput", **parser_options: Any) -> CommandSpec:
     """A checked :class:`CommandSpec`; one ``ValueError`` naming the command and the field for a mistake."""
     from . import parsers
 
@@ -191,19 +208,29 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
         check_mapping(who, "env", env, "variable names to strings")
         if not all(isinstance(v, str) for v in env.values()):
             raise ValueError(f"{who}: env values must be strings")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
-        raise ValueError(f"{who}: timeout must be a positive number of seconds, not {timeout!r}")
+    for field, seconds in (("timeout", timeout), ("startup_timeout", startup_timeout)):
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0):
+            raise ValueError(f"{who}: {field} must be a positive number of seconds, not {seconds!r}")
     if isinstance(unlogged_steps, bool) or not isinstance(unlogged_steps, int) or unlogged_steps < 0:
         raise ValueError(f"{who}: unlogged_steps must be a non-negative integer (steps the script runs but never "
                          f"logs), not {unlogged_steps!r}")
     options = parsers.check(who, parser, parser_options)
+    samples = options.get("samples")
+    if isinstance(samples, str):
+        check_command(f"{who}: samples", [samples], known)
+    elif samples is not None and (isinstance(samples, bool) or not isinstance(samples, int) or samples < 1):
+        raise ValueError(f"{who}: samples must be a positive integer or a template such as '{{global_batch}}', "
+                         f"not {samples!r}")
+    problem = parsers.figure_problem(parser, figure, options)
+    if problem:
+        raise ValueError(f"{who}: figure {figure!r}: {problem}")
     return CommandSpec(name=name, factory=_no_model, make_batch=_no_model, loss=_no_model, unit=unit,
                        batch_size=batch_size, defaults=dict(defaults or {}), requires=dict(requires or {}),
                        description=description or f"command: {' '.join(argv)}", source=source,
                        task=COMMAND_TASK, command=argv, precision_args=mapped, parser=parser,
                        parser_options=options, samples_per_step=samples_per_step, scope=scope, cwd=cwd,
                        env=dict(env or {}), timeout=timeout, log_file=log_file, launch=launch,
-                       unlogged_steps=unlogged_steps)
+                       unlogged_steps=unlogged_steps, startup_timeout=startup_timeout, figure=figure)
 
 
 def register_command(name: str, command: Sequence[str], **fields: Any) -> CommandSpec:
@@ -212,7 +239,8 @@ def register_command(name: str, command: Sequence[str], **fields: Any) -> Comman
     ``fields``: ``parser`` (``dllogger``, ``mllog``, ``regex``, ``final``) and its options
     (``key``, ``pattern``, ...), ``unit``, ``batch_size`` (the default per-device batch),
     ``precisions`` (precision -> arguments), ``samples_per_step``, ``scope``, ``cwd``,
-    ``env``, ``defaults``, ``requires``, ``timeout``, ``log_file``, ``launch``, ``description``.
+    ``env``, ``defaults``, ``requires``, ``timeout``, ``startup_timeout``, ``log_file``, ``launch``,
+    ``figure`` (``throughput``, or ``time_to_train``: a time-to-train case), ``unlogged_steps``, ``description``.
     docs/commands.md is the contract.
     """
     caller = sys._getframe(1).f_code.co_filename  # the registering file, as register_model records it
@@ -229,4 +257,7 @@ def case_problem(case: Any, spec: ModelSpec) -> str | None:
         return None
     if case.searches_batch:
         return f"command {spec.name!r}: batch size 'max' is searched with pytest-dlperf's worker, not a command"
+    if case.converges:
+        return (f"command {spec.name!r}: a target is for the built-in convergence cases; a command trains to its "
+                "own target: register it with figure 'time_to_train' and give the entry a time_to_target")
     return spec.check_precision(case.precision)

@@ -16,17 +16,17 @@ class RunFigures:
 
     seed: int
     metric: str
-    target: float
+    target: float | None  # None: the script's own (a time-to-train command case, pytest_dlperf.commands.train_time)
     reached: bool
-    stopped: str  # target, epochs, seconds or diverged
+    stopped: str  # target, epochs, seconds or diverged; a command's: success, or why it did not succeed
     seconds_to_target: float | None
     epochs_to_target: float | None
     samples_to_target: int | None
     final: float | None  # the metric at the last evaluation
     seconds: float  # the whole run: training and evaluations
-    samples: int
-    epochs: float
-    throughput: float  # samples / seconds over the whole run
+    samples: int | None  # None: not known (a command's log that does not say)
+    epochs: float | None
+    throughput: float | None  # samples / seconds over the whole run
     curve: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
@@ -56,7 +56,7 @@ def pooled(runs: Sequence[RunFigures]) -> dict[str, Any]:
         "epochs_to_target": _median([r.epochs_to_target for r in runs]),
         "samples_to_target": _median([r.samples_to_target for r in runs]),
         "final": _median([r.final for r in runs]),
-        "throughput": statistics.median(r.throughput for r in runs),
+        "throughput": _median([r.throughput for r in runs]),
         "stats": summarize(reached).to_dict() if reached else None,
         "per_run": [{**dataclasses.asdict(r), "curve": [dict(p) for p in r.curve]} for r in runs],
     }

@@ -61,16 +61,26 @@ def run_case(session: DlperfSession, case: Case, entry: baseline_mod.Entry | Non
     finally:
         result.record_end(started)
     figures = [RunFigures.from_dict(run["convergence"]) for run in attempt.runs]
+    record(session, case, entry, result, figures, attempt.runs, goal.to_dict(), describe(goal), attempt.device,
+           attempt.warnings, properties)
+
+
+def record(session: DlperfSession, case: Case, entry: baseline_mod.Entry | None, result: CaseResult,
+           figures: list[RunFigures], runs: list[dict], goal: dict, budget: str, device: dict | None,
+           warnings: list[str], properties: list[tuple[str, object]]) -> None:
+    """Judge the runs' times to target (:func:`judge_time`) and record them in ``result``; raise CaseFailed
+    when the case failed.  ``goal``: what the runs trained to (the results' ``convergence.goal``);
+    ``budget``: the goal in words, for the message of a run that did not reach it."""
     expected = expected_time(session, entry)
-    verdict = judge_time(case.id, figures, expected, budget=describe(goal),
+    verdict = judge_time(case.id, figures, expected, budget=budget,
                          require_baseline=session.options.require_baseline, inconclusive=session.options.inconclusive)
-    result.attempts.append({"throughput": None, "runs": attempt.runs})
-    result.convergence = {**pooled(figures), "goal": goal.to_dict(),
+    result.attempts.append({"throughput": None, "runs": runs})
+    result.convergence = {**pooled(figures), "goal": goal,
                           "baseline": dataclasses.asdict(expected) if expected is not None else None}
-    result.device, result.difference = attempt.device, verdict.difference
+    result.device, result.difference = device, verdict.difference
     notes = [entry.unjudged] if entry is not None and entry.unjudged else []
     result.verdict = verdict.status
-    result.message = "; ".join([verdict.message, *notes, *attempt.warnings])
+    result.message = "; ".join([verdict.message, *notes, *warnings])
     properties.append(("dlperf_verdict", verdict.status.value))
     if result.convergence["seconds_to_target"] is not None:
         properties.append(("dlperf_time_to_target", round(result.convergence["seconds_to_target"], 3)))

@@ -39,7 +39,7 @@ class CurveSet:
 
     model: str
     metric: str
-    target: float
+    target: float | None  # None: the script's own (a time-to-train command case)
     curves: tuple[Curve, ...]
 
     @property
@@ -88,12 +88,14 @@ def figure(curve_set: CurveSet):
         by_time.plot(seconds, values, marker="o", markersize=3, color=colours[curve.label], label=name, alpha=0.85)
         by_samples.plot(samples, values, marker="o", markersize=3, color=colours[curve.label], alpha=0.85)
     for axis, xlabel in ((by_time, "seconds of training (evaluations included)"), (by_samples, "samples seen")):
-        axis.axhline(curve_set.target, color="0.3", linestyle="--", linewidth=1)
+        if curve_set.target is not None:
+            axis.axhline(curve_set.target, color="0.3", linestyle="--", linewidth=1)
         axis.set_xlabel(xlabel)
         axis.grid(True, alpha=0.3)
     by_time.set_ylabel(f"validation {curve_set.metric}")
     by_time.legend(fontsize="small", loc="best")
-    fig.suptitle(f"{curve_set.model}: {curve_set.metric} to {curve_set.target:g} (dashed), one line per run")
+    goal = f"to {curve_set.target:g} (dashed)" if curve_set.target is not None else "to the script's own target"
+    fig.suptitle(f"{curve_set.model}: {curve_set.metric} {goal}, one line per run")
     return fig
 
 
@@ -112,9 +114,18 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _goal(goal: Mapping[str, Any]) -> str:
+    """``top1 0.9``, or a command's own goal as it reads (``run_stop status success``)."""
+    if not goal:
+        return "-"
+    if goal.get("target") is None:
+        return str(goal.get("reads") or goal.get("metric", "?"))
+    return f"{goal.get('metric', '?')} {goal['target']:g}"
+
+
 def markdown_section(results: Sequence[CaseResult], images: Mapping[str, str] | None = None) -> list[str]:
     """The "Time to accuracy" section; ``images``: each model's chart, relative to the report (if written)."""
-    cases = [r for r in results if r.case.converges]
+    cases = [r for r in results if r.case.converges or r.convergence]
     if not cases:
         return []
     lines = ["## Time to accuracy", "",
@@ -126,7 +137,7 @@ def markdown_section(results: Sequence[CaseResult], images: Mapping[str, str] | 
         figures = result.convergence or {}
         goal = figures.get("goal") or {}
         base = figures.get("baseline") or {}
-        target = f"{goal.get('metric', '?')} {goal.get('target', 0):g}" if goal else "-"
+        target = _goal(goal)
         reached = f"{figures.get('reached', 0)}/{figures.get('runs', 0)}" if figures else "-"
         lines.append(f"| {result.id} | {result.verdict} | {target} | {reached} | "
                      f"{_num(figures.get('seconds_to_target'), '.1f')} s | {_num(figures.get('epochs_to_target'), '.2f')}"
@@ -179,7 +190,9 @@ def summary_cell(result: CaseResult) -> str:
     seconds, base = figures.get("seconds_to_target"), (figures.get("baseline") or {}).get("seconds")
     if seconds is None:
         return f"target not reached ({figures.get('metric')} {_num(figures.get('final'), '.3g')})"
-    text = f"{seconds:.1f} s to {figures.get('metric')} {figures.get('target'):g}"
+    target = figures.get("target")
+    text = f"{seconds:.1f} s to " + (f"{figures.get('metric')} {target:g}" if target is not None
+                                     else _goal(figures.get("goal") or {}))
     if base:
         text += f" / {base:.1f} s ({100 * (seconds / base - 1):+.1f}%)"
     return text
