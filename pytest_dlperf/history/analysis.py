@@ -50,10 +50,11 @@ class CaseHistory:
 
 
 def series(points: Iterable[Point]) -> dict[tuple[str, str], list[Point]]:
-    """Measured points grouped by (machine class, case id), oldest first."""
+    """The points of each case's trend grouped by (machine class, case id), oldest first: measured figures,
+    less those of inconclusive and busy nights (:attr:`~.records.CaseRow.on_trend`)."""
     out: dict[tuple[str, str], list[Point]] = {}
     for point in points:
-        if point.case.throughput is not None:
+        if point.case.on_trend:
             out.setdefault((point.session.machine, point.case.case_id), []).append(point)
     return out
 
