@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import math
 import statistics
 import uuid
 from collections.abc import Iterable, Mapping
@@ -94,7 +95,7 @@ class CaseRow:
     @property
     def on_trend(self) -> bool:
         """Whether this figure is a point of the case's trend: measured, and decided on counted runs."""
-        return self.throughput is not None and self.verdict != "inconclusive" and not self.busy
+        return finite(self.throughput) and self.verdict != "inconclusive" and not self.busy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +104,11 @@ class Point:
 
     session: SessionRow
     case: CaseRow
+
+
+def finite(value: float | None) -> bool:
+    """Whether ``value`` is a figure: a finite number (an old row may hold none, or an infinity or NaN)."""
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def machine_class(device: str, env: Mapping[str, Any]) -> str:
