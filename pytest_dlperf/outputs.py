@@ -38,6 +38,7 @@ class Outputs:
     plot_files: list[Path] = dataclasses.field(default_factory=list)
     plot_notes: list[str] = dataclasses.field(default_factory=list)
     history: history_hooks.Recorded | None = None  # --dlperf-history: what was written, the gate's findings
+    history_site: Any = None  # --dlperf-history-html: the site written (pytest_dlperf.history.html.SiteSummary)
 
 
 def session_environment(session: DlperfSession) -> dict[str, Any]:
@@ -110,6 +111,9 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
         attempt("--dlperf-history", lambda: setattr(outputs, "history", history_hooks.record(
             session, outputs.environment, document, analyze=analyze)))
         history_ok = not (opts.history_gate and outputs.history and outputs.history.gate_failures)
+        if opts.history_html:
+            attempt("--dlperf-history-html", lambda: setattr(outputs, "history_site",
+                                                            history_hooks.write_site(opts)))
     if opts.json_path:
         attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))
     if opts.report_path:
@@ -276,6 +280,10 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
         for line in outputs.history.gate_failures:
             terminalreporter.write_line(f"dlperf: {line} ({gate})", red=bool(session.options.history_gate),
                                         yellow=not session.options.history_gate)
+    if outputs.history_site is not None:
+        site = outputs.history_site
+        terminalreporter.write_line(f"dlperf: history site of {site.cases} case(s) on {site.machines} machine "
+                                    f"class(es) in {site.index}")
     if session.workdir_if_made is not None:
         terminalreporter.write_line(f"dlperf: worker logs in {session.workdir_if_made}")
 

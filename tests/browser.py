@@ -61,7 +61,8 @@ def start_chromium(chromium: str, driver: str, profile: str) -> Any:
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # The console's messages, and the DevTools network events: what each page asked for.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     return webdriver.Chrome(options=options, service=Service(driver))
 
 
@@ -101,7 +102,9 @@ class Page:
     def open(self, path: Path | str, *, timeout: float = 30.0) -> Page:
         """Load ``path`` (a file, or a file:// URL) and wait until its script set ``body[data-ready]``."""
         url = path if isinstance(path, str) and path.startswith("file:") else Path(path).resolve().as_uri()
-        self.driver.get_log("browser")  # what an earlier page said is not this one's
+        self.driver.get_log("browser")  # what an earlier page said or asked for is not this one's
+        self.driver.get_log("performance")
+        self._requests: list[str] = []
         self.driver.get(url)
         self.wait("document.body && document.body.getAttribute('data-ready') === '1'", timeout=timeout)
         return self
@@ -120,6 +123,16 @@ class Page:
     def console(self) -> list[str]:
         """The console's messages since the last call: each ``LEVEL message``."""
         return [f"{entry['level']} {entry['message']}" for entry in self.driver.get_log("browser")]
+
+    def requests(self) -> list[str]:
+        """Every URL the page asked for since it was opened (DevTools' Network.requestWillBeSent)."""
+        import json
+
+        for entry in self.driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message.get("method") == "Network.requestWillBeSent":
+                self._requests.append(message["params"]["request"]["url"])
+        return list(self._requests)
 
     def errors(self) -> list[str]:
         """The console's errors (a script's uncaught exception, console.error, a file that did not load)."""

@@ -334,10 +334,10 @@ def _night(point: Point, measure: Measure, links: tuple[Link, ...]) -> Night:
         return Night(point, Standing.NO_FIGURE, None, None, links)
     if not finite(raw):
         return Night(point, Standing.NOT_FINITE, None, raw, links)
+    if row.busy:  # the more telling of the two: why such a night decided nothing
+        return Night(point, Standing.BUSY, float(raw), raw, links)
     if row.verdict == "inconclusive":
         return Night(point, Standing.INCONCLUSIVE, float(raw), raw, links)
-    if row.busy:
-        return Night(point, Standing.BUSY, float(raw), raw, links)
     return Night(point, Standing.TREND, float(raw), raw, links)
 
 
