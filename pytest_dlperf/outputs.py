@@ -82,7 +82,8 @@ def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, A
 
 
 def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> bool:
-    """``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot`` and ``--dlperf-save-baseline``, in that order.
+    """``--dlperf-history``, ``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot``, ``--dlperf-save-baseline`` and
+    ``--dlperf-history-html``, in that order.
 
     The paths were checked before the first case (:meth:`~pytest_dlperf.options.Options.check_outputs`).
     A write that still fails is said in one line and the others are written; when the results
@@ -111,9 +112,6 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
         attempt("--dlperf-history", lambda: setattr(outputs, "history", history_hooks.record(
             session, outputs.environment, document, analyze=analyze)))
         history_ok = not (opts.history_gate and outputs.history and outputs.history.gate_failures)
-        if opts.history_html:
-            attempt("--dlperf-history-html", lambda: setattr(outputs, "history_site",
-                                                            history_hooks.write_site(opts)))
     if opts.json_path:
         attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))
     if opts.report_path:
@@ -128,6 +126,9 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
     selection = session.baseline.selection if session.baseline is not None else None
     if selection is not None and selection.record_path is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
         attempt("--dlperf-baseline-record", lambda: _record_machine(session, outputs.environment))
+    if opts.history_url and opts.history_html and exitstatus != pytest.ExitCode.INTERRUPTED:
+        # Last: the site links tonight's report and results (--dlperf-history-html-link) once they are written.
+        attempt("--dlperf-history-html", lambda: setattr(outputs, "history_site", history_hooks.write_site(opts)))
     return ok and history_ok
 
 

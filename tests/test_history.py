@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import markupsafe
 import numpy as np
 import pytest
 
@@ -221,7 +222,8 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
                    machine=machine)
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-batch-size", "32", "--dlperf-history", url,
                         "--dlperf-baseline-from-history", "8", "--dlperf-history-gate",
-                        "--dlperf-json", "r.json", "--dlperf-report", "r.md")
+                        "--dlperf-json", "r.json", "--dlperf-report", "r.md", "--dlperf-history-html", "site",
+                        "--dlperf-history-html-link", "results=r.json")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert f"history: last 8 session(s) on {machine}" in out
@@ -240,9 +242,23 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
     assert newest.memory_gbs == pytest.approx(statistics.median(probes), abs=1e-3) and newest.memory_gbs > 0
     cores = [r["core_gflops"] for r in case["evidence"]["runs"] if not r["busy"]]
     assert newest.core_gflops == pytest.approx(statistics.median(cores), abs=1e-3) and newest.core_gflops > 0
+    # The site of the store, this session's night in it with its verdict's line and its results linked.
+    site = dlperf.path / "site"
+    assert f"dlperf: history site of 1 case(s) on 1 machine class(es) in {site / 'index.html'}" in out
+    (page,) = json.loads((site / "dlperf-site.json").read_text())["cases"]
+    assert page["id"] == "tiny-fp32-bs32-gpu1" and page["machine"] == machine
+    text = (site / page["page"]).read_text()
+    assert str(markupsafe.escape(case["message"])) in text and text.count('href="../../r.json"') == 13  # every night
     bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-gate")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--dlperf-history-gate: needs a history store: give --dlperf-history URL" in bad.stderr.str()
+    bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-html", "site")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--dlperf-history-html: needs a history store: give --dlperf-history URL" in bad.stderr.str()
+    bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history", url, "--dlperf-history-html", "site",
+                     "--dlperf-history-html-link", "r={nope}")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--dlperf-history-html-link: 'r={nope}': unknown placeholder {nope}" in bad.stderr.str()
     assert json.loads(json.dumps(document["options"]))["history_url"] == url
 
 
