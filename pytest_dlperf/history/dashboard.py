@@ -218,32 +218,27 @@ class Night:
     raw: float | None  # the stored figure, which for NOT_FINITE is an infinity or NaN
     links: tuple[Link, ...] = ()
 
-    @property
-    def session(self) -> SessionRow:
-        return self.point.session
+    # Worked out once, in __post_init__: a site reads each of them several times for every night of every case.
+    session: SessionRow = dataclasses.field(init=False, repr=False, compare=False)
+    row: CaseRow = dataclasses.field(init=False, repr=False, compare=False)
+    when: _dt.datetime = dataclasses.field(init=False, repr=False, compare=False)  # the session's time, UTC
+    stamp: str = dataclasses.field(init=False, repr=False, compare=False)  # as a chart's axis reads it
+    runs: tuple[float, ...] = dataclasses.field(init=False, repr=False, compare=False)  # the finite run medians
+    baseline: float | None = dataclasses.field(init=False, repr=False, compare=False)
+    tolerance: float | None = dataclasses.field(init=False, repr=False, compare=False)
+    #: The figure against the baseline it was judged against: figure / baseline - 1.
+    change: float | None = dataclasses.field(init=False, repr=False, compare=False)
 
-    @property
-    def row(self) -> CaseRow:
-        return self.point.case
-
-    @property
-    def runs(self) -> tuple[float, ...]:
-        return tuple(r for r in self.row.runs if finite(r))
-
-    @property
-    def baseline(self) -> float | None:
-        return self.row.baseline if finite(self.row.baseline) and self.row.baseline > 0 else None
-
-    @property
-    def tolerance(self) -> float | None:
-        return self.row.tolerance if finite(self.row.tolerance) else None
-
-    @property
-    def change(self) -> float | None:
-        """The figure against the baseline it was judged against: figure / baseline - 1."""
-        if self.value is None or self.baseline is None:
-            return None
-        return self.value / self.baseline - 1
+    def __post_init__(self) -> None:
+        row = self.point.case
+        when = utc(self.point.session.created)
+        baseline = row.baseline if finite(row.baseline) and row.baseline > 0 else None
+        for name, value in (
+                ("session", self.point.session), ("row", row), ("when", when),
+                ("stamp", when.strftime("%Y-%m-%d %H:%M:%S")), ("runs", tuple(r for r in row.runs if finite(r))),
+                ("baseline", baseline), ("tolerance", row.tolerance if finite(row.tolerance) else None),
+                ("change", None if self.value is None or baseline is None else self.value / baseline - 1)):
+            object.__setattr__(self, name, value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -31,6 +31,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup, escape
+
 from .. import __version__
 from .dashboard import SPARK_NIGHTS, CaseView, Night, Standing, StepState, utc
 from .records import finite
@@ -97,7 +99,12 @@ def pct(value: float | None, digits: int = 1) -> str:
 
 def when(night: Night) -> str:
     """The night's time for a chart's x axis (UTC, which Plotly reads as it is)."""
-    return utc(night.session.created).strftime("%Y-%m-%d %H:%M:%S")
+    return night.stamp
+
+
+def num(value: float | None) -> float | None:
+    """A figure for a chart, to 6 significant digits (what a reader can see, and half the JSON)."""
+    return None if value is None else float(f"{value:.6g}")
 
 
 def plain(text: Any) -> str:
@@ -122,6 +129,7 @@ def _runs_text(night: Night, unit: str) -> str:
 
 
 def _night_hover(view: CaseView, night: Night) -> str:
+    """A night's hover label: its figure against the baseline, when and where, its verdict and why."""
     s = night.session
     lines = [f"<b>{fmt(night.value)} {plain(view.unit)}</b>"
              + (f" ({pct(night.change)} vs baseline {fmt(night.baseline)})" if night.change is not None else ""),
@@ -134,6 +142,26 @@ def _night_hover(view: CaseView, night: Night) -> str:
     if night.row.message:
         lines.append(plain(_short(night.row.message, 160)))
     return "<br>".join(lines) + _runs_text(night, view.unit)
+
+
+def _strip_hover(night: Night) -> str:
+    """The verdict strip's label: a night with a figure has its whole label on the chart above."""
+    head = f"{when(night)} UTC: {plain(night.row.verdict)}"
+    if night.value is not None:
+        return head
+    what = "no figure" if night.raw is None else f"not a finite figure ({night.raw!r})"
+    why = f"<br>{plain(_short(night.row.message, 160))}" if night.row.message else ""
+    return f"{head} ({what}){why}"
+
+
+def _steps(nights: Sequence[Night]) -> list[Night]:
+    """The nights where the baseline or its tolerance changes, and the last: enough for a step line."""
+    out = []
+    for n, night in enumerate(nights):
+        if n == 0 or n == len(nights) - 1 or (night.baseline, night.tolerance) != (nights[n - 1].baseline,
+                                                                                 nights[n - 1].tolerance):
+            out.append(night)
+    return out
 
 
 def _link_target(target: str, is_url: bool, page_dir: Path) -> str:
@@ -155,40 +183,40 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
     unit = view.unit
     data: list[dict[str, Any]] = []
     # The baseline and its band, over every night that was judged against one.
-    judged = [n for n in nights if n.baseline is not None]
+    judged = _steps([n for n in nights if n.baseline is not None])
     if judged:
         xs = [when(n) for n in judged]
-        lows = [n.baseline * (1 - (n.tolerance or 0)) for n in judged]
-        highs = [n.baseline * (1 + (n.tolerance or 0)) for n in judged]
+        lows = [num(n.baseline * (1 - (n.tolerance or 0))) for n in judged]
+        highs = [num(n.baseline * (1 + (n.tolerance or 0))) for n in judged]
         data.append({"type": "scatter", "mode": "lines", "x": xs, "y": lows, "line": {"width": 0, "shape": "hv"},
                      "hoverinfo": "skip", "showlegend": False, "name": "tolerance"})
         data.append({"type": "scatter", "mode": "lines", "x": xs, "y": highs, "fill": "tonexty",
                      "fillcolor": "rgba(46,125,50,0.10)", "line": {"width": 0, "shape": "hv"},
                      "name": "tolerance band", "hoverinfo": "skip"})
-        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": [n.baseline for n in judged],
+        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": [num(n.baseline) for n in judged],
                      "line": {"color": "#2e7d32", "width": 1.2, "dash": "dash", "shape": "hv"}, "name": "baseline",
                      "text": [f"baseline {fmt(n.baseline)} {plain(unit)}, tolerance "
                               f"{'—' if n.tolerance is None else f'{100 * n.tolerance:.0f}%'}" for n in judged],
                      "hovertemplate": "%{text}<extra></extra>"})
     if trend:
-        plus = [max(n.runs) - n.value if len(n.runs) > 1 else 0 for n in trend]
-        minus = [n.value - min(n.runs) if len(n.runs) > 1 else 0 for n in trend]
+        plus = [num(max(n.runs) - n.value) if len(n.runs) > 1 else 0 for n in trend]
+        minus = [num(n.value - min(n.runs)) if len(n.runs) > 1 else 0 for n in trend]
         data.append({"type": "scatter", "mode": "lines+markers", "name": f"{view.measure.label} (median of a night)",
-                     "x": [when(n) for n in trend], "y": [n.value for n in trend],
+                     "x": [when(n) for n in trend], "y": [num(n.value) for n in trend],
                      "line": {"color": TREND_COLOR, "width": 1.4}, "marker": {"size": 6, "color": TREND_COLOR},
                      "error_y": {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus,
                                  "color": "rgba(31,95,168,0.45)", "thickness": 1, "width": 0},
                      "text": [_night_hover(view, n) for n in trend],
-                     "customdata": [_first_link(n, page_dir) for n in trend],
+                     **_clicks(trend, page_dir),
                      "hovertemplate": "%{text}<extra></extra>"})
     for standing, (symbol, color, label) in OFF_TREND.items():
         off = [n for n in nights if n.standing is standing]
         if off:
             data.append({"type": "scatter", "mode": "markers", "name": label, "x": [when(n) for n in off],
-                         "y": [n.value for n in off], "marker": {"symbol": symbol, "size": 9, "color": color,
+                         "y": [num(n.value) for n in off], "marker": {"symbol": symbol, "size": 9, "color": color,
                                                                   "line": {"width": 1.5, "color": color}},
                          "text": [_night_hover(view, n) for n in off],
-                         "customdata": [_first_link(n, page_dir) for n in off],
+                         **_clicks(off, page_dir),
                          "hovertemplate": "%{text}<extra></extra>"})
     shapes, annotations = [], []
     history = view.history
@@ -198,7 +226,7 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
         xs, ys = [], []
         for n, level in enumerate(levels):
             xs += [when(trend[bounds[n]]), when(trend[bounds[n + 1] - 1]), None]
-            ys += [level, level, None]
+            ys += [num(level), num(level), None]
         data.append({"type": "scatter", "mode": "lines", "name": "level between change points", "x": xs, "y": ys,
                      "line": {"color": "#6d4c41", "width": 1.2, "dash": "dot"}, "hoverinfo": "skip"})
         marks = {"x": [], "y": [], "text": [], "color": [], "symbol": []}
@@ -215,7 +243,7 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
                                 "showarrow": False, "font": {"color": color, "size": 11},
                                 "text": f"{pct(step.change)} [{pct(step.low)}, {pct(step.high)}]"})
             marks["x"].append(when(after))
-            marks["y"].append(step.after)
+            marks["y"].append(num(step.after))
             marks["color"].append(color)
             marks["symbol"].append("triangle-down" if step.down else "triangle-up")
             changes = "<br>".join(f"· {plain(c)}" for c in point.changes) or "· no environment difference recorded"
@@ -229,7 +257,7 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
                      "text": marks["text"], "hovertemplate": "%{text}<extra></extra>"})
     if history is not None and history.newest_step is not None:
         step = history.newest_step
-        annotations.append({"x": when(trend[-1]), "y": trend[-1].value, "xref": "x", "yref": "y", "ax": -40,
+        annotations.append({"x": when(trend[-1]), "y": num(trend[-1].value), "xref": "x", "yref": "y", "ax": -40,
                             "ay": -40, "showarrow": True, "arrowcolor": DOWN, "font": {"color": DOWN, "size": 11},
                             "text": f"newest figures start a step of {pct(step.change)}"})
     # The verdict of every night, whatever its figure, in a strip below.
@@ -242,8 +270,8 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
                      "y": [0] * len(these), "yaxis": "y2", "legendgroup": "verdicts",
                      "marker": {"symbol": ["x" if n.standing is Standing.BUSY else "square" for n in these],
                                 "size": 9, "color": color},
-                     "text": [_night_hover(view, n) for n in these],
-                     "customdata": [_first_link(n, page_dir) for n in these],
+                     "text": [_strip_hover(n) for n in these],
+                     **_clicks(these, page_dir),
                      "hovertemplate": "%{text}<extra></extra>"})
     layout = {
         "height": 540, "margin": {"l": 70, "r": 24, "t": 30, "b": 50}, "hovermode": "closest",
@@ -267,7 +295,7 @@ def extra_figure(view: CaseView) -> dict[str, Any] | None:
         these = [n for n in view.nights if _finite_field(n, field)]
         if these:
             data.append({"type": "scatter", "mode": "lines+markers", "name": f"{label} (%)",
-                         "x": [when(n) for n in these], "y": [100 * getattr(n.row, field) for n in these],
+                         "x": [when(n) for n in these], "y": [num(100 * getattr(n.row, field)) for n in these],
                          "line": {"color": color, "width": 1.4}, "marker": {"size": 5},
                          "text": [f"{label}: {100 * getattr(n.row, field):.1f}% · {when(n)} UTC" for n in these],
                          "hovertemplate": "%{text}<extra></extra>"})
@@ -283,6 +311,13 @@ def extra_figure(view: CaseView) -> dict[str, Any] | None:
 
 def _finite_field(night: Night, field: str) -> bool:
     return finite(getattr(night.row, field))
+
+
+def _clicks(nights: Sequence[Night], page_dir: Path) -> dict[str, Any]:
+    """Each night's first link, where any night has one: what a click on its point opens (assets/case.js)."""
+    if not any(n.links for n in nights):
+        return {}
+    return {"customdata": [_first_link(n, page_dir) for n in nights]}
 
 
 def _first_link(night: Night, page_dir: Path) -> str | None:
@@ -377,22 +412,50 @@ def overview_row(view: CaseView) -> dict[str, Any]:
     }
 
 
-def _night_row(view: CaseView, night: Night, page_dir: Path) -> dict[str, Any]:
-    s = night.session
-    runs = night.runs
-    return {
-        "night": night, "anchor": f"night-{s.id}", "date": f"{utc(s.created):%Y-%m-%d %H:%M}",
-        "session": s.id, "short": s.id[:8], "host": s.hostname or "", "commit": s.short_commit or "",
-        "branch": s.git_branch or "", "figure": fmt(night.value) if night.raw is None or night.value is not None
-        else repr(night.raw), "runs": "" if len(runs) <= 1 else f"{len(runs)}: {fmt(min(runs))} .. {fmt(max(runs))}",
-        "baseline": fmt(night.baseline), "change": pct(night.change), "verdict": night.row.verdict,
-        "verdict_label": _verdict(night.row.verdict)[1], "standing": str(night.standing),
-        "busy": night.row.busy or "", "message": night.row.message or "",
-        "links": [{"label": link.label, "href": _link_target(link.target, link.is_url, page_dir)}
-                  for link in night.links],
-        "environment": ", ".join(x for x in (f"torch {s.torch}" if s.torch else "", f"CUDA {s.cuda}" if s.cuda else "",
-                                             f"driver {s.driver}" if s.driver else "") if x),
-    }
+def _versions(session) -> str:
+    return ", ".join(f"{label} {value}" for label, value in (("torch", session.torch), ("CUDA", session.cuda),
+                                                             ("driver", session.driver)) if value)
+
+
+def nights_table(view: CaseView, page_dir: Path, has_links: bool) -> Markup:
+    """The rows of a case page's table of nights, newest first. Written here rather than in the template (a
+    year of nights is a few hundred rows a page); every value goes through :func:`markupsafe.escape`."""
+    out = []
+    nights = view.nights
+    for index in range(len(nights) - 1, -1, -1):
+        night = nights[index]
+        s = night.session
+        runs = night.runs
+        anchor = escape(f"night-{s.id}")
+        standing = str(night.standing)
+        figure = fmt(night.value) if night.raw is None or night.value is not None else repr(night.raw)
+        versions = _versions(s)
+        if index and versions == _versions(nights[index - 1].session):
+            versions = ""  # said where they changed (and on the first night), not on every row
+        verdict = night.row.verdict
+        cells = [
+            f'<td><a href="#{anchor}">{night.when:%Y-%m-%d %H:%M}</a></td>',
+            f'<td title="{escape(s.id)}">{escape(s.id[:8])}</td>',
+            f"<td>{escape(s.hostname or '')}</td>",
+            f"<td>{escape(s.short_commit or '')}"
+            + (f' <span class="sub">{escape(s.git_branch)}</span>' if s.git_branch else "")
+            + (f'<div class="sub">{escape(versions)}</div>' if versions else "") + "</td>",
+            f'<td class="num">{escape(figure)}'
+            + (f' <span class="standing">{escape(standing)}</span>' if night.standing is not Standing.TREND else "")
+            + "</td>",
+            f'<td class="num">{"" if len(runs) <= 1 else f"{len(runs)}: {fmt(min(runs))} .. {fmt(max(runs))}"}</td>',
+            f'<td class="num">{fmt(night.baseline)}</td>',
+            f'<td class="num">{pct(night.change)}</td>',
+            f'<td class="why"><span class="verdict v-{escape(verdict)}">{escape(_verdict(verdict)[1])}</span>'
+            + (f' <span class="standing">busy: {escape(night.row.busy)}</span>' if night.row.busy else "")
+            + f" {escape(night.row.message or '')}</td>",
+        ]
+        if has_links:
+            cells.append("<td>" + " ".join(f'<a href="{escape(_link_target(link.target, link.is_url, page_dir))}">'
+                                           f"{escape(link.label)}</a>" for link in night.links) + "</td>")
+        out.append(f'<tr id="{anchor}" class="standing-{escape(standing.replace(" ", "-"))}" '
+                   f'data-standing="{escape(standing)}" data-verdict="{escape(verdict)}">{"".join(cells)}</tr>')
+    return Markup("\n".join(out))
 
 
 def _change_rows(view: CaseView, page_dir: Path) -> list[dict[str, Any]]:
@@ -461,6 +524,7 @@ def render_case(renderer: _Renderer, view: CaseView, meta: Mapping[str, Any], pa
     if history is not None and history.newest_step is not None:
         newest = history.newest_step.describe()
     figures = {"trend": trend_figure(view, page_dir), "extra": extra_figure(view)}
+    has_links = any(n.links for n in view.nights)
     latest = view.latest
     summary = {
         "nights": len(view.nights), "trend": len(trend), "first": f"{utc(view.nights[0].session.created):%Y-%m-%d}",
@@ -472,9 +536,8 @@ def render_case(renderer: _Renderer, view: CaseView, meta: Mapping[str, Any], pa
     }
     return renderer.render(
         "case.html.j2", root="..", view=view, meta=meta, summary=summary, figures=figures, drift=drift, newest=newest,
-        notes=view.notes, changes=_change_rows(view, page_dir),
-        nights=[_night_row(view, n, page_dir) for n in reversed(view.nights)], verdicts=VERDICTS,
-        has_links=any(n.links for n in view.nights))
+        notes=view.notes, changes=_change_rows(view, page_dir), nights=nights_table(view, page_dir, has_links),
+        verdicts=VERDICTS, has_links=has_links)
 
 
 def check_target(folder: Path) -> None:
