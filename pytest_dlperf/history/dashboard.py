@@ -17,7 +17,6 @@ import dataclasses
 import datetime as _dt
 import enum
 import hashlib
-import math
 import os
 import re
 import string

@@ -31,8 +31,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from markupsafe import Markup, escape
-
 from .. import __version__
 from .dashboard import SPARK_NIGHTS, CaseView, Night, Standing, StepState, utc
 from .records import finite
@@ -417,9 +415,12 @@ def _versions(session) -> str:
                                                              ("driver", session.driver)) if value)
 
 
-def nights_table(view: CaseView, page_dir: Path, has_links: bool) -> Markup:
-    """The rows of a case page's table of nights, newest first. Written here rather than in the template (a
-    year of nights is a few hundred rows a page); every value goes through :func:`markupsafe.escape`."""
+def nights_table(view: CaseView, page_dir: Path, has_links: bool) -> Any:
+    """The rows of a case page's table of nights, newest first, as markup. Written here rather than in the
+    template (a year of nights is a few hundred rows a page); every value goes through :func:`markupsafe.escape`
+    (Jinja2's own)."""
+    from markupsafe import Markup, escape
+
     out = []
     nights = view.nights
     for index in range(len(nights) - 1, -1, -1):
