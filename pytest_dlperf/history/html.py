@@ -186,12 +186,15 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
         xs = [when(n) for n in judged]
         lows = [num(n.baseline * (1 - (n.tolerance or 0))) for n in judged]
         highs = [num(n.baseline * (1 + (n.tolerance or 0))) for n in judged]
-        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": lows, "line": {"width": 0, "shape": "hv"},
-                     "hoverinfo": "skip", "showlegend": False, "name": "tolerance"})
-        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": highs, "fill": "tonexty",
-                     "fillcolor": "rgba(46,125,50,0.10)", "line": {"width": 0, "shape": "hv"},
-                     "name": "tolerance band", "hoverinfo": "skip"})
-        data.append({"type": "scatter", "mode": "lines", "x": xs, "y": [num(n.baseline) for n in judged],
+        if len(judged) > 1:  # a band needs two nights; one night's baseline is a marker
+            data.append({"type": "scatter", "mode": "lines", "x": xs, "y": lows, "line": {"width": 0, "shape": "hv"},
+                         "hoverinfo": "skip", "showlegend": False, "name": "tolerance"})
+            data.append({"type": "scatter", "mode": "lines", "x": xs, "y": highs, "fill": "tonexty",
+                         "fillcolor": "rgba(46,125,50,0.10)", "line": {"width": 0, "shape": "hv"},
+                         "name": "tolerance band", "hoverinfo": "skip"})
+        data.append({"type": "scatter", "mode": "lines" if len(judged) > 1 else "markers", "x": xs,
+                     "y": [num(n.baseline) for n in judged], "marker": {"symbol": "line-ew-open", "size": 18,
+                                                                         "color": "#2e7d32"},
                      "line": {"color": "#2e7d32", "width": 1.2, "dash": "dash", "shape": "hv"}, "name": "baseline",
                      "text": [f"baseline {fmt(n.baseline)} {plain(unit)}, tolerance "
                               f"{'—' if n.tolerance is None else f'{100 * n.tolerance:.0f}%'}" for n in judged],
@@ -275,7 +278,7 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
         "height": 540, "margin": {"l": 70, "r": 24, "t": 30, "b": 50}, "hovermode": "closest",
         "hoverlabel": {"align": "left"}, "showlegend": True,
         "legend": {"orientation": "h", "y": -0.12, "x": 0, "font": {"size": 11}},
-        "xaxis": {"type": "date", "anchor": "y2", "showgrid": True, "gridcolor": "#eceff1"},
+        "xaxis": {**_time_axis(nights), "anchor": "y2"},
         "yaxis": {"domain": [0.15, 1], "title": {"text": unit or view.measure.label}, "gridcolor": "#eceff1",
                   "zeroline": False},
         "yaxis2": {"domain": [0, 0.07], "range": [-1, 1], "showticklabels": False, "showgrid": False,
@@ -284,6 +287,16 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
         "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12},
     }
     return {"data": data, "layout": layout}
+
+
+def _time_axis(nights: Sequence[Night]) -> dict[str, Any]:
+    """A chart's date axis over a case's nights; sessions of one day get hours on it, not fractions of a second."""
+    axis: dict[str, Any] = {"type": "date", "showgrid": True, "gridcolor": "#eceff1"}
+    first, last = nights[0].when, nights[-1].when
+    if last - first < _dt.timedelta(days=1):
+        pad = max((last - first) * 0.05, _dt.timedelta(minutes=30))
+        axis["range"] = [(first - pad).strftime("%Y-%m-%d %H:%M:%S"), (last + pad).strftime("%Y-%m-%d %H:%M:%S")]
+    return axis
 
 
 def extra_figure(view: CaseView) -> dict[str, Any] | None:
@@ -300,7 +313,7 @@ def extra_figure(view: CaseView) -> dict[str, Any] | None:
     if not data:
         return None
     layout = {"height": 300, "margin": {"l": 70, "r": 24, "t": 20, "b": 40}, "hovermode": "closest",
-              "legend": {"orientation": "h", "y": -0.2, "x": 0}, "xaxis": {"type": "date", "gridcolor": "#eceff1"},
+              "legend": {"orientation": "h", "y": -0.2, "x": 0}, "xaxis": _time_axis(view.nights),
               "yaxis": {"title": {"text": "%"}, "rangemode": "tozero", "gridcolor": "#eceff1"},
               "plot_bgcolor": "#ffffff", "paper_bgcolor": "#ffffff",
               "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}}
@@ -402,7 +415,9 @@ def overview_row(view: CaseView) -> dict[str, Any]:
         "verdict": latest.row.verdict, "verdict_label": _verdict(latest.row.verdict)[1],
         "standing": str(latest.standing), "message": latest.row.message or "",
         "change": pct(change), "change_sort": "" if change is None else repr(change),
-        "change_class": "" if change is None else ("worse" if view.measure.regression(change) else "better"),
+        # A night off the trend decided nothing: its change is shown, not coloured as a finding.
+        "change_class": "" if change is None else "off" if latest.standing is not Standing.TREND
+        else ("worse" if view.measure.regression(change) else "better"),
         "spark": sparkline(view), "state": str(view.state), "state_text": _state_text(view),
         "state_sort": "" if step is None else repr(step.change if view.measure.higher_is_better else -step.change),
         "date": f"{utc(latest.session.created):%Y-%m-%d %H:%M}",
