@@ -76,6 +76,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     with store.open():
         points = store.points()
         url = store.url
+
     def chosen(machine: str, case_id: str) -> bool:
         if args.case and not any(fnmatch.fnmatchcase(case_id, p) for p in args.case):
             return False
