@@ -21,6 +21,7 @@ from . import batchsearch, jsonio
 from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from .evidence import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
+from .history.dashboard import LinkError, LinkPattern
 from .history.store import redact
 from .launchers import LAUNCHERS, MALLOC_MODES
 from .reporting import plots
@@ -144,6 +145,14 @@ def add_options(parser: pytest.Parser) -> None:
     option("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
                            "significant downward step, even within the tolerance.", action="store_true",
            default=None, ini_type="bool")
+    option("history-html", "at the end of the session, after writing the --dlperf-history store, write the whole "
+                           "store's history as a static site into DIR (as dlperf history URL --html DIR does): an "
+                           "overview of every case and a page per case, opened from file://.", metavar="DIR",
+           ini_type=None)
+    option("history-html-link", "with --dlperf-history-html, link each night to what it kept: LABEL=PATTERN, a URL or "
+                                "a path with placeholders {session}, {date}, {commit}, ... (repeatable; dlperf history "
+                                "--help lists them), e.g. report=nights/{session}/report.md.", metavar="LABEL=PATTERN",
+           action="append", ini_type="linelist")
     option("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image "
                         "files read; the cases pass with a data-only verdict.", action="store_true", default=None,
            ini_type="bool")
@@ -307,6 +316,13 @@ class Options:
         self.history_url = _option(config, "history")
         self.baseline_from_history = _int_option(config, "baseline-from-history", 2)
         self.history_gate = bool(_option(config, "history-gate"))
+        self.history_html = _option(config, "history-html")
+        self.history_html_links = [str(text) for text in _option(config, "history-html-link") or []]
+        for text in self.history_html_links:
+            try:
+                LinkPattern.parse(text, "--dlperf-history-html-link")
+            except LinkError as exc:
+                raise OptionError(str(exc)) from None
         raw_memory = _option(config, "max-memory")
         try:
             self.max_memory = None if raw_memory is None else memory.parse_size("--dlperf-max-memory", raw_memory)
@@ -328,6 +344,7 @@ class Options:
         """Every output path can be written: checked before the first case, not after the last."""
         paths = [(f"--dlperf-{name}", getattr(self, attr), False) for name, attr in OUTPUTS.items()]
         paths.append(("--dlperf-plot", self.plot_dir, True))
+        paths.append(("--dlperf-history-html", self.history_html, True))
         for option, path, folder in paths:
             if path:
                 try:

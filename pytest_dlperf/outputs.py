@@ -38,6 +38,7 @@ class Outputs:
     plot_files: list[Path] = dataclasses.field(default_factory=list)
     plot_notes: list[str] = dataclasses.field(default_factory=list)
     history: history_hooks.Recorded | None = None  # --dlperf-history: what was written, the gate's findings
+    history_site: Any = None  # --dlperf-history-html: the site written (pytest_dlperf.history.html.SiteSummary)
 
 
 def session_environment(session: DlperfSession) -> dict[str, Any]:
@@ -81,7 +82,8 @@ def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, A
 
 
 def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> bool:
-    """``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot`` and ``--dlperf-save-baseline``, in that order.
+    """``--dlperf-history``, ``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot``, ``--dlperf-save-baseline`` and
+    ``--dlperf-history-html``, in that order.
 
     The paths were checked before the first case (:meth:`~pytest_dlperf.options.Options.check_outputs`).
     A write that still fails is said in one line and the others are written; when the results
@@ -124,6 +126,9 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
     selection = session.baseline.selection if session.baseline is not None else None
     if selection is not None and selection.record_path is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
         attempt("--dlperf-baseline-record", lambda: _record_machine(session, outputs.environment))
+    if opts.history_url and opts.history_html and exitstatus != pytest.ExitCode.INTERRUPTED:
+        # Last: the site links tonight's report and results (--dlperf-history-html-link) once they are written.
+        attempt("--dlperf-history-html", lambda: setattr(outputs, "history_site", history_hooks.write_site(opts)))
     return ok and history_ok
 
 
@@ -278,6 +283,10 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
         for line in outputs.history.gate_failures:
             terminalreporter.write_line(f"dlperf: {line} ({gate})", red=bool(session.options.history_gate),
                                         yellow=not session.options.history_gate)
+    if outputs.history_site is not None:
+        site = outputs.history_site
+        terminalreporter.write_line(f"dlperf: history site of {site.cases} case(s) on {site.machines} machine "
+                                    f"class(es) in {site.index}")
     if session.workdir_if_made is not None:
         terminalreporter.write_line(f"dlperf: worker logs in {session.workdir_if_made}")
 

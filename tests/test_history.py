@@ -12,13 +12,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import markupsafe
 import numpy as np
 import pytest
 
 from pytest_dlperf import cli, environment
 from pytest_dlperf.history import analysis, changepoints, hooks
 from pytest_dlperf.history.records import CaseRow, SessionRow, machine_class
-from pytest_dlperf.history.store import SCHEMA_VERSION, StoreError, open_store, store_for
+from pytest_dlperf.history.store import MIGRATIONS, SCHEMA_VERSION, StoreError, open_store, store_for
 
 MACHINE = "AMD EPYC, 2 CPUs"
 CASE = {"model": "resnet50", "precision": "amp", "batch_size": 256, "gpus": 8, "settings": {}}
@@ -135,9 +136,22 @@ def test_first_use_creates_a_versioned_schema_and_a_newer_one_is_refused(tmp_pat
     assert "secret" not in str(caught.value) and "\n" not in str(caught.value)
 
 
+def downgrade(store, version: int) -> None:
+    """Leave ``store`` as a pytest-dlperf of schema ``version`` left it: without the columns added since."""
+    def drop(cursor) -> None:
+        for later in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[later]:
+                column = statement.split("ADD COLUMN ")[1].split()[0]
+                cursor.execute(f"ALTER TABLE dlperf_cases DROP COLUMN {column}")
+        cursor.execute("UPDATE dlperf_meta SET value = ?".replace("?", store.placeholder), (str(version),))
+
+    store._transaction(drop, write_lock=True)
+
+
 def test_an_older_store_is_brought_to_this_schema_version_in_place(store_url):
     """A version-1 store (no memory_gbs nor core_gflops column) keeps its rows, gains the columns and the
-    version when opened; so does a version-2 one (no core_gflops)."""
+    version when opened; so do a version-2 one (no core_gflops) and a version-3 one (no message, busy,
+    busy_runs, scaling_efficiency, mfu nor time_to_target)."""
     write_sessions(store_url, [1000.0, 1010.0])
 
     def version(cursor):
@@ -145,23 +159,26 @@ def test_an_older_store_is_brought_to_this_schema_version_in_place(store_url):
         return cursor.fetchone()[0]
 
     with open_store(store_url) as store:  # back to version 1, as an older pytest-dlperf left it
-        store._transaction(lambda cursor: (cursor.execute("ALTER TABLE dlperf_cases DROP COLUMN memory_gbs"),
-                                           cursor.execute("ALTER TABLE dlperf_cases DROP COLUMN core_gflops"),
-                                           cursor.execute("UPDATE dlperf_meta SET value = '1'")), write_lock=True)
+        downgrade(store, 1)
     with open_store(store_url) as store:
         assert [p.case.memory_gbs for p in store.points()] == [None, None]
         session = SessionRow(id="new", created="2026-12-01T00:00:00.000000+00:00", machine=MACHINE)
         store.append(session, [CaseRow("resnet50-amp-bs256-gpu8", CASE, "img/s", 990.0, (990.0,), "pass",
-                                       memory_gbs=12.5, core_gflops=50.0)])
+                                       memory_gbs=12.5, core_gflops=50.0, message="within 5%", mfu=0.41)])
         assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
         assert [p.case.core_gflops for p in store.points()] == [None, None, 50.0]
-        assert store._transaction(version) == str(SCHEMA_VERSION) == "3"
-        store._transaction(lambda cursor: (cursor.execute("ALTER TABLE dlperf_cases DROP COLUMN core_gflops"),
-                                           cursor.execute("UPDATE dlperf_meta SET value = '2'")), write_lock=True)
-    with open_store(store_url) as store:  # version 2, as the last pytest-dlperf left it
+        assert [(p.case.message, p.case.mfu) for p in store.points()][1:] == [(None, None), ("within 5%", 0.41)]
+        assert store._transaction(version) == str(SCHEMA_VERSION) == "4"
+        downgrade(store, 2)
+    with open_store(store_url) as store:  # version 2
         assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
         assert [p.case.core_gflops for p in store.points()] == [None, None, None]
-        assert store._transaction(version) == "3"
+        assert store._transaction(version) == "4"
+        downgrade(store, 3)
+    with open_store(store_url) as store:  # version 3, as the last pytest-dlperf left it
+        assert [p.case.core_gflops for p in store.points()] == [None, None, None]
+        assert [p.case.message for p in store.points()] == [None, None, None]
+        assert store._transaction(version) == "4"
 
 
 def test_gate_catches_a_step_at_the_newest_figures_only():
@@ -205,7 +222,8 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
                    machine=machine)
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-batch-size", "32", "--dlperf-history", url,
                         "--dlperf-baseline-from-history", "8", "--dlperf-history-gate",
-                        "--dlperf-json", "r.json", "--dlperf-report", "r.md")
+                        "--dlperf-json", "r.json", "--dlperf-report", "r.md", "--dlperf-history-html", "site",
+                        "--dlperf-history-html-link", "results=r.json")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert f"history: last 8 session(s) on {machine}" in out
@@ -224,9 +242,23 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
     assert newest.memory_gbs == pytest.approx(statistics.median(probes), abs=1e-3) and newest.memory_gbs > 0
     cores = [r["core_gflops"] for r in case["evidence"]["runs"] if not r["busy"]]
     assert newest.core_gflops == pytest.approx(statistics.median(cores), abs=1e-3) and newest.core_gflops > 0
+    # The site of the store, this session's night in it with its verdict's line and its results linked.
+    site = dlperf.path / "site"
+    assert f"dlperf: history site of 1 case(s) on 1 machine class(es) in {site / 'index.html'}" in out
+    (page,) = json.loads((site / "dlperf-site.json").read_text())["cases"]
+    assert page["id"] == "tiny-fp32-bs32-gpu1" and page["machine"] == machine
+    text = (site / page["page"]).read_text()
+    assert str(markupsafe.escape(case["message"])) in text and text.count('href="../../r.json"') == 13  # every night
     bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-gate")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--dlperf-history-gate: needs a history store: give --dlperf-history URL" in bad.stderr.str()
+    bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-html", "site")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--dlperf-history-html: needs a history store: give --dlperf-history URL" in bad.stderr.str()
+    bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history", url, "--dlperf-history-html", "site",
+                     "--dlperf-history-html-link", "r={nope}")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--dlperf-history-html-link: 'r={nope}': unknown placeholder {nope}" in bad.stderr.str()
     assert json.loads(json.dumps(document["options"]))["history_url"] == url
 
 
@@ -247,3 +279,41 @@ def test_history_command_exit_status_selection_and_plots(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"dlperf: {tmp_path / 'none.db'}: no such history file " \
                                               "(--dlperf-history writes it)"
     assert not (tmp_path / "none.db").exists()
+
+
+def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
+    """case_rows keeps each judged case's verdict line, an inconclusive one too, a night whose every run was
+    busy, the scaling efficiency, MFU and a time-to-accuracy case's time to target; the trend leaves out the
+    inconclusive and busy nights."""
+    from pytest_dlperf.cases import Case
+    from pytest_dlperf.history.records import case_rows
+    from pytest_dlperf.results import CaseResult, Expected, Scaling, Status
+
+    def result(case_id, verdict, throughput, **fields):
+        case = fields.pop("case", Case("tiny", "fp32", 32, 1))
+        return CaseResult(id=case_id, case=case, unit="img/s", verdict=verdict, throughput=throughput,
+                          message=f"{case_id}: why", **fields)
+
+    busy_run = {"index": 0, "throughput": 400.0, "busy": "other processes used 180% CPU"}
+    counted_run = {"index": 1, "throughput": 990.0, "busy": None}
+    results = [
+        result("a", Status.PASS, 990.0, baseline=Expected(1000.0, "img/s", 0.05),
+               evidence={"estimate": {"value": 990.0}, "runs": [busy_run, counted_run]},
+               scaling=Scaling(2, 600.0, "this session", 1.65, 0.825, None), flops={"mfu": 0.41}),
+        result("b", Status.INCONCLUSIVE, 950.0, evidence={"estimate": {"value": 950.0}, "runs": [counted_run]}),
+        result("c", Status.INCONCLUSIVE, 400.0, evidence={"estimate": None, "runs": [busy_run]}),
+        result("d", Status.SKIPPED, None),
+        result("e", Status.PASS, None, case=Case("tiny", "fp32", 32, 1, target={"metric": "top1", "value": 0.9}),
+               convergence={"seconds_to_target": 7.5, "baseline": {"seconds": 8.0, "tolerance": 0.5}}),
+    ]
+    rows = {row.case_id: row for row in case_rows(results)}
+    assert sorted(rows) == ["a", "b", "c", "e"]
+    a, b, c, e = rows["a"], rows["b"], rows["c"], rows["e"]
+    assert (a.message, a.busy, a.busy_runs, a.scaling_efficiency, a.mfu) == ("a: why", None, 1, 0.825, 0.41)
+    assert (a.baseline, a.tolerance, a.on_trend) == (1000.0, 0.05, True)
+    assert (b.verdict, b.busy, b.on_trend) == ("inconclusive", None, False)
+    assert (c.busy, c.busy_runs, c.on_trend) == ("other processes used 180% CPU", 1, False)
+    assert (e.throughput, e.time_to_target, e.baseline, e.tolerance, e.on_trend) == (None, 7.5, 8.0, 0.5, False)
+    session = SessionRow(id="s", created="2026-11-01T00:00:00", machine=MACHINE)
+    points = [analysis.Point(session, row) for row in rows.values()]
+    assert [p.case.case_id for (_, _), group in analysis.series(points).items() for p in group] == ["a"]

@@ -39,10 +39,12 @@ class CaseHistory:
     change_points: tuple[ChangePoint, ...]
     trend: Trend | None  # since the last change point (at most TREND_WINDOW figures)
     newest_step: Step | None  # --dlperf-history-gate's finding
+    #: The figures analyzed, one per point: the throughput, or another figure of the case (its time to target).
+    values: tuple[float, ...] = ()
 
     @property
     def figures(self) -> list[float]:
-        return [p.case.throughput for p in self.points]
+        return list(self.values) if self.values else [p.case.throughput for p in self.points]
 
     @property
     def drifting(self) -> bool:
@@ -50,27 +52,52 @@ class CaseHistory:
 
 
 def series(points: Iterable[Point]) -> dict[tuple[str, str], list[Point]]:
-    """Measured points grouped by (machine class, case id), oldest first."""
+    """The points of each case's trend grouped by (machine class, case id), oldest first: measured figures,
+    less those of inconclusive and busy nights (:attr:`~.records.CaseRow.on_trend`)."""
     out: dict[tuple[str, str], list[Point]] = {}
     for point in points:
-        if point.case.throughput is not None:
+        if point.case.on_trend:
             out.setdefault((point.session.machine, point.case.case_id), []).append(point)
     return out
 
 
-def analyze(points: Sequence[Point], *, alpha: float = changepoints.ALPHA) -> CaseHistory:
-    """Change points, trend and newest step of one case's series (one machine class)."""
-    figures = [p.case.throughput for p in points]
-    found = []
+@dataclasses.dataclass(frozen=True)
+class Findings:
+    """What a series of figures shows, before it is tied to its sessions: its steps, trend and newest step."""
+
+    steps: tuple[Step, ...]
+    trend: Trend | None  # since the last change point (at most TREND_WINDOW figures)
+    newest_step: Step | None
+
+
+def findings(figures: Sequence[float], *, alpha: float = changepoints.ALPHA, gate: bool = True) -> Findings:
+    """The change points, trend and (with ``gate``) newest downward step of a series of figures.
+
+    Plain numbers in and out, so that a process pool can work out many series at once."""
     steps = changepoints.find(figures, alpha=alpha)
-    for step in steps:
-        after, before = points[step.index].session, points[step.index - 1].session
-        found.append(ChangePoint(step, after, before, tuple(environment_changes(before, after))))
-    start = found[-1].step.index if found else 0
+    start = steps[-1].index if steps else 0
     recent = figures[max(start, len(figures) - TREND_WINDOW):]
+    newest = changepoints.newest_step(figures, alpha=alpha, steps=steps) if gate else None
+    return Findings(tuple(steps), changepoints.trend(recent), newest)
+
+
+def analyze(points: Sequence[Point], *, alpha: float = changepoints.ALPHA, values: Sequence[float] | None = None,
+            gate: bool = True, found: Findings | None = None) -> CaseHistory:
+    """Change points, trend and newest step of one case's series (one machine class).
+
+    ``values``: another figure of each point than its throughput (a time-to-accuracy case's time to
+    target); ``gate=False`` looks for no newest downward step (where a drop is no regression);
+    ``found``: the :func:`findings` of those figures, where they were worked out already.
+    """
+    figures = [p.case.throughput for p in points] if values is None else [float(v) for v in values]
+    found = found if found is not None else findings(figures, alpha=alpha, gate=gate)
+    marked = []
+    for step in found.steps:
+        after, before = points[step.index].session, points[step.index - 1].session
+        marked.append(ChangePoint(step, after, before, tuple(environment_changes(before, after))))
     first = points[0]
-    return CaseHistory(first.case.case_id, first.session.machine, first.case.unit, tuple(points), tuple(found),
-                       changepoints.trend(recent), changepoints.newest_step(figures, alpha=alpha, steps=steps))
+    return CaseHistory(first.case.case_id, first.session.machine, first.case.unit, tuple(points), tuple(marked),
+                       found.trend, found.newest_step, tuple(figures))
 
 
 def analyze_all(points: Iterable[Point], *, alpha: float = changepoints.ALPHA) -> list[CaseHistory]:

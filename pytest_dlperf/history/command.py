@@ -11,7 +11,7 @@ import argparse
 import fnmatch
 from pathlib import Path
 
-from . import analysis, changepoints, text
+from . import analysis, changepoints, dashboard, text
 from .store import SQLiteStore, StoreError, store_for
 
 
@@ -32,6 +32,14 @@ def add_parser(commands) -> None:
     history.add_argument("--alpha", metavar="P", type=float, default=changepoints.ALPHA,
                          help=f"significance level of a change point (default {changepoints.ALPHA})")
     history.add_argument("--plot", metavar="DIR", help="draw each case's figures with its change points as PNGs")
+    history.add_argument("--html", metavar="DIR",
+                         help="write the history as a static site into DIR (created; a site written before is "
+                              "replaced): an overview of every case and a page per case, with Plotly charts; it opens "
+                              "from file:// with no server and no network")
+    history.add_argument("--link", metavar="LABEL=PATTERN", action="append", default=[],
+                         help="with --html, link each night to what it kept: a URL or a path with placeholders "
+                              f"{', '.join('{' + p + '}' for p in dashboard.PLACEHOLDERS)} (repeatable), e.g. "
+                              "report=nights/{session}/report.md; a path is linked where its file exists")
     history.set_defaults(func=cmd_history)
 
 
@@ -49,22 +57,41 @@ def cmd_history(args: argparse.Namespace) -> int:
         missing = plots.missing_matplotlib("dlperf history --plot")
         if missing:
             raise StoreError(missing)
+    links = []
+    if args.html:
+        from . import html
+
+        if missing := html.missing("dlperf history --html"):
+            raise StoreError(missing)
+        try:
+            links = [dashboard.LinkPattern.parse(text_, "--link") for text_ in args.link]
+            html.check_target(Path(args.html))
+        except (dashboard.LinkError, html.SiteError) as exc:
+            raise StoreError(f"--html: {exc}" if isinstance(exc, html.SiteError) else str(exc)) from None
+    elif args.link:
+        raise StoreError("--link: links are written into the site: give --html DIR too")
     store = store_for(args.url)
     if isinstance(store, SQLiteStore) and not store.path.is_file():
         raise StoreError(f"{store.url}: no such history file (--dlperf-history writes it)")
     with store.open():
         points = store.points()
         url = store.url
-    groups = analysis.series(points)
-    selected = []
-    for (machine, case_id), group in sorted(groups.items()):
+
+    def chosen(machine: str, case_id: str) -> bool:
         if args.case and not any(fnmatch.fnmatchcase(case_id, p) for p in args.case):
-            continue
-        if args.machine and args.machine.lower() not in machine.lower():
-            continue
-        selected.append(group[-args.last:] if args.last else group)
-    histories = [analysis.analyze(group, alpha=args.alpha) for group in selected]
+            return False
+        return not (args.machine and args.machine.lower() not in machine.lower())
+
     sessions = len({p.session.id for p in points})
+    views = None
+    if args.html:  # the site's analysis is the text's too: each case's trend is worked out once
+        views = dashboard.case_views(points, alpha=args.alpha, links=links, last=args.last, select=chosen)
+        histories = [v.history for v in views if v.history is not None and v.measure.key == "throughput"]
+    else:
+        selected = [group[-args.last:] if args.last else group
+                    for (machine, case_id), group in sorted(analysis.series(points).items())
+                    if chosen(machine, case_id)]
+        histories = [analysis.analyze(group, alpha=args.alpha) for group in selected]
     print(f"dlperf history {url}: {sessions} session(s), {len(histories)} case(s) on "
           f"{len({h.machine for h in histories})} machine class(es)")
     for history in histories:
@@ -75,4 +102,13 @@ def cmd_history(args: argparse.Namespace) -> int:
 
         written = write_plots(histories, Path(args.plot))
         print(f"\ndlperf: {len(written)} plot(s) in {Path(args.plot).resolve()}")
+    if views is not None:
+        from . import html
+
+        try:
+            site = html.write_site(views, args.html, store=url, sessions=sessions)
+        except html.SiteError as exc:
+            raise StoreError(f"--html: {exc}") from None
+        print(f"\ndlperf: history site of {site.cases} case(s) on {site.machines} machine class(es) in "
+              f"{site.index} ({site.seconds:.1f} s)")
     return 1 if any(h.newest_step is not None for h in histories) else 0

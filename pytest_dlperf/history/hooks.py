@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from .. import environment
 from ..cases import Case, OptionError
 from ..results import Expected
-from . import analysis, changepoints, text
+from . import analysis, changepoints, dashboard, text
+from .dashboard import LinkPattern
 from .records import case_rows, machine_class, session_row
 from .store import StoreError, store_for
 
@@ -54,12 +56,26 @@ def check(options: Any, root: Any) -> HistoryBaselines | None:
     url = options.history_url
     if not url:
         for flag, value in (("--dlperf-baseline-from-history", options.baseline_from_history),
-                            ("--dlperf-history-gate", options.history_gate)):
+                            ("--dlperf-history-gate", options.history_gate),
+                            ("--dlperf-history-html", options.history_html),
+                            ("--dlperf-history-html-link", options.history_html_links)):
             if value:
                 raise OptionError(f"{flag}: needs a history store: give --dlperf-history URL")
         return None
     if options.history_gate and (missing := changepoints.missing("--dlperf-history-gate")):
         raise OptionError(missing)
+    if options.history_html_links and not options.history_html:
+        raise OptionError("--dlperf-history-html-link: links are written into the site: give --dlperf-history-html "
+                          "DIR too")
+    if options.history_html:
+        from . import html
+
+        if missing := (changepoints.missing("--dlperf-history-html") or html.missing("--dlperf-history-html")):
+            raise OptionError(missing)
+        try:
+            html.check_target(Path(options.history_html))
+        except html.SiteError as exc:
+            raise OptionError(f"--dlperf-history-html: {exc}") from None
     try:
         with store_for(url).open() as store:
             if not options.baseline_from_history:
@@ -88,6 +104,22 @@ def save_references(options: Any, root: Any) -> HistoryBaselines | None:
         raise OptionError(f"--dlperf-history: {exc}") from None
     found = analysis.baselines(points, SAVE_REFERENCE_SESSIONS)
     return HistoryBaselines(SAVE_REFERENCE_SESSIONS, machine, found) if found else None
+
+
+def write_site(options: Any) -> Any:
+    """``--dlperf-history-html DIR``: the whole store's history as a static site (:func:`.html.write_site`),
+    after this session's rows were written.  Returns its :class:`~.html.SiteSummary`; raises OSError."""
+    from . import html
+
+    links = [LinkPattern.parse(text, "--dlperf-history-html-link") for text in options.history_html_links]
+    try:
+        with store_for(options.history_url).open() as store:
+            points = store.points()
+            url = store.url
+    except StoreError as exc:
+        raise OSError(str(exc)) from None
+    views = dashboard.case_views(points, links=links)
+    return html.write_site(views, options.history_html, store=url, sessions=len({p.session.id for p in points}))
 
 
 @dataclasses.dataclass

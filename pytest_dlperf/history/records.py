@@ -5,13 +5,20 @@ A session row carries the environment that matters when a figure changes: the ma
 driver, torch / CUDA / cuDNN / NCCL versions, the git commit and branch of the code under test,
 the host and the time.  The whole environment document (:func:`pytest_dlperf.environment.collect`)
 is kept beside them as JSON.  A case row carries the judged median, the medians of the case's
-runs (its spread), its verdict, unit, settings and the baseline it was judged against.
+runs (its spread), its verdict and the line that says why, unit, settings and the baseline it was
+judged against; where the session had them, its scaling efficiency, MFU and time to target, and
+whether its runs were measured on a busy machine.
+
+A case's *trend* is made of its measured figures, less those of nights that decided nothing: an
+``inconclusive`` verdict, or a night whose every run was measured on a busy machine
+(:attr:`CaseRow.on_trend`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import math
 import statistics
 import uuid
 from collections.abc import Iterable, Mapping
@@ -21,7 +28,11 @@ from ..baseline import counted_probe
 
 #: The fields of a session that :func:`environment_changes` compares across a change point, with their labels.
 COMPARED = (("torch", "torch"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"), ("driver", "driver"),
-            ("git_commit", "git"), ("git_branch", "branch"), ("hostname", "host"))
+            ("git_commit", "git"), ("git_branch", "branch"), ("gpu", "GPU"), ("hostname", "host"))
+#: The verdicts of a judged case, the rows a session writes: measured (``pass``, ``improved``,
+#: ``no-baseline``, ``inconclusive``), failed or crashed.  Skipped, remote and data-only cases are no
+#: figure of training throughput.
+WRITTEN_VERDICTS = ("pass", "improved", "no-baseline", "inconclusive", "fail", "error")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +80,22 @@ class CaseRow:
     memory_gbs: float | None = None
     #: The median core speed its counted runs' core probe measured (GFLOP/s; schema version 3), likewise.
     core_gflops: float | None = None
+    # Schema version 4: what a night's verdict was and why, and the case's other figures.
+    message: str | None = None  # the verdict's line ("...: 4,697 img/s is 6.0% below the baseline ...")
+    #: Why every run of the night was measured on a busy machine ("other processes used 180% CPU"), so
+    #: that its figure is theirs and decided nothing; None where some run counted.
+    busy: str | None = None
+    busy_runs: int | None = None  # its runs measured on a busy machine, not counted
+    scaling_efficiency: float | None = None  # an N-rank case: speedup / N against one rank
+    mfu: float | None = None  # model FLOPs utilization, where the GPU's peak is known
+    #: A time-to-accuracy case: the median seconds to its target (``throughput`` is None, ``unit`` "s",
+    #: ``baseline`` and ``tolerance`` the baseline's time to target).
+    time_to_target: float | None = None
+
+    @property
+    def on_trend(self) -> bool:
+        """Whether this figure is a point of the case's trend: measured, and decided on counted runs."""
+        return finite(self.throughput) and self.verdict != "inconclusive" and not self.busy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +104,11 @@ class Point:
 
     session: SessionRow
     case: CaseRow
+
+
+def finite(value: float | None) -> bool:
+    """Whether ``value`` is a figure: a finite number (an old row may hold none, or an infinity or NaN)."""
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def machine_class(device: str, env: Mapping[str, Any]) -> str:
@@ -119,20 +151,33 @@ def run_medians(attempt: Mapping[str, Any]) -> tuple[float, ...]:
 
 
 def case_rows(results: Iterable[Any]) -> list[CaseRow]:
-    """The judged cases of a session's results (typed :class:`~pytest_dlperf.results.CaseResult`): measured or
-    failed ones; skipped, remote and data-only cases are no figure of training throughput."""
+    """The judged cases of a session's results (typed :class:`~pytest_dlperf.results.CaseResult`): measured,
+    inconclusive or failed ones (:data:`WRITTEN_VERDICTS`); skipped, remote and data-only cases are no figure
+    of training throughput."""
     rows = []
     for result in results:
         verdict = getattr(result.verdict, "value", result.verdict)
-        if verdict not in ("pass", "improved", "no-baseline", "fail", "error"):
+        if verdict not in WRITTEN_VERDICTS:
             continue
         runs = run_medians(result.attempts[-1]) if result.attempts else ()
+        baseline = None if result.baseline is None else result.baseline.throughput
+        tolerance = None if result.baseline is None else result.baseline.tolerance
+        convergence = result.convergence or {}
+        if convergence:  # a time-to-accuracy case: its figure is the time to target, and so is its baseline's
+            expected = convergence.get("baseline") or {}
+            baseline, tolerance = expected.get("seconds"), expected.get("tolerance")
+        evidence = result.evidence or {}
+        busy = [r for r in evidence.get("runs") or [] if r.get("busy")]
         rows.append(CaseRow(
             case_id=result.id, case=result.case.to_dict(), unit=result.unit, throughput=result.throughput,
-            runs=runs, verdict=verdict, baseline=None if result.baseline is None else result.baseline.throughput,
-            tolerance=None if result.baseline is None else result.baseline.tolerance,
+            runs=runs, verdict=verdict, baseline=baseline, tolerance=tolerance,
             memory_gbs=counted_probe(result.evidence, "memory_gbs"),
-            core_gflops=counted_probe(result.evidence, "core_gflops")))  # as a saved baseline entry keeps it
+            core_gflops=counted_probe(result.evidence, "core_gflops"),  # as a saved baseline entry keeps it
+            message=result.message or None,
+            busy=busy[-1]["busy"] if busy and evidence.get("estimate") is None else None,
+            busy_runs=len(busy) if evidence else None,
+            scaling_efficiency=None if result.scaling is None else result.scaling.efficiency,
+            mfu=(result.flops or {}).get("mfu"), time_to_target=convergence.get("seconds_to_target")))
     return rows
 
 

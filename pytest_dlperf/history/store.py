@@ -24,11 +24,15 @@ from typing import Any
 
 from .records import CaseRow, Point, SessionRow
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: What each version adds to the one before it, applied in order to an older store when it is opened.
 MIGRATIONS = {
     2: ("ALTER TABLE dlperf_cases ADD COLUMN memory_gbs DOUBLE PRECISION",),  # the runs' memory probe, GB/s
     3: ("ALTER TABLE dlperf_cases ADD COLUMN core_gflops DOUBLE PRECISION",),  # the runs' core probe, GFLOP/s
+    4: tuple(f"ALTER TABLE dlperf_cases ADD COLUMN {name} {kind}" for name, kind in (  # the night's verdict, why,
+        ("message", "TEXT"), ("busy", "TEXT"), ("busy_runs", "INTEGER"),  # and the case's other figures
+        ("scaling_efficiency", "DOUBLE PRECISION"), ("mfu", "DOUBLE PRECISION"),
+        ("time_to_target", "DOUBLE PRECISION"))),
 }
 #: Seconds a writer waits for another's lock before it gives up (SQLite's busy timeout).
 BUSY_TIMEOUT = 60.0
@@ -36,7 +40,8 @@ BUSY_TIMEOUT = 60.0
 _SESSION_COLUMNS = ("id", "created", "machine", "hostname", "gpu", "gpu_count", "driver", "torch", "cuda",
                     "cudnn", "nccl", "git_commit", "git_branch", "environment")
 _CASE_COLUMNS = ("session_id", "case_id", "case_json", "unit", "throughput", "runs", "verdict", "baseline",
-                 "tolerance", "memory_gbs", "core_gflops")
+                 "tolerance", "memory_gbs", "core_gflops", "message", "busy", "busy_runs", "scaling_efficiency",
+                 "mfu", "time_to_target")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dlperf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ("CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
@@ -45,7 +50,8 @@ SCHEMA = (
     ("CREATE TABLE IF NOT EXISTS dlperf_cases (session_id TEXT NOT NULL REFERENCES dlperf_sessions(id), "
      "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
      "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, memory_gbs DOUBLE PRECISION, "
-     "core_gflops DOUBLE PRECISION, PRIMARY KEY (session_id, case_id))"),
+     "core_gflops DOUBLE PRECISION, message TEXT, busy TEXT, busy_runs INTEGER, scaling_efficiency DOUBLE PRECISION, "
+     "mfu DOUBLE PRECISION, time_to_target DOUBLE PRECISION, PRIMARY KEY (session_id, case_id))"),
     "CREATE INDEX IF NOT EXISTS dlperf_sessions_machine ON dlperf_sessions (machine, created)",
     "CREATE INDEX IF NOT EXISTS dlperf_cases_case ON dlperf_cases (case_id)",
 )
@@ -331,7 +337,8 @@ def _session_values(session: SessionRow) -> tuple:
 def _case_values(session_id: str, case: CaseRow) -> tuple:
     return (session_id, case.case_id, json.dumps(case.case, sort_keys=True), case.unit, case.throughput,
             json.dumps(list(case.runs)), case.verdict, case.baseline, case.tolerance, case.memory_gbs,
-            case.core_gflops)
+            case.core_gflops, case.message, case.busy, case.busy_runs, case.scaling_efficiency, case.mfu,
+            case.time_to_target)
 
 
 def _point(row: Sequence[Any]) -> Point:
@@ -339,8 +346,6 @@ def _point(row: Sequence[Any]) -> Point:
     values = dict(zip(_SESSION_COLUMNS, row[:n]))
     values["environment"] = json.loads(values["environment"] or "{}")
     case = dict(zip(_CASE_COLUMNS[1:], row[n:]))
-    return Point(SessionRow(**values), CaseRow(
-        case_id=case["case_id"], case=json.loads(case["case_json"]), unit=case["unit"],
-        throughput=case["throughput"], runs=tuple(json.loads(case["runs"])), verdict=case["verdict"],
-        baseline=case["baseline"], tolerance=case["tolerance"], memory_gbs=case["memory_gbs"],
-        core_gflops=case["core_gflops"]))
+    case["case"] = json.loads(case.pop("case_json"))
+    case["runs"] = tuple(json.loads(case["runs"]))
+    return Point(SessionRow(**values), CaseRow(**case))
