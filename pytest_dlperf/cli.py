@@ -187,6 +187,13 @@ def cmd_update(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser and main
 
 
+def cmd_options(args: argparse.Namespace) -> int:
+    from .options import option_reference
+
+    print(option_reference(), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dlperf`` argument parser: ``report`` and ``baseline validate|diff|update``."""
     parser = argparse.ArgumentParser(
@@ -218,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot.set_defaults(func=cmd_plot)
 
     history_command.add_parser(commands)
+
+    options = commands.add_parser("options", help="print every --dlperf-* option and its ini twin as Markdown "
+                                                  "(docs/options.md)")
+    options.set_defaults(func=cmd_options)
 
     dataset = commands.add_parser("dataset", help="write a small JPEG ImageFolder for smoke runs",
                                   description="Write random JPEG images in the ImageFolder layout "

@@ -375,3 +375,37 @@ class Options:
         if self.history_url:
             out["history_url"] = redact(str(self.history_url))  # never a password in the results
         return out
+
+
+class _Recorder:
+    """Stands in for pytest's parser to read every option :func:`add_options` declares, in order."""
+
+    def __init__(self):
+        self.options: list[tuple[str, str, str | None, str | None]] = []  # (flag, help, metavar, ini name)
+        self.inis: set[str] = set()
+
+    def getgroup(self, *args, **kwargs):
+        return self
+
+    def addoption(self, flag: str, dest: str, help: str, **kwargs) -> None:
+        self.options.append((flag, help.replace("%%", "%"), kwargs.get("metavar"), dest))
+
+    def addini(self, name: str, **kwargs) -> None:
+        self.inis.add(name)
+
+
+def option_reference() -> str:
+    """Every ``--dlperf-*`` option as a Markdown table (``dlperf options`` prints it; docs/options.md is it):
+    the option, its ini twin (``[pytest]`` / ``[tool.pytest.ini_options]``) where it has one, and its help."""
+    recorder = _Recorder()
+    add_options(recorder)  # type: ignore[arg-type]
+    lines = ["# Options", "",
+             "Every option of pytest-dlperf, as `pytest --help` lists them (this page is what `dlperf options` "
+             "prints; a test keeps it so). Each option but the output paths has an ini twin, for `pytest.ini` or "
+             "`[tool.pytest.ini_options]`; a command-line option wins over its ini twin.", "",
+             "| option | ini | meaning |", "|---|---|---|"]
+    for flag, help_text, metavar, dest in recorder.options:
+        shown = f"`{flag} {metavar}`" if metavar else f"`{flag}`"
+        ini = f"`{dest}`" if dest in recorder.inis else "-"
+        lines.append(f"| {shown} | {ini} | {help_text.replace('|', chr(92) + '|')} |")
+    return "\n".join(lines) + "\n"
