@@ -2,8 +2,8 @@
 
 A what-if for the verdict, without measuring anything: each kept results document's runs are fed, one
 at a time and in their order, to the plugin's own sequential loop
-(:func:`pytest_dlperf.sequential.measure_until_decided`) and verdict
-(:func:`pytest_dlperf.verdict.judge_evidence`), against the baseline figure the session had and, where
+(:func:`pytest_dlperf.gate.sequential.measure_until_decided`) and verdict
+(:func:`pytest_dlperf.gate.verdict.judge_evidence`), against the baseline figure the session had and, where
 the document names it (``--baseline``), the saved baseline's own runs.  A replay cannot measure more
 runs than the session did: a case the kept runs leave undecided is counted as inconclusive.
 
@@ -25,10 +25,10 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_dlperf import sequential
+from pytest_dlperf.gate import sequential
 from pytest_dlperf.results import Expected
 from pytest_dlperf.runs import Attempt
-from pytest_dlperf.verdict import judge_evidence
+from pytest_dlperf.gate.verdict import judge_evidence
 
 
 def kind_of(path: Path) -> str:

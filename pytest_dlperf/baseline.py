@@ -29,16 +29,16 @@ from typing import Any
 from . import environment as environment_mod
 from . import jsonio
 from .cases import Case
-from .evidence import HOST_PROBES
-from .tolerance import Noisy, noisy
-from .verdict import Expected
+from .gate.evidence import HOST_PROBES
+from .gate.tolerance import Noisy, noisy
+from .gate.verdict import Expected
 
 DEFAULT_TOLERANCE = 0.05
 STEP_FIELDS = ("warmup_steps", "steps", "repeats")
 # The step counts where neither the command line nor the baseline gives any (README: Options).
 STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 #: An entry's host probes (the median of its counted runs' memory_gbs and core_gflops): what the verdict
-#: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.evidence`).
+#: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.gate.evidence`).
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
 VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command")
@@ -286,7 +286,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
     Each entry's tolerance is ``tolerance`` (or the record's own ``tolerance``): what was asked for,
     never widened.  Each entry keeps its counted runs' figures (``runs``) and probe readings, so that
     later verdicts pool its spread; where that spread is too large for the tolerance to be decided
-    within ``max_runs`` session runs (:func:`pytest_dlperf.tolerance.noisy`), the case is appended to
+    within ``max_runs`` session runs (:func:`pytest_dlperf.gate.tolerance.noisy`), the case is appended to
     ``noisy_cases`` when given, and noted in its entry's ``notes``.
     """
     now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
@@ -348,7 +348,7 @@ def run_medians(record: Mapping[str, Any]) -> dict[str, Any]:
     counted run's probe readings (2 or more); ``{}`` where none.
 
     A baseline entry keeps them so that a later verdict knows the figure's own spread, and the host's
-    probes and their own spread when it was measured (:mod:`pytest_dlperf.evidence`); runs measured on a
+    probes and their own spread when it was measured (:mod:`pytest_dlperf.gate.evidence`); runs measured on a
     busy machine are left out."""
     runs = counted_runs(record.get("evidence"))
     out: dict[str, Any] = {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
@@ -383,7 +383,7 @@ def slower_host(entry: Mapping[str, Any], references: Sequence[ProbeReference], 
     A baseline measured while the host ran slow (a minute when another tenant took part of its core or its
     memory bandwidth: nothing inside the machine shows it, so its runs are not busy) may sit low by about what
     the host took, and a later slowdown of that size would pass against it: the save says so, and the
-    entry keeps the note (a note: the probes decide nothing, :mod:`pytest_dlperf.evidence`).
+    entry keeps the note (a note: the probes decide nothing, :mod:`pytest_dlperf.gate.evidence`).
     """
     found = []
     for probe in HOST_PROBES:

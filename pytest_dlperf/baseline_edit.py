@@ -20,7 +20,7 @@ from . import baseline as baseline_mod
 from . import jsonio
 from .cases import Case
 from .results import CaseResult
-from .verdict import fmt_value
+from .gate.format import fmt_value
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from . import baseline as baseline_mod
 from . import environment, jsonio
 from .baseline import Baseline, Entry
 from .cases import OptionError
-from .tolerance import Noisy
+from .gate.tolerance import Noisy
 
 
 @dataclasses.dataclass(frozen=True)

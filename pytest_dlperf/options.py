@@ -20,12 +20,12 @@ import pytest
 from . import batchsearch, jsonio
 from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
-from .evidence import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
+from .gate.evidence import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from .history.dashboard import LinkError, LinkPattern
 from .history.store import redact
 from .launchers import LAUNCHERS, MALLOC_MODES
 from .reporting import plots
-from .verdict import INCONCLUSIVE_POLICIES
+from .gate.verdict import INCONCLUSIVE_POLICIES
 from .worker import memory
 
 DEVICES = ("auto", "cuda", "cpu")

@@ -24,7 +24,7 @@ from .history import hooks as history_hooks
 from .reporting import markdown, plots, summary
 from .results import CaseResult, as_dicts
 from .session import params_summary
-from .tolerance import Noisy, summary_line
+from .gate.tolerance import Noisy, summary_line
 
 if TYPE_CHECKING:
     from .session import DlperfSession

@@ -33,7 +33,7 @@ class Status(str, enum.Enum):
     IMPROVED = "improved"
     NO_BASELINE = "no-baseline"
     FAIL = "fail"
-    INCONCLUSIVE = "inconclusive"  # undecided at the run budget (pytest_dlperf.sequential)
+    INCONCLUSIVE = "inconclusive"  # undecided at the run budget (pytest_dlperf.gate.sequential)
     ERROR = "error"
     SKIPPED = "skipped"
     REMOTE = "remote"  # a torchrun job across nodes: rank 0's node reports
@@ -62,7 +62,7 @@ class Expected:
     #: last N sessions' figures), for statistics that use their spread; None for a baseline file's figure.
     figures: tuple[float, ...] | None = None
     #: The memory bandwidth (GB/s) the baseline's runs measured, the reference that marks a run on a
-    #: slower host busy (:func:`pytest_dlperf.evidence.run_figures`); None where none was kept.
+    #: slower host busy (:func:`pytest_dlperf.gate.evidence.run_figures`); None where none was kept.
     memory_gbs: float | None = None
     #: The core speed (GFLOP/s) the baseline's runs' core probe measured, likewise; None where none was kept.
     core_gflops: float | None = None
@@ -164,7 +164,7 @@ class CaseResult:
     verdict: Status | None = None  # None while the case runs
     message: str = ""
     throughput: float | None = None  # the judged median; None when nothing was measured
-    stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.stats)
+    stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.gate.stats)
     baseline: Expected | None = None
     difference: float | None = None  # measured / baseline - 1
     attempts: list[dict[str, Any]] = dataclasses.field(default_factory=list)

@@ -3,7 +3,7 @@
 The seeds' method is "skip 20 steps, average 100, run 5-7 times, take the median": here
 each run is a fresh process (warm-up, then ``repeats`` windows of ``steps`` steps), a run's
 figure is the median of its windows, and the case's figure the geometric mean of its runs'
-(:mod:`pytest_dlperf.evidence`); the windows of all runs are pooled only for their statistics.
+(:mod:`pytest_dlperf.gate.evidence`); the windows of all runs are pooled only for their statistics.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .cases import Case
 from .launchers import Launcher, LocalLauncher, malloc_env
 from .models import ModelSpec
 from .protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
-from .stats import Summary, summarize
+from .gate.stats import Summary, summarize
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,9 +32,8 @@ from .reporting import benchmark_json, junit
 from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
 from .runs import Attempt, CaseError, RemoteRankZero, RunParams
-from .sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided
-from .verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, scaling, scaling_message,
-                      utilization_gate)
+from .gate.sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided
+from .gate.verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, scaling, scaling_message, utilization_gate)
 
 
 class DlperfSession:

@@ -294,7 +294,7 @@ def test_an_unwritable_record_folder_is_a_usage_error_before_any_case(dlperf):
 
 
 def test_saving_says_which_cases_are_too_noisy_for_their_tolerance(dlperf, monkeypatch):
-    from pytest_dlperf import tolerance
+    from pytest_dlperf.gate import tolerance
 
     monkeypatch.setattr(tolerance, "runs_to_pass", lambda *args, **kwargs: None)  # no number of runs would do
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-runs", "3", "--dlperf-save-baseline", "saved.json")

@@ -14,13 +14,13 @@ import textwrap
 import pytest
 from scipy import stats
 
-from pytest_dlperf import evidence as ev
-from pytest_dlperf import tolerance as tol_mod
+from pytest_dlperf.gate import evidence as ev
+from pytest_dlperf.gate import tolerance as tol_mod
 from pytest_dlperf.results import Expected, Status
 from pytest_dlperf.runs import Attempt
-from pytest_dlperf.sequential import BUSY_RUNS, SAVE_RUNS, Budget, Evidence, assess, measure_until_decided
-from pytest_dlperf.stats import summarize
-from pytest_dlperf.verdict import REASON, judge_evidence
+from pytest_dlperf.gate.sequential import BUSY_RUNS, SAVE_RUNS, Budget, Evidence, assess, measure_until_decided
+from pytest_dlperf.gate.stats import summarize
+from pytest_dlperf.gate.verdict import REASON, judge_evidence
 
 BASE = Expected(1000.0, "img/s", 0.05, "test")
 HOG = "other processes used 180% CPU"
@@ -139,7 +139,7 @@ def test_the_loop_stops_when_decided_or_at_the_budget():
     def slow(index):
         return attempt(950.0)
 
-    import pytest_dlperf.sequential as seq
+    import pytest_dlperf.gate.sequential as seq
 
     real = seq.time.monotonic
     seq.time.monotonic = lambda: next(clock)

@@ -31,7 +31,7 @@ from ..cases import Case
 from ..launchers import Launcher, LocalLauncher
 from ..protocol import Progress
 from ..runs import Attempt, CaseError, RunParams, status_text
-from ..stats import summarize
+from ..gate.stats import summarize
 from . import guard, parsers
 from .follow import LogFollower
 from .spec import CommandSpec
@@ -271,7 +271,7 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
     progress, elapsed)`` is called about once a second with where the run's log is
     (:meth:`LogFollower.progress`).
     ``first_index``: the index of the first run (the session measures one run at a time,
-    :mod:`pytest_dlperf.sequential`).
+    :mod:`pytest_dlperf.gate.sequential`).
     """
     launcher = launcher or LocalLauncher()
     runs: list[dict[str, Any]] = []

@@ -4,7 +4,7 @@
   reached"), whatever the time;
 * the time to target of the runs (each run its own seed: the evidence MLPerf uses) is
   gated against the baseline's ``time_to_target`` with the throughput verdict's statistics
-  (:mod:`pytest_dlperf.evidence`): the geometric mean of the runs' times with its 98%
+  (:mod:`pytest_dlperf.gate.evidence`): the geometric mean of the runs' times with its 98%
   interval, on the log scale; lower is better.  The whole interval above ``baseline x (1 +
   tolerance)`` fails, wholly below ``x (1 - tolerance)`` is *improved*, wholly below the upper
   threshold passes; otherwise the case is *inconclusive* (its seeds are its runs: there is no
@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .. import evidence as ev
+from ..gate import evidence as ev
 from ..results import Status
-from ..stats import summarize
-from ..verdict import Verdict, fmt_pct, inconclusive_fails
+from ..gate.stats import summarize
+from ..gate.format import fmt_pct
+from ..gate.verdict import Verdict, inconclusive_fails
 from .figures import RunFigures
 
 

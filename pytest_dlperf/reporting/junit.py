@@ -60,7 +60,7 @@ def evidence_properties(result: CaseResult) -> list[tuple[str, Any]]:
               for run in attempt.get("runs") or [] if run.get("interference")]
     if others:
         props.append(("dlperf_other_cpu_percent_max", round(max(others), 1)))
-    for key in ("memory_gbs", "core_gflops"):  # the host probes (pytest_dlperf.evidence.HOST_PROBES)
+    for key in ("memory_gbs", "core_gflops"):  # the host probes (pytest_dlperf.gate.evidence.HOST_PROBES)
         probes = [r[key] for r in runs if r.get(key)]
         if probes:
             props.append((f"dlperf_{key}_min", round(min(probes), 2)))

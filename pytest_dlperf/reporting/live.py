@@ -25,7 +25,7 @@ import warnings
 from typing import Any
 
 from ..protocol import Progress
-from ..verdict import fmt_value
+from ..gate.format import fmt_value
 
 SAVE_CURSOR, RESTORE_AND_CLEAR = "\x1b7", "\x1b8\x1b[K"
 

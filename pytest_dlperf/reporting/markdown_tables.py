@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..results import CaseResult, gpu_metric, host_metric, telemetry_summaries
-from ..verdict import fmt_pct, fmt_value
+from ..gate.format import fmt_pct, fmt_value
 from . import summary as report
 
 # The method's parameters: (key in a case's "parameters", what it means).

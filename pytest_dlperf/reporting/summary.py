@@ -21,7 +21,8 @@ from ..cases import Case
 from . import convergence
 from ..results import (CaseResult, Scaling, Status, gpu_unavailable_reason, gpu_utilizations, host_metric,
                        telemetry_summaries)
-from ..verdict import REASON, fmt_value
+from ..gate.format import fmt_value
+from ..gate.verdict import REASON
 
 MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +", Status.INCONCLUSIVE: " ~"}
 
@@ -247,7 +248,7 @@ def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = Non
                     lines.append(f"  {r.id}: {r.message}")
                 elif r.verdict is Status.ERROR:  # a crash's message goes on with the log's last lines: its first
                     lines.append(f"  {r.message.splitlines()[0]}")
-                else:  # the verdict's headline, then its reasons, one fact each (pytest_dlperf.verdict.REASON)
+                else:  # the verdict's headline, then its reasons, one fact each (pytest_dlperf.gate.verdict.REASON)
                     first, *reasons = r.message.split(REASON)
                     lines.append(f"  {first}")
                     lines.extend(f"      {reason}" for reason in reasons)

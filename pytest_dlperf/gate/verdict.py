@@ -1,7 +1,7 @@
 """Verdicts: the gates of a case and the message that reports them.
 
 * the throughput gate (:func:`judge_evidence`): the runs' interval against ``baseline x (1 - tolerance)``
-  (:mod:`pytest_dlperf.sequential` decides when to stop);
+  (:mod:`pytest_dlperf.gate.sequential` decides when to stop);
 * the scaling gate (:func:`scaling`): an N-rank case's efficiency against a minimum;
 * the utilization gate (:func:`utilization_gate`): the lowest GPU's mean utilization;
 * :func:`compose_message`: the case's one message, what failed first.
@@ -14,11 +14,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .results import Expected, GateResult, GateStatus, Scaling, Status, gpu_utilizations
+from ..results import Expected, GateResult, GateStatus, Scaling, Status, gpu_utilizations
+from .format import fmt_pct, fmt_signed, fmt_value
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
 __all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Verdict", "scaling",
-           "scaling_message", "utilization_gate", "compose_message", "fmt_value", "fmt_pct"]
+           "scaling_message", "utilization_gate", "compose_message"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,15 +32,6 @@ class Verdict:
     @property
     def failed(self) -> bool:
         return self.status == FAIL
-
-
-def fmt_value(value: float) -> str:
-    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
-
-
-def fmt_pct(fraction: float) -> str:
-    pct = round(fraction * 100, 1)
-    return f"{pct:.0f}%" if pct.is_integer() else f"{pct:.1f}%"
 
 
 #: The kinds of 1-rank reference (:attr:`pytest_dlperf.results.Scaling.reference_kind`).
@@ -118,7 +110,7 @@ def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str |
     return REASON.join([first, *parts])
 
 
-# -- the sequential verdict (pytest_dlperf.sequential): an estimate with its interval
+# -- the sequential verdict (pytest_dlperf.gate.sequential): an estimate with its interval
 
 
 #: ``--dlperf-inconclusive``: which inconclusive cases fail the session.
@@ -129,11 +121,6 @@ def inconclusive_fails(policy: str, beyond_threshold: bool) -> bool:
     """Whether an undecided case fails under ``--dlperf-inconclusive`` ``policy``: always (``fail``), never
     (``pass``), or when its estimate lies on the wrong side of the threshold (``below``)."""
     return policy == "fail" or (policy == "below" and beyond_threshold)
-
-
-def fmt_signed(fraction: float, percent: str = "%") -> str:
-    """``-9.2%``, ``+0.4%`` (``percent=""``: ``-9.2``)."""
-    return ("+" if fraction >= 0 else "-") + fmt_pct(abs(fraction)).removesuffix("%") + percent
 
 
 def headline(word: str, case_id: str, est, unit: str, expected: Expected) -> str:
@@ -161,7 +148,7 @@ def busy_lines(evidence) -> list[str]:
 
 def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None, *, require_baseline: bool = False,
                    inconclusive: str = "pass", max_runs: int | None = None) -> Verdict:
-    """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.sequential.Evidence`).
+    """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.gate.sequential.Evidence`).
 
     The message's first line says the verdict and the figures (:func:`headline`); each line after it
     (:data:`REASON`) one fact: why it is undecided and what would decide it, the busy runs, what the

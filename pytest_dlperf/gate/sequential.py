@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from . import evidence as ev
-from .results import Expected
-from .runs import Attempt
+from ..results import Expected
+from ..runs import Attempt
 from .stats import summarize
 
 #: The longest wait before the run after a busy one (never longer than that run took).
@@ -63,7 +63,7 @@ class Evidence:
     #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
     #: understate the case (see :func:`assess`).
     busy_counted: bool = False
-    #: What the counted runs' host probes say against the baseline's (:func:`pytest_dlperf.evidence.probe_notes`).
+    #: What the counted runs' host probes say against the baseline's (:func:`pytest_dlperf.gate.evidence.probe_notes`).
     probes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -143,7 +143,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     its figure and spread come from as many runs of a quiet machine as were asked for.
 
     ``probe_runs``: the baseline's runs' host probe readings (by key), for the probes' own spread
-    (:func:`pytest_dlperf.evidence.probe_notes`).
+    (:func:`pytest_dlperf.gate.evidence.probe_notes`).
 
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided

@@ -17,7 +17,7 @@ on the log scale (throughput is a rate: slowdowns multiply, and its spread is re
 * the estimate is the geometric mean of the evidence runs' medians;
 * the spread ``sigma`` (the standard deviation of ``log(run median)``) is pooled from the
   session's runs (n - 1 degrees of freedom) and the baseline's own runs (m - 1) when it kept
-  three or more (a saved baseline keeps :data:`pytest_dlperf.sequential.SAVE_RUNS`); a baseline
+  three or more (a saved baseline keeps :data:`pytest_dlperf.gate.sequential.SAVE_RUNS`); a baseline
   without its runs (a published figure) adds a prior, :func:`prior_sigma`, worth
   :data:`PRIOR_DOF` runs, so that one or two runs never give a spread of zero;
 * the standard error of ``log(estimate / baseline)`` is ``sigma * sqrt(1/n + 1/m)`` (the
@@ -47,7 +47,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .tolerance import NOISE_SIGMAS
 
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2 = 1%.
 CONFIDENCE = 0.98
@@ -57,6 +56,9 @@ CONFIDENCE = 0.98
 #: and 0.1% of cases 15% slower pass; at 7%, 10% and 0.5% (benchmarks/verdict_simulation.py, 1,500 trials
 #: each; 2.0 left 28% of unchanged cases inconclusive at 7%, 2.5 passed 0.7% of 15% slowdowns at 5%).
 RULED_OUT = 2.25
+#: A tolerance set by hand is taken to be about this many times the noise its author expects: the prior spread
+#: of a baseline that kept no runs (:func:`prior_sigma`).
+NOISE_SIGMAS = 3
 #: Weight of the prior spread, in runs' worth of degrees of freedom (only without the baseline's own runs).
 PRIOR_DOF = 3
 #: The baseline runs from which its measured spread replaces the prior.
