@@ -29,7 +29,7 @@ from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
 from .history import command as history_command
 from .results import cases_from
-from .baseline_edit import diff_lines, merge_results, method_mismatches, updated_baseline
+from .baseline.edit import diff_lines, merge_results, method_mismatches, updated_baseline
 
 OK, NO, TROUBLE = 0, 1, 2
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from . import baseline as baseline_mod
-from . import environment, jsonio, machines
+from . import environment, jsonio
+from .baseline import machines
 from .history import hooks as history_hooks
 from .reporting import markdown, plots, summary
 from .results import CaseResult, as_dicts

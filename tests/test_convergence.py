@@ -240,7 +240,7 @@ def test_a_session_gates_convergence_cases(dlperf, learnable):
 
 
 def test_baseline_diff_reads_convergence_entries():
-    from pytest_dlperf.baseline_edit import diff_lines
+    from pytest_dlperf.baseline.edit import diff_lines
 
     def document(*cases):
         return {"schema_version": 2, "kind": "dlperf-baseline", "provenance": {"source": "t"}, "cases": list(cases)}

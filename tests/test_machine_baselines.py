@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import environment, jsonio, machines
+from pytest_dlperf import environment, jsonio
+from pytest_dlperf.baseline import machines
 from pytest_dlperf import baseline as baseline_mod
 from pytest_dlperf.cases import OptionError
 

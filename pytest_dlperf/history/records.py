@@ -113,7 +113,7 @@ def finite(value: float | None) -> bool:
 
 def machine_class(device: str, env: Mapping[str, Any]) -> str:
     """This session's machine class: the GPU model and count, else the CPU model and its CPUs."""
-    from ..machines import this_machine  # the controller's machine comparison, one place
+    from ..baseline.machines import this_machine  # the controller's machine comparison, one place
 
     machine = this_machine(device, env)
     if machine.kind == "cuda":

@@ -30,11 +30,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import baseline as baseline_mod
-from . import environment, jsonio
-from .baseline import Baseline, Entry
-from .cases import OptionError
-from .gate.tolerance import Noisy
+from .. import environment, jsonio
+from ..cases import OptionError
+from ..gate.tolerance import Noisy
+from . import document as baseline_doc
+from .document import Baseline, Entry
+from .save import from_measurements
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,12 +153,12 @@ class Selection:
 def load(path: str, device: str, record_root: str | os.PathLike, root: str | os.PathLike | None) -> Baseline:
     """``--dlperf-baseline``: a file as it is, or the file of a folder that describes this machine."""
     if not Path(path).is_dir():
-        return baseline_mod.load(path)
+        return baseline_doc.load(path)
     return select(path, this_machine(device, environment.collect(root)), record_root)
 
 
 def _files(folder: Path) -> list[Baseline]:
-    return [baseline_mod.load(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    return [baseline_doc.load(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
 def _best(machine: Machine, candidates: Iterable[tuple[Baseline, Machine | None]]) -> Baseline | None:
@@ -211,7 +212,7 @@ def _entries(reference: Baseline, chosen: Baseline | None, missing: str) -> list
     the chosen file's defaults, which need not be the reference's.
     """
     def own(entry: Entry, of: Baseline, **changes: Any) -> Entry:
-        steps = baseline_mod.method(dict(entry.overrides), of.defaults)
+        steps = baseline_doc.method(dict(entry.overrides), of.defaults)
         return dataclasses.replace(entry, overrides=steps, file=of.path, **changes)
 
     if chosen is reference:
@@ -250,7 +251,7 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
     if not records:
         return 0, []
     noisy_cases: list[Noisy] = []
-    document = baseline_mod.from_measurements(records, env, tolerance=default_tolerance, noisy_cases=noisy_cases,
+    document = from_measurements(records, env, tolerance=default_tolerance, noisy_cases=noisy_cases,
                                               commands=loaded.commands, max_runs=max_runs)
     for case, entry in zip(document["cases"], entries):
         case.setdefault("tolerance", default_tolerance)  # its own: a recorded file's defaults may differ
@@ -266,5 +267,5 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
         document["provenance"]["notes"] = (
             f"Recorded by pytest-dlperf: the cases of {selection.folder} measured on a machine that no file of it "
             "describes. The next sessions of the folder on this machine gate against it; delete it to record anew.")
-    baseline_mod.save(selection.record_path, document)
+    baseline_doc.save(selection.record_path, document)
     return len(records), noisy_cases
