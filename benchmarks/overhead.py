@@ -4,7 +4,7 @@ The project claims that a case measured by the harness runs within 2% of the thr
 plain PyTorch training loop reaches on the same configuration.  This script checks that
 claim side by side, in one invocation:
 
-* **harness**: exactly what the plugin does for one case, ``pytest_dlperf.runs.measure``
+* **harness**: exactly what the plugin does for one case, ``pytest_dlperf.launch.workers.measure``
   with ``runs=1``: a fresh ``python -m pytest_dlperf.worker`` process, its warm-up, then
   ``--repeats`` windows of ``--steps`` steps timed between device synchronizations.
 * **bare**: a self-contained ~50-line PyTorch loop (``BARE_LOOP`` below, no pytest_dlperf
@@ -69,7 +69,7 @@ from typing import Any
 
 from pytest_dlperf.cases import PRECISIONS, Case
 from pytest_dlperf.models import get_model_spec
-from pytest_dlperf.runs import CaseError, RunParams, measure
+from pytest_dlperf.launch.workers import CaseError, RunParams, measure
 
 SIDES = ("bare", "harness", "harness-notel")
 HARNESS_SIDES = {"harness": True, "harness-notel": False}  # side: telemetry on

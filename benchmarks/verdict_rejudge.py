@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pytest_dlperf.gate import sequential
 from pytest_dlperf.results import Expected
-from pytest_dlperf.runs import Attempt
+from pytest_dlperf.launch.workers import Attempt
 from pytest_dlperf.gate.verdict import judge_evidence
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from pytest_dlperf.gate import sequential
 from pytest_dlperf.results import Expected
-from pytest_dlperf.runs import Attempt
+from pytest_dlperf.launch.workers import Attempt
 from pytest_dlperf.gate.verdict import judge_evidence
 
 RATIOS = "1.0,0.98,0.97,0.96,0.95,0.94,0.93,0.90,0.85,0.80,1.10"

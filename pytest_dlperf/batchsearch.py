@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .launchers import get_launcher
-from .runs import CaseError, measure
+from .launch.launchers import get_launcher
+from .launch.workers import CaseError, measure
 
 OK, OOM, ERROR = "ok", "oom", "error"
 MAX_TRIALS = 12
@@ -186,7 +186,7 @@ def config_key(case, device: str, max_memory: int | None) -> tuple:
 class Searches:
     """A session's ``batch_size: "max"`` searches, run once per config and reused by its cases.
 
-    Each trial is one run of :func:`pytest_dlperf.runs.measure` with a local launcher.
+    Each trial is one run of :func:`pytest_dlperf.launch.workers.measure` with a local launcher.
     """
 
     def __init__(self, *, max_memory: int | None, max_trials: int):
@@ -200,7 +200,7 @@ class Searches:
     def resolve(self, case, spec, params, folder) -> tuple[Any, dict[str, Any]]:
         """``case`` at the largest batch that fits, and the search's record (``max_batch`` in the results).
 
-        Raises the measure function's error (a :class:`~pytest_dlperf.runs.CaseError`) with
+        Raises the measure function's error (a :class:`~pytest_dlperf.launch.workers.CaseError`) with
         kind ``"max-batch"`` when the search failed: a trial that crashed, or batch 1 out of memory.
         """
         key = self.key(case, params.device)

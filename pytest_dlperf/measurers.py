@@ -1,9 +1,9 @@
 """Which function measures a case, by the kind of its spec: a registry, not an if-chain.
 
 A model our worker trains (:class:`~pytest_dlperf.models.ModelSpec`) is measured by
-:func:`pytest_dlperf.runs.measure`; a command case (:class:`~pytest_dlperf.commands.CommandSpec`)
+:func:`pytest_dlperf.launch.workers.measure`; a command case (:class:`~pytest_dlperf.commands.CommandSpec`)
 by :func:`pytest_dlperf.commands.measure.measure`.  Both take ``(case, spec, params, workdir,
-launcher, on_progress)`` and return the same :class:`~pytest_dlperf.runs.Attempt`, so the
+launcher, on_progress)`` and return the same :class:`~pytest_dlperf.launch.workers.Attempt`, so the
 session judges and reports every case alike.
 
 Cases judged by a time to train rather than a throughput run in a function of their own
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from typing import Any
 
-from . import runs
+from .launch import workers as runs
 from .commands import measure as command_measure
 from .commands import train_time
 from .commands.spec import CommandSpec

@@ -23,7 +23,7 @@ from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse
 from .gate.evidence import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from .history.dashboard import LinkError, LinkPattern
 from .history.store import redact
-from .launchers import LAUNCHERS, MALLOC_MODES
+from .launch.launchers import LAUNCHERS, MALLOC_MODES
 from .reporting import plots
 from .gate.verdict import INCONCLUSIVE_POLICIES
 from .worker import memory

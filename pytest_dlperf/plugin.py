@@ -12,7 +12,8 @@ import signal
 
 import pytest
 
-from . import collect, jsonio, models, options, outputs, process
+from . import collect, jsonio, models, options, outputs
+from .launch import process
 from .baseline import machines
 from .cases import PRECISIONS, OptionError
 from .history import hooks as history_hooks

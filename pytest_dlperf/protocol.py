@@ -1,7 +1,7 @@
 """The contract between the controller (the pytest plugin) and the worker, in one place.
 
 One run of a case is one worker process per rank, started by the controller
-(:mod:`pytest_dlperf.process`, through a launcher) in a run folder ``RUN_DIR``::
+(:mod:`pytest_dlperf.launch.process`, through a launcher) in a run folder ``RUN_DIR``::
 
     controller                                   worker (each rank)
     ----------                                   ------------------
@@ -130,7 +130,7 @@ class WorkerSpec:
     """``spec.json``: what one worker runs.  Fields in the order they are written.
 
     The fields from ``device`` to ``max_memory`` carry the controller's run parameters
-    (:class:`pytest_dlperf.runs.RunParams`) under the same names (:meth:`run_fields`).
+    (:class:`pytest_dlperf.launch.workers.RunParams`) under the same names (:meth:`run_fields`).
     ``result_dir``, ``progress_path`` and ``launched_at`` are set when the controller
     places the spec in its run folder (:meth:`placed`).
     """

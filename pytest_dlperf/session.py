@@ -25,13 +25,13 @@ from . import data, models
 from .batchsearch import Searches
 from .cases import Case
 from .device import DeviceChoice, gpu_sized_warning
-from .launchers import get_launcher
+from .launch.launchers import get_launcher
 from .measurers import measurer_for, runner_for
 from .options import DEFAULTS, Options
 from .reporting import benchmark_json, junit
 from .reporting.live import LiveProgress
 from .results import CaseFailed, CaseResult, Expected, Scaling, Status, telemetry_summaries
-from .runs import Attempt, CaseError, RemoteRankZero, RunParams
+from .launch.workers import Attempt, CaseError, RemoteRankZero, RunParams
 from .gate.sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided
 from .gate.verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, scaling, scaling_message, utilization_gate)
 

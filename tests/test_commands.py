@@ -17,7 +17,7 @@ import pytest
 from pytest_dlperf.cases import Case
 from pytest_dlperf.commands import build_spec, parsers
 from pytest_dlperf.commands.measure import _combine, windows_of
-from pytest_dlperf.runs import RunParams
+from pytest_dlperf.launch.workers import RunParams
 
 SCRIPTS = Path(__file__).parent / "commands"
 

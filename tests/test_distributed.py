@@ -11,7 +11,7 @@ import pytest
 
 from pytest_dlperf import jsonio
 from pytest_dlperf.worker.distributed import Ranks, global_windows, ranks_from_env
-from pytest_dlperf.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
+from pytest_dlperf.launch.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
 from tests.fixtures import tiny_case, wait_gone
 
 
@@ -251,7 +251,7 @@ def test_skip_when_the_launcher_cannot_reach_enough_gpus(dlperf, monkeypatch):
 
 
 def test_the_rank_that_died_is_blamed_not_the_one_that_lost_its_peer():
-    from pytest_dlperf.runs import first_failed_rank
+    from pytest_dlperf.launch.workers import first_failed_rank
 
     lost_peer = {"status": "error", "error": {"message": "[gloo] Read error: Connection reset by peer"}}
     ok = {"status": "ok"}

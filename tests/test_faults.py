@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pytest_dlperf import process as launch
+from pytest_dlperf.launch import process as launch
 from tests.fixtures import wait_gone
 
 FAULTY = textwrap.dedent("""

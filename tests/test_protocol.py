@@ -11,7 +11,7 @@ from pytest_dlperf import jsonio
 from pytest_dlperf.cases import Case
 from pytest_dlperf.models import get_model_spec
 from pytest_dlperf.protocol import Progress, Status, WorkerResult, WorkerSpec, result_file, result_rank
-from pytest_dlperf.runs import RunParams
+from pytest_dlperf.launch.workers import RunParams
 
 CASE = Case("tiny", "amp", 16, 2)
 

@@ -17,7 +17,7 @@ from scipy import stats
 from pytest_dlperf.gate import evidence as ev
 from pytest_dlperf.gate import tolerance as tol_mod
 from pytest_dlperf.results import Expected, Status
-from pytest_dlperf.runs import Attempt
+from pytest_dlperf.launch.workers import Attempt
 from pytest_dlperf.gate.sequential import BUSY_RUNS, SAVE_RUNS, Budget, Evidence, assess, measure_until_decided
 from pytest_dlperf.gate.stats import summarize
 from pytest_dlperf.gate.verdict import REASON, judge_evidence

@@ -1,6 +1,6 @@
 """Measuring a command case: fresh runs of the command through a launcher, its log read into windows.
 
-The method is the built-in cases' (:mod:`pytest_dlperf.runs`): skip the first
+The method is the built-in cases' (:mod:`pytest_dlperf.launch.workers`): skip the first
 ``warmup_steps`` logged steps, group the next ones into ``repeats`` windows of ``steps``
 logged steps, a window's throughput being its samples over its seconds (never a mean of
 per-step rates), and the case's figure the median of all windows of all runs.  Where each
@@ -8,7 +8,7 @@ rank logs, a window is the median of the ranks' (``scope: global``, every rank p
 job's figure) or their sum (``scope: rank``).  A log with only a final figure (the
 ``final`` parser, or a DLLogger summary line) gives one figure per run, and the result says so.
 
-Each run is one process group (:func:`pytest_dlperf.process.run_command`), started under a
+Each run is one process group (:func:`pytest_dlperf.launch.process.run_command`), started under a
 watching parent that takes it down if the controller dies (:mod:`.guard`), with a time limit
 that follows its log as it grows (:mod:`.follow`) where ``--dlperf-timeout`` or the command's
 ``timeout`` fixes none; a crash, an out-of-memory error, a hung command and a timeout are told
@@ -26,11 +26,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import process
+from ..launch import process
 from ..cases import Case
-from ..launchers import Launcher, LocalLauncher
+from ..launch.launchers import Launcher, LocalLauncher
 from ..protocol import Progress
-from ..runs import Attempt, CaseError, RunParams, status_text
+from ..launch.workers import Attempt, CaseError, RunParams, status_text
 from ..gate.stats import summarize
 from . import guard, parsers
 from .follow import LogFollower
@@ -266,7 +266,7 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
             launcher: Launcher | None = None, on_progress=None, first_index: int = 0) -> Attempt:
     """Run ``params.runs`` fresh runs of ``spec``'s command for ``case``; raise :class:`CaseError` if one fails.
 
-    The same signature and result as :func:`pytest_dlperf.runs.measure`, so the session judges,
+    The same signature and result as :func:`pytest_dlperf.launch.workers.measure`, so the session judges,
     re-measures and reports a command case as any other.  ``on_progress(run_index, runs,
     progress, elapsed)`` is called about once a second with where the run's log is
     (:meth:`LogFollower.progress`).

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 from .. import models
 from ..convergence.figures import RunFigures
 from ..convergence.run import UNIT, record
-from ..launchers import Launcher
+from ..launch.launchers import Launcher
 from ..results import CaseResult
-from ..runs import CaseError, RunParams
+from ..launch.workers import CaseError, RunParams
 from .measure import Read, Run, _log_tail, execute, failure, run_record
 from .parsers import Mark, Milestone
 from .spec import CommandSpec

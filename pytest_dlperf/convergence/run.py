@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .. import baseline as baseline_mod
 from .. import models
 from ..results import CaseFailed, CaseResult, Status
-from ..runs import CaseError, RemoteRankZero, measure
+from ..launch.workers import CaseError, RemoteRankZero, measure
 from .figures import RunFigures, pooled
 from .goal import describe, goal_of
 from .verdict import ExpectedTime, judge_time

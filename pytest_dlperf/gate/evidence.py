@@ -197,7 +197,7 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
 
 
 def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
-    """Each run record's (:func:`pytest_dlperf.runs.measure`) median of windows, whether it was busy
+    """Each run record's (:func:`pytest_dlperf.launch.workers.measure`) median of windows, whether it was busy
     (:func:`busy_reason`: a named cause), and its host probes."""
     out = []
     for run in runs:

@@ -23,7 +23,7 @@ from typing import Any
 
 from . import evidence as ev
 from ..results import Expected
-from ..runs import Attempt
+from ..launch.workers import Attempt
 from .stats import summarize
 
 #: The longest wait before the run after a busy one (never longer than that run took).

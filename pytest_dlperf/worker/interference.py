@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil
 
-RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.process.RUN_ID_VARIABLE
+RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.launch.process.RUN_ID_VARIABLE
 
 
 def own_processes() -> list[psutil.Process]:

@@ -22,7 +22,7 @@ reads its rank from the launcher's variables (:mod:`pytest_dlperf.worker.distrib
 
 A launcher is a :class:`Launcher` subclass registered under its ``name``
 (:func:`register_launcher`); :func:`get_launcher` makes one by name.  Its :meth:`~Launcher.plan`
-says how one run is started (a :class:`LaunchPlan`); :mod:`pytest_dlperf.process` starts it.
+says how one run is started (a :class:`LaunchPlan`); :mod:`pytest_dlperf.launch.process` starts it.
 """
 
 from __future__ import annotations

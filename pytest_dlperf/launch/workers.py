@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from . import process
-from .cases import Case
+from ..cases import Case
 from .launchers import Launcher, LocalLauncher, malloc_env
-from .models import ModelSpec
-from .protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
-from .gate.stats import Summary, summarize
+from ..models import ModelSpec
+from ..protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
+from ..gate.stats import Summary, summarize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +93,7 @@ class Attempt:
 
     def flops(self, devices: int) -> dict[str, Any] | None:
         """FLOPs of the attempt: the workers' count, TFLOP/s and MFU at the pooled median."""
-        from .worker import flops
+        from ..worker import flops
 
         counted = next((run["flops"] for run in self.runs if run.get("flops")), None)
         if counted is None:
@@ -104,7 +104,7 @@ class Attempt:
 
     def data(self) -> dict[str, Any] | None:
         """The loader's figures over all runs (``pytest_dlperf.data``); None for synthetic data."""
-        from . import data
+        from .. import data
 
         return data.pool([run.get("data") for run in self.runs], self.summary.median)
 
@@ -286,7 +286,7 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
     A run whose rank 0 is on another node (the ``torchrun`` launcher across nodes) leaves
     no rank-0 result here: :class:`RemoteRankZero` carries what this node's ranks measured.
     ``on_progress(run_index, runs, progress, elapsed)`` is called about once a second while
-    a run goes on (:func:`pytest_dlperf.process.run_worker`).  ``first_index``: the index of
+    a run goes on (:func:`pytest_dlperf.launch.process.run_worker`).  ``first_index``: the index of
     the first run (its folder ``run<index>``), for a case measured one run at a time.
     """
     launcher = launcher or LocalLauncher()

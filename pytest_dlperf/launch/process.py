@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import jsonio
-from .protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerSpec, result_rank
+from .. import jsonio
+from ..protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerSpec, result_rank
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_SECONDS = 5.0
