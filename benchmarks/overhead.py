@@ -211,18 +211,17 @@ def run_bare(script: Path, config: dict[str, Any], pair: int) -> Run:
 
 
 def run_harness(case: Case, params: RunParams, workdir: Path, pair: int, side: str = "harness") -> Run:
-    """Measure the case once as the plugin does: one fresh worker through ``runs.measure``."""
+    """Measure the case once as the plugin does: one fresh worker through ``launch.workers.measure``."""
     params = dataclasses.replace(params, telemetry=HARNESS_SIDES[side])
     try:
-        attempt = measure(case, get_model_spec(case.model), params, workdir)
+        record = measure(case, get_model_spec(case.model), params, workdir)[0]
     except CaseError as exc:
         raise RunFailed(f"the harness failed ({exc.kind}): {exc.message}") from None
-    record = attempt.runs[0]
-    if (record.get("telemetry") is not None) != params.telemetry:
+    if (record.telemetry is not None) != params.telemetry:
         raise RunFailed(f"the {side} run {'lacks' if params.telemetry else 'has'} telemetry")
-    timing = record["timing"]
-    return Run(pair, side, [w["throughput"] for w in record["windows"]], timing["setup_seconds"],
-               record["wall_seconds"], timing["measured_seconds"], record["settings"] or {}, record["device"])
+    timing = record.timing
+    return Run(pair, side, [w["throughput"] for w in record.windows], timing["setup_seconds"],
+               record.wall_seconds, timing["measured_seconds"], record.settings or {}, record.device)
 
 
 def check_same_settings(bare: Run, harness: Run) -> None:

@@ -29,9 +29,9 @@ import time
 import numpy as np
 
 from pytest_dlperf.gate import sequential
-from pytest_dlperf.results import Expected
-from pytest_dlperf.launch.workers import Attempt
 from pytest_dlperf.gate.verdict import judge_evidence
+from pytest_dlperf.results.case import Expected
+from pytest_dlperf.results.runs import Attempt, RunRecord, RunStatus
 
 RATIOS = "1.0,0.98,0.97,0.96,0.95,0.94,0.93,0.90,0.85,0.80,1.10"
 
@@ -47,7 +47,8 @@ def trial(rng: np.random.Generator, cv: float, ratio: float, tolerance: float, b
     session = np.exp(rng.normal(math.log(ratio), sigma, budget.max_runs)) * 1000.0
 
     def one(index: int) -> Attempt:
-        return Attempt.from_runs([{"index": index, "windows": [{"throughput": float(session[index])}]}], "img/s", {})
+        return Attempt.from_runs([RunRecord(index, RunStatus.OK, windows=[{"throughput": float(session[index])}])],
+                                 "img/s", {})
 
     attempt, evidence = sequential.measure_until_decided(one, expected, [float(v) for v in base_runs], budget,
                                                          sleep=lambda seconds: None)

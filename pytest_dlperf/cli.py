@@ -28,7 +28,7 @@ from . import __version__, jsonio
 from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
 from .history import command as history_command
-from .results import cases_from
+from .results.case import cases_from
 from .baseline.edit import diff_lines, merge_results, method_mismatches, updated_baseline
 
 OK, NO, TROUBLE = 0, 1, 2

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from . import batchsearch, jsonio
+from .controller import batchsearch
+from . import jsonio
 from .baseline import STEP_DEFAULTS
 from .cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from .gate.evidence import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE

@@ -12,14 +12,15 @@ import signal
 
 import pytest
 
-from . import collect, jsonio, models, options, outputs
+from . import collect, jsonio, models, options
+from .controller import outputs
 from .launch import process
 from .baseline import machines
 from .cases import PRECISIONS, OptionError
 from .history import hooks as history_hooks
 from .reporting import benchmark_json
-from .results import Status
-from .session import DlperfSession
+from .results.case import Status
+from .controller.session import SESSION, DlperfSession
 
 REGISTRY = pytest.StashKey[dict]()
 OUTPUTS = pytest.StashKey[outputs.Outputs]()
@@ -37,7 +38,7 @@ TEST_STATUS = {
 
 def _session(config: pytest.Config) -> DlperfSession | None:
     """The active dlperf session; None without ``--dlperf-*`` options and in xdist workers."""
-    session = config.stash.get(collect.STASH, None)
+    session = config.stash.get(SESSION, None)
     return session if session is not None and session.options.active else None
 
 
@@ -77,9 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
         references = history_hooks.save_references(opts, config.rootpath) if opts.active else None
     except (OptionError, jsonio.DocumentError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[collect.STASH] = DlperfSession(config, opts, baseline)
-    config.stash[collect.STASH].history = history
-    config.stash[collect.STASH].history_references = references
+    config.stash[SESSION] = DlperfSession(config, opts, baseline, history=history, history_references=references)
     config.stash[OUTPUTS] = outputs.Outputs()
     if opts.active:
         benchmark_json.register(config)

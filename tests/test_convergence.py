@@ -24,7 +24,7 @@ from pytest_dlperf.convergence.verdict import ExpectedTime
 from pytest_dlperf.data.learnable import DatasetError, class_looks, write_learnable
 from pytest_dlperf.protocol import ConvergenceSpec, WorkerResult, WorkerSpec
 from pytest_dlperf.reporting import convergence as report
-from pytest_dlperf.results import CaseResult, Status
+from pytest_dlperf.results.case import CaseResult, Status
 from pytest_dlperf.worker.convergence import learning_rate
 
 CLASSES = 3

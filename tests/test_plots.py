@@ -11,7 +11,7 @@ import pytest
 from tests.fixtures import tiny_case
 from pytest_dlperf.reporting import plot_data, plots
 from pytest_dlperf.cases import Case
-from pytest_dlperf.results import CaseResult, cases_from
+from pytest_dlperf.results.case import CaseResult, cases_from
 
 PIL = pytest.importorskip("PIL.Image")
 pytest.importorskip("matplotlib")

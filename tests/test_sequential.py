@@ -16,8 +16,8 @@ from scipy import stats
 
 from pytest_dlperf.gate import evidence as ev
 from pytest_dlperf.gate import tolerance as tol_mod
-from pytest_dlperf.results import Expected, Status
-from pytest_dlperf.launch.workers import Attempt
+from pytest_dlperf.results.case import Expected, Status
+from pytest_dlperf.results.runs import Attempt, RunRecord
 from pytest_dlperf.gate.sequential import BUSY_RUNS, SAVE_RUNS, Budget, Evidence, assess, measure_until_decided
 from pytest_dlperf.gate.stats import summarize
 from pytest_dlperf.gate.verdict import REASON, judge_evidence
@@ -38,7 +38,8 @@ def evidence_of(values, expected=BASE, baseline_runs=(), busy=(), stopped="max-r
 
 
 def attempt(value, interference=None):
-    run = {"index": 0, "windows": [{"throughput": value}], "interference": interference, "wall_seconds": 0.01}
+    run = RunRecord.from_dict({"index": 0, "windows": [{"throughput": value}], "interference": interference,
+                               "wall_seconds": 0.01})
     return Attempt(summarize([value]), "img/s", [run], {}, [])
 
 
@@ -166,7 +167,7 @@ def test_busy_means_a_named_cause_never_a_probe_alone():
     assert ev.busy_reason(quiet, throttled) == "GPU clocks throttled (hw_thermal)"
     # A probe far below the baseline's, with no cause seen: the run counts, at its figure.
     starved = {**quiet, "memory_gbs": 1.0, "core_gflops": 1.0}
-    run = ev.run_figures([{"windows": [{"throughput": 700.0}], "interference": starved}])[0]
+    run = ev.run_figures([RunRecord.from_dict({"windows": [{"throughput": 700.0}], "interference": starved})])[0]
     assert run.busy is None and run.value == 700.0 and (run.bandwidth, run.core) == (1.0, 1.0)
     assert run.to_dict() == {"index": 0, "throughput": 700.0, "busy": None, "memory_gbs": 1.0, "core_gflops": 1.0}
 

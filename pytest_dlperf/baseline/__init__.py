@@ -9,10 +9,10 @@ package's face: what the plugin, the commands and a conftest reach for.
 
 from .document import (DEFAULT_TOLERANCE, PROBE_FIELDS, STEP_DEFAULTS, STEP_FIELDS, VERSION_2_FIELDS, Baseline, Entry,
                        device_mismatch, index, load, measured_on, method, plain_case, record_method, save)
-from .save import (SLOWER_HOST_NOTE, ProbeReference, add_slower_host_note, counted_probe, counted_runs,
-                   drop_slower_host_note, from_measurements, hardware_from, kept_runs, slower_host)
+from .save import (SLOWER_HOST_NOTE, ProbeReference, add_slower_host_note, drop_slower_host_note, from_measurements,
+                   hardware_from, kept_runs, slower_host)
 
 __all__ = ["DEFAULT_TOLERANCE", "PROBE_FIELDS", "SLOWER_HOST_NOTE", "STEP_DEFAULTS", "STEP_FIELDS", "VERSION_2_FIELDS",
-           "Baseline", "Entry", "ProbeReference", "add_slower_host_note", "counted_probe", "counted_runs",
+           "Baseline", "Entry", "ProbeReference", "add_slower_host_note",
            "device_mismatch", "drop_slower_host_note", "from_measurements", "hardware_from", "index", "kept_runs",
            "load", "measured_on", "method", "plain_case", "record_method", "save", "slower_host"]

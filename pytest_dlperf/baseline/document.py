@@ -28,7 +28,7 @@ from .. import environment as environment_mod
 from .. import jsonio
 from ..cases import Case
 from ..gate.evidence import HOST_PROBES
-from ..results import Expected
+from ..results.case import Expected
 
 DEFAULT_TOLERANCE = 0.05
 STEP_FIELDS = ("warmup_steps", "steps", "repeats")

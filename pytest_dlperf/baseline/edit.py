@@ -18,10 +18,11 @@ from typing import Any
 
 from .. import jsonio
 from ..cases import Case
-from ..results import CaseResult
+from ..results.case import CaseResult
 from ..gate.format import fmt_value
 from .document import DEFAULT_TOLERANCE, PROBE_FIELDS, STEP_FIELDS, VERSION_2_FIELDS, method, plain_case, record_method
-from .save import ProbeReference, add_slower_host_note, counted_runs, drop_slower_host_note, kept_runs, slower_host
+from ..gate.evidence import Evidence
+from .save import ProbeReference, add_slower_host_note, drop_slower_host_note, kept_runs, slower_host
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:
@@ -134,7 +135,8 @@ def merge_results(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for rec in measured_records(document)[0]:
             case_id = _case(rec["case"]).id
             by_case[case_id] = copy.deepcopy(dict(rec))
-            counted = counted_runs(rec.get("evidence"))
+            evidence = Evidence.from_dict(rec["evidence"]) if rec.get("evidence") else None
+            counted = [run.to_dict() for run in evidence.counted] if evidence is not None else []
             runs.setdefault(case_id, []).extend(
                 counted or [{"index": 0, "throughput": float(rec["throughput"]), "busy": None}])
     cases = []

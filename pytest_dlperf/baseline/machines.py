@@ -235,7 +235,7 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
            default_tolerance: float, max_runs: int | None = None) -> tuple[int, list[Noisy]]:
     """Write the measured cases that ran unjudged into this machine's recorded baseline.
 
-    ``results``: the session's :class:`~pytest_dlperf.results.CaseResult`\\ s.  A new file for a
+    ``results``: the session's :class:`~pytest_dlperf.results.case.CaseResult`\\ s.  A new file for a
     machine no file described; an existing recorded file gains the cases it lacked (its figures
     stay: a recorded baseline is not a moving average).  Returns how many cases were written and
     which varied too much for their tolerance to be decided within ``max_runs``.

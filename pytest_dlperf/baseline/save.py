@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..cases import Case
-from ..gate.evidence import HOST_PROBES
+from ..gate.evidence import HOST_PROBES, Evidence
 from ..gate.tolerance import Noisy, noisy
-from .document import DEFAULT_TOLERANCE, PROBE_FIELDS, STEP_FIELDS, VERSION_2_FIELDS
+from .document import DEFAULT_TOLERANCE, STEP_FIELDS, VERSION_2_FIELDS
 
 
 def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,16 +87,17 @@ def kept_runs(record: Mapping[str, Any]) -> dict[str, Any]:
     A baseline entry keeps them so that a later verdict knows the figure's own spread, and the host's
     probes and their own spread when it was measured (:mod:`pytest_dlperf.gate.evidence`); runs measured on a
     busy machine are left out."""
-    runs = counted_runs(record.get("evidence"))
-    out: dict[str, Any] = {"runs": [round(r["throughput"], 3) for r in runs]} if len(runs) >= 2 else {}
+    evidence = Evidence.from_dict(record["evidence"]) if record.get("evidence") else None
+    runs = evidence.counted if evidence is not None else []
+    out: dict[str, Any] = {"runs": [round(r.value, 3) for r in runs]} if len(runs) >= 2 else {}
     readings = {}
-    for key in PROBE_FIELDS:
-        figure = counted_probe(record.get("evidence"), key)
+    for probe in HOST_PROBES:
+        figure = evidence.probe_median(probe.key) if evidence is not None else None
         if figure is not None:
-            out[key] = figure
-        values = [round(r[key], 3) for r in runs if r.get(key)]
+            out[probe.key] = figure
+        values = [round(r.probe(probe), 3) for r in runs if r.probe(probe)]
         if len(values) >= 2:
-            readings[key] = values
+            readings[probe.key] = values
     if readings:
         out["probe_runs"] = readings
     return out
@@ -154,19 +154,6 @@ def drop_slower_host_note(entry: dict[str, Any]) -> None:
             entry["notes"] = kept
         else:
             entry.pop("notes")
-
-
-def counted_runs(evidence: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The runs of a results record's ``evidence`` that counted (not measured on a busy machine)."""
-    return [r for r in (evidence or {}).get("runs") or [] if not r.get("busy")]
-
-
-def counted_probe(evidence: Mapping[str, Any] | None, key: str, *, busy_too: bool = False) -> float | None:
-    """The median host probe ``key`` (``memory_gbs``, ``core_gflops``) of the counted runs of ``evidence`` (with
-    ``busy_too``, of all its runs), or None where none probed."""
-    runs = (evidence or {}).get("runs") or [] if busy_too else counted_runs(evidence)
-    probes = [r[key] for r in runs if r.get(key)]
-    return round(statistics.median(probes), 3) if probes else None
 
 
 def _entry(rec: Mapping[str, Any], source: str, tolerance: float, steps: Mapping[str, int] | None,

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from ..gate import evidence as ev
-from ..results import Status
+from ..results.case import Status
 from ..gate.stats import summarize
 from ..gate.format import fmt_pct
 from ..gate.verdict import Verdict, inconclusive_fails
@@ -82,14 +82,15 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
     diff = est.value / expected.seconds - 1.0
     source = f"; source: {expected.source}" if expected.source else ""
     figure = f"{est.value:.1f} s ({est.interval_text()}; geometric mean)"
-    slow, fast = expected.seconds * (1.0 + expected.tolerance), expected.seconds * (1.0 - expected.tolerance)
+    slow = expected.seconds * (1.0 + expected.tolerance)
     against = f"the baseline {expected.seconds:.1f} s (tolerance {fmt_pct(expected.tolerance)}{source})"
-    if est.low > slow:
+    decision = ev.decide(est, expected.tolerance, lower_is_better=True)
+    if decision is ev.Decision.REGRESSION:
         return Verdict(Status.FAIL, f"{what}: {figure} is {fmt_pct(diff)} slower than {against}", diff)
-    if est.high < fast:
+    if decision is ev.Decision.IMPROVED:
         return Verdict(Status.IMPROVED, f"{what}: {figure} is {fmt_pct(-diff)} faster than {against}; improved: "
                                         "update the baseline", diff)
-    if est.high <= slow:
+    if decision is ev.Decision.PASS:
         sign = "+" if diff >= 0 else "-"
         return Verdict(Status.PASS, f"{what}: {figure} is within {fmt_pct(expected.tolerance)} of the baseline "
                                     f"{expected.seconds:.1f} s ({sign}{fmt_pct(abs(diff))}{source})", diff)

@@ -47,6 +47,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..results.runs import RunRecord
+
 
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2 = 1%.
 CONFIDENCE = 0.98
@@ -87,7 +89,7 @@ class HostProbe:
     """A probe of what the host's other tenants can take from a run, timed by the worker between windows.
 
     ``key`` names its figure in the run's ``interference``, in a baseline entry (the median of the
-    baseline's counted runs; their readings in ``probe_runs``) and on :class:`pytest_dlperf.results.Expected`.
+    baseline's counted runs; their readings in ``probe_runs``) and on :class:`pytest_dlperf.results.case.Expected`.
     """
 
     key: str
@@ -128,6 +130,10 @@ class RunFigure:
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "throughput": self.value, "busy": self.busy, "memory_gbs": self.bandwidth,
                 "core_gflops": self.core}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunFigure:
+        return cls(data["index"], data["throughput"], data.get("busy"), data.get(MEMORY.key), data.get(CORE.key))
 
 
 def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
@@ -196,17 +202,16 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
     return notes
 
 
-def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
-    """Each run record's (:func:`pytest_dlperf.launch.workers.measure`) median of windows, whether it was busy
+def run_figures(runs: Sequence[RunRecord], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
+    """Each run's median of windows (:attr:`~pytest_dlperf.results.runs.RunRecord.median`), whether it was busy
     (:func:`busy_reason`: a named cause), and its host probes."""
     out = []
     for run in runs:
-        figures = [w["throughput"] for w in run.get("windows") or []]
-        if not figures:
+        median = run.median
+        if median is None:
             continue
-        interference = run.get("interference") or {}
-        out.append(RunFigure(run.get("index", len(out)), statistics.median(figures),
-                             busy_reason(interference, run.get("telemetry"), threshold),
+        interference = run.interference or {}
+        out.append(RunFigure(run.index, median, busy_reason(interference, run.telemetry, threshold),
                              interference.get(MEMORY.key), interference.get(CORE.key)))
     return out
 
@@ -251,6 +256,14 @@ class Estimate:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Estimate:
+        """An estimate as a results document keeps it (a figure alone, as a test gives one, is its own interval)."""
+        value = data["value"]
+        return cls(value, data.get("low", value), data.get("high", value), data.get("runs", 1), data.get("sigma", 0.0),
+                   data.get("dof", 0.0), data.get("baseline"), data.get("baseline_runs", 0),
+                   data.get("confidence", CONFIDENCE))
 
 
 def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], tolerance: float) -> tuple[float, float]:
@@ -302,12 +315,23 @@ def ruled_out(tolerance: float) -> float:
     return min(RULED_OUT * tolerance, tolerance + RULED_OUT_BEYOND, 0.9)
 
 
-def decide(est: Estimate, tolerance: float) -> Decision:
+def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False) -> Decision:
     """Regression or improved when the interval lies wholly beyond a threshold; pass when it lies above the
-    lower one, or the estimate does and the interval rules out :func:`ruled_out`; else undecided."""
+    lower one, or the estimate does and the interval rules out :func:`ruled_out`; else undecided.
+
+    ``lower_is_better`` (a time to target, :mod:`pytest_dlperf.convergence.verdict`): the thresholds swap
+    sides, a regression being the whole interval above ``baseline x (1 + tolerance)``; a pass needs the whole
+    interval below it (a case's seeds are all its runs: there is no further run to wait for).
+    """
     if est.baseline is None:
         return Decision.PASS
     low, high = est.baseline * (1 - tolerance), est.baseline * (1 + tolerance)
+    if lower_is_better:
+        if est.low > high:
+            return Decision.REGRESSION
+        if est.high < low:
+            return Decision.IMPROVED
+        return Decision.PASS if est.high <= high else Decision.UNDECIDED
     if est.high < low:
         return Decision.REGRESSION
     if est.low > high:
@@ -336,3 +360,68 @@ def runs_to_decide(est: Estimate, tolerance: float, limit: int = 100) -> int | N
         return None
     needed = math.ceil(1 / rest)
     return needed if needed <= limit else None
+
+
+class StopReason(str, enum.Enum):
+    """Why a case's runs stopped (:func:`pytest_dlperf.gate.sequential.measure_until_decided`)."""
+
+    DECIDED = "decided"
+    MAX_RUNS = "max-runs"  # --dlperf-max-runs
+    TIME_BUDGET = "time budget"  # --dlperf-max-seconds
+    BUSY = "busy"  # BUSY_RUNS busy runs in a row
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What a case's runs showed: every run's figure, the estimate from the evidence runs and the decision."""
+
+    figures: list[RunFigure]
+    estimate: Estimate | None  # from the runs that are evidence; None when every run was busy
+    decision: Decision
+    stopped: StopReason
+    #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
+    #: understate the case (see :func:`pytest_dlperf.gate.sequential.assess`).
+    busy_counted: bool = False
+    #: What the counted runs' host probes say against the baseline's (:func:`probe_notes`).
+    probes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def busy(self) -> list[RunFigure]:
+        return [f for f in self.figures if f.busy]
+
+    @property
+    def counted(self) -> list[RunFigure]:
+        """The runs that are evidence: not measured on a busy machine."""
+        return [f for f in self.figures if not f.busy]
+
+    @property
+    def busy_estimate(self) -> float | None:
+        """The median of the busy runs, shown when no run was evidence."""
+        return statistics.median([f.value for f in self.busy]) if self.busy else None
+
+    def probe_median(self, key: str, *, busy_too: bool = False) -> float | None:
+        """The median host probe ``key`` (``memory_gbs``, ``core_gflops``) of the counted runs (with ``busy_too``,
+        of all of them), to 3 decimals; None where none probed."""
+        probe = next(p for p in HOST_PROBES if p.key == key)
+        readings = [f.probe(probe) for f in (self.figures if busy_too else self.counted) if f.probe(probe)]
+        return round(statistics.median(readings), 3) if readings else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision.value, "stopped": StopReason(self.stopped).value,
+                "estimate": None if self.estimate is None else self.estimate.to_dict(),
+                "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures],
+                "probes": list(self.probes)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
+        estimate = data.get("estimate")
+        return cls([RunFigure.from_dict(r) for r in data.get("runs") or []],
+                   Estimate.from_dict(estimate) if estimate else None,
+                   Decision(data.get("decision", Decision.UNDECIDED.value)),
+                   StopReason(data.get("stopped", StopReason.DECIDED.value)), bool(data.get("busy_counted")),
+                   list(data.get("probes") or []))

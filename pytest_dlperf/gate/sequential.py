@@ -19,12 +19,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from ..results.case import Expected
+from ..results.runs import Attempt
 from . import evidence as ev
-from ..results import Expected
-from ..launch.workers import Attempt
-from .stats import summarize
+from .evidence import Evidence, StopReason
 
 #: The longest wait before the run after a busy one (never longer than that run took).
 BUSY_WAIT = 5.0
@@ -50,36 +49,6 @@ class Budget:
     @property
     def probe_drops(self) -> dict[str, float | None]:
         return {ev.MEMORY.key: self.max_bandwidth_drop, ev.CORE.key: self.max_core_drop}
-
-
-@dataclasses.dataclass
-class Evidence:
-    """What the runs showed: every run's figure, the estimate from the evidence runs and the decision."""
-
-    figures: list[ev.RunFigure]
-    estimate: ev.Estimate | None  # from the runs that are evidence; None when every run was busy
-    decision: ev.Decision
-    stopped: str  # "decided", "max-runs", "time budget" or "busy"
-    #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
-    #: understate the case (see :func:`assess`).
-    busy_counted: bool = False
-    #: What the counted runs' host probes say against the baseline's (:func:`pytest_dlperf.gate.evidence.probe_notes`).
-    probes: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def busy(self) -> list[ev.RunFigure]:
-        return [f for f in self.figures if f.busy]
-
-    @property
-    def busy_estimate(self) -> float | None:
-        """The median of the busy runs, shown when no run was evidence."""
-        return summarize([f.value for f in self.busy]).median if self.busy else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"decision": self.decision.value, "stopped": self.stopped,
-                "estimate": None if self.estimate is None else self.estimate.to_dict(),
-                "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures],
-                "probes": list(self.probes)}
 
 
 #: Evidence runs a regression needs before it is declared (while the run budget allows them).
@@ -114,7 +83,7 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
     return estimate, decision, False
 
 
-def out_of_budget(evidence: Evidence, unconfirmed: bool, why: str) -> Evidence:
+def out_of_budget(evidence: Evidence, unconfirmed: bool, why: StopReason) -> Evidence:
     """The evidence when the budget ends: a regression that fewer than :data:`REGRESSION_RUNS` evidence
     runs show (the others busy, or a budget of one run) is not confirmed, so undecided: the
     verdict is inconclusive, and with its estimate below the threshold it fails by default,
@@ -123,12 +92,6 @@ def out_of_budget(evidence: Evidence, unconfirmed: bool, why: str) -> Evidence:
     if unconfirmed:
         evidence.decision = ev.Decision.UNDECIDED
     return evidence
-
-
-def merge(attempts: Sequence[Attempt]) -> Attempt:
-    """One attempt of every run so far: their windows pooled (the windows' statistics), runs in order."""
-    return Attempt.from_runs([run for attempt in attempts for run in attempt.runs], attempts[0].unit,
-                             attempts[0].device)
 
 
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
@@ -157,13 +120,14 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     while True:
         index = len(attempts)
         attempts.append(measure_one(index))
-        attempt = merge(attempts)
+        attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
+                                    attempts[0].device)
         figures = ev.run_figures(attempt.runs, budget.max_interference)
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance)
         notes = ev.probe_notes(figures, references, probe_runs, budget.probe_drops)
-        evidence = Evidence(figures, estimate, decision, "decided", busy_counted, notes)
+        evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted, notes)
         # A regression needs REGRESSION_RUNS runs that agree: one fresh run can be an outlier the spread
         # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose
         # five runs spread 9%).  Fine and improved cases are decided on their first run.
@@ -174,12 +138,12 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         # A busy host stays busy for a while: two busy runs in a row end the case (a baseline being saved
         # measures on within its budget instead: it needs its counted runs).
         if not counted_runs and len(figures) >= BUSY_RUNS and all(f.busy for f in figures[-BUSY_RUNS:]):
-            return attempt, out_of_budget(evidence, unconfirmed, "busy")
+            return attempt, out_of_budget(evidence, unconfirmed, StopReason.BUSY)
         if len(attempts) >= budget.max_runs:
-            return attempt, out_of_budget(evidence, unconfirmed, "max-runs")
+            return attempt, out_of_budget(evidence, unconfirmed, StopReason.MAX_RUNS)
         elapsed = time.monotonic() - started
         per_run = elapsed / len(attempts)
         if budget.max_seconds is not None and elapsed + per_run > budget.max_seconds:
-            return attempt, out_of_budget(evidence, unconfirmed, "time budget")
+            return attempt, out_of_budget(evidence, unconfirmed, StopReason.TIME_BUDGET)
         if figures and figures[-1].busy:
-            sleep(min(BUSY_WAIT, attempt.runs[-1].get("wall_seconds") or BUSY_WAIT))
+            sleep(min(BUSY_WAIT, attempt.runs[-1].wall_seconds or BUSY_WAIT))

@@ -14,7 +14,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results import Expected, GateResult, GateStatus, Scaling, Status, gpu_utilizations
+from ..results.case import Expected, GateResult, GateStatus, Scaling, Status
+from ..results.telemetry import gpu_utilizations
+from .evidence import Decision, Estimate, Evidence, StopReason, ruled_out, runs_to_decide
 from .format import fmt_pct, fmt_signed, fmt_value
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
@@ -34,7 +36,7 @@ class Verdict:
         return self.status == FAIL
 
 
-#: The kinds of 1-rank reference (:attr:`pytest_dlperf.results.Scaling.reference_kind`).
+#: The kinds of 1-rank reference (:attr:`pytest_dlperf.results.case.Scaling.reference_kind`).
 PLAIN_PROCESS, ONE_RANK_DDP = "plain process", "one-rank DDP"
 
 
@@ -123,7 +125,7 @@ def inconclusive_fails(policy: str, beyond_threshold: bool) -> bool:
     return policy == "fail" or (policy == "below" and beyond_threshold)
 
 
-def headline(word: str, case_id: str, est, unit: str, expected: Expected) -> str:
+def headline(word: str, case_id: str, est: Estimate, unit: str, expected: Expected) -> str:
     """``FAIL resnet50-amp-bs256-gpu8: 5350.2 img/s, 9.2% below 5889.1 (tolerance 5%, 98% CI -11.0..-7.4%, 3 runs)``."""
     base = expected.throughput
     diff = est.value / base - 1.0
@@ -135,7 +137,7 @@ def headline(word: str, case_id: str, est, unit: str, expected: Expected) -> str
             f"{runs})")
 
 
-def busy_lines(evidence) -> list[str]:
+def busy_lines(evidence: Evidence) -> list[str]:
     """What the busy runs were, and what became of them: one line."""
     busy = evidence.busy
     if not busy:
@@ -146,9 +148,40 @@ def busy_lines(evidence) -> list[str]:
     return [f"{of} not counted: the machine was busy ({busy[-1].busy})"]
 
 
-def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None, *, require_baseline: bool = False,
-                   inconclusive: str = "pass", max_runs: int | None = None) -> Verdict:
-    """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.gate.sequential.Evidence`).
+#: Where an undecided case's runs stopped, for its message.
+STOPPED_AT = {StopReason.MAX_RUNS: "after {runs} runs (--dlperf-max-runs)",
+              StopReason.TIME_BUDGET: "at the time budget (--dlperf-max-seconds)"}
+
+
+def busy_stop_line(evidence: Evidence) -> str:
+    return f"stopped after {len(evidence.busy)} busy runs in a row: run it again when the machine is quiet"
+
+
+@dataclasses.dataclass(frozen=True)
+class Judged:
+    """What every throughput verdict's message is made of: the case, its unit, what it is judged against, the
+    policy for undecided cases and the lines every message ends with (busy runs, probes, the baseline's source)."""
+
+    case_id: str
+    evidence: Evidence
+    unit: str
+    expected: Expected | None
+    require_baseline: bool
+    inconclusive: str
+    max_runs: int | None
+
+    @property
+    def source(self) -> list[str]:
+        return [f"baseline: {self.expected.source}"] if self.expected is not None and self.expected.source else []
+
+    @property
+    def tail(self) -> list[str]:
+        return [*busy_lines(self.evidence), *self.evidence.probes, *self.source]
+
+
+def judge_evidence(case_id: str, evidence: Evidence, unit: str, expected: Expected | None, *,
+                   require_baseline: bool = False, inconclusive: str = "pass", max_runs: int | None = None) -> Verdict:
+    """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.gate.evidence.Evidence`).
 
     The message's first line says the verdict and the figures (:func:`headline`); each line after it
     (:data:`REASON`) one fact: why it is undecided and what would decide it, the busy runs, what the
@@ -157,83 +190,106 @@ def judge_evidence(case_id: str, evidence, unit: str, expected: Expected | None,
     confirmed"); never under ``"pass"`` (the default: an unchanged case on a noisy host must not fail,
     and the message says what would decide it).  ``max_runs``: the budget, for the advice on more runs.
     """
-    from .evidence import Decision, ruled_out, runs_to_decide
-
-    est = evidence.estimate
-    busy = evidence.busy
-    probes = list(getattr(evidence, "probes", []) or [])
-    source = [f"baseline: {expected.source}"] if expected is not None and expected.source else []
-    if est is None:
-        value = evidence.busy_estimate
-        failed = inconclusive_fails(inconclusive, False)  # no estimate counted: none beyond the threshold
-        diff = value / expected.throughput - 1.0 if expected is not None else None
-        stopped = ([f"stopped after {len(busy)} busy runs in a row: run it again when the machine is quiet"]
-                   if evidence.stopped == "busy" else [])
-        lines = [f"{'FAIL' if failed else 'INCONCLUSIVE'} {case_id}: busy: {len(busy)} run(s) measured "
-                 f"{fmt_value(value)} {unit}, none counted",
-                 f"the machine was busy: {busy[-1].busy}", *stopped, *probes, *source]
-        if failed:
-            lines.append("fails: --dlperf-inconclusive fail")
-        return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)
+    judged = Judged(case_id, evidence, unit, expected, require_baseline, inconclusive, max_runs)
+    if evidence.estimate is None:
+        return _all_busy(judged)
     if expected is None:
-        status = FAIL if require_baseline else NO_BASELINE
-        tail = " and --dlperf-require-baseline is set" if require_baseline else ""
-        runs = f" ({est.runs} runs)" if est.runs > 1 else ""
-        lines = [f"{'FAIL ' if require_baseline else ''}{case_id}: {fmt_value(est.value)} {unit}{runs}, "
-                 f"no baseline{tail}"]
-        if busy and est.runs == len(busy):  # every run busy, none to leave out: the figure is theirs
-            lines.append(f"measured on a busy machine ({busy[-1].busy})")
-        return Verdict(status, REASON.join(lines))
-    base, tol = expected.throughput, expected.tolerance
-    diff = est.value / base - 1.0
-    threshold = base * (1 - tol)
+        return _no_baseline(judged, evidence.estimate)
+    return DECIDED.get(evidence.decision, _undecided)(judged, evidence.estimate, expected)
+
+
+def _all_busy(j: Judged) -> Verdict:
+    """No run counted: every one was measured on a busy machine."""
+    busy, expected = j.evidence.busy, j.expected
+    value = j.evidence.busy_estimate
+    failed = inconclusive_fails(j.inconclusive, False)  # no estimate counted: none beyond the threshold
+    diff = value / expected.throughput - 1.0 if expected is not None else None
+    stopped = [busy_stop_line(j.evidence)] if j.evidence.stopped == StopReason.BUSY else []
+    lines = [f"{'FAIL' if failed else 'INCONCLUSIVE'} {j.case_id}: busy: {len(busy)} run(s) measured "
+             f"{fmt_value(value)} {j.unit}, none counted",
+             f"the machine was busy: {busy[-1].busy}", *stopped, *j.evidence.probes, *j.source]
+    if failed:
+        lines.append("fails: --dlperf-inconclusive fail")
+    return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)
+
+
+def _no_baseline(j: Judged, est: Estimate) -> Verdict:
+    status = FAIL if j.require_baseline else NO_BASELINE
+    tail = " and --dlperf-require-baseline is set" if j.require_baseline else ""
+    runs = f" ({est.runs} runs)" if est.runs > 1 else ""
+    lines = [f"{'FAIL ' if j.require_baseline else ''}{j.case_id}: {fmt_value(est.value)} {j.unit}{runs}, "
+             f"no baseline{tail}"]
+    busy = j.evidence.busy
+    if busy and est.runs == len(busy):  # every run busy, none to leave out: the figure is theirs
+        lines.append(f"measured on a busy machine ({busy[-1].busy})")
+    return Verdict(status, REASON.join(lines))
+
+
+def _regression(j: Judged, est: Estimate, expected: Expected) -> Verdict:
+    threshold = expected.throughput * (1 - expected.tolerance)
+    lines = [headline("FAIL", j.case_id, est, j.unit, expected),
+             f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}", *j.tail]
+    return Verdict(FAIL, REASON.join(lines), est.value / expected.throughput - 1.0)
+
+
+def _improved(j: Judged, est: Estimate, expected: Expected) -> Verdict:
+    lines = [headline("IMPROVED", j.case_id, est, j.unit, expected),
+             "faster than the tolerance: update the baseline (dlperf baseline update FILE --from these results, "
+             "or --dlperf-save-baseline)", *j.tail]
+    return Verdict(IMPROVED, REASON.join(lines), est.value / expected.throughput - 1.0)
+
+
+def _varies(est: Estimate) -> str:
     noise = math.expm1(est.sigma)
-    varies = (f"runs and the baseline's {est.baseline_runs} vary {fmt_pct(noise)} (CV)" if est.baseline_runs
-              else f"runs vary {fmt_pct(noise)} (CV)")
-    if evidence.decision is Decision.REGRESSION:
-        lines = [headline("FAIL", case_id, est, unit, expected),
-                 f"its whole interval is below the threshold {fmt_value(threshold)} {unit}", *busy_lines(evidence),
-                 *probes, *source]
-        return Verdict(FAIL, REASON.join(lines), diff)
-    if evidence.decision is Decision.IMPROVED:
-        lines = [headline("IMPROVED", case_id, est, unit, expected),
-                 "faster than the tolerance: update the baseline (dlperf baseline update FILE --from these results, "
-                 "or --dlperf-save-baseline)", *busy_lines(evidence), *probes, *source]
-        return Verdict(IMPROVED, REASON.join(lines), diff)
-    if evidence.decision is Decision.PASS:
-        lines = [headline("PASS", case_id, est, unit, expected)]
-        if est.low < threshold:  # passed on the estimate, the interval ruling out ruled_out() (evidence.decide)
-            lines.append(f"within {fmt_pct(tol)} by its estimate; its interval rules out a slowdown over "
-                         f"{fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {varies}")
-        lines += [*busy_lines(evidence), *probes, *source]
-        return Verdict(PASS, REASON.join(lines), diff)
+    return (f"runs and the baseline's {est.baseline_runs} vary {fmt_pct(noise)} (CV)" if est.baseline_runs
+            else f"runs vary {fmt_pct(noise)} (CV)")
+
+
+def _passed(j: Judged, est: Estimate, expected: Expected) -> Verdict:
+    base, tol = expected.throughput, expected.tolerance
+    lines = [headline("PASS", j.case_id, est, j.unit, expected)]
+    if est.low < base * (1 - tol):  # passed on the estimate, the interval ruling out ruled_out() (evidence.decide)
+        lines.append(f"within {fmt_pct(tol)} by its estimate; its interval rules out a slowdown over "
+                     f"{fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {_varies(est)}")
+    return Verdict(PASS, REASON.join([*lines, *j.tail]), est.value / base - 1.0)
+
+
+def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool) -> str:
+    """Why the runs stopped undecided, and what would decide the case."""
+    tol, threshold = expected.tolerance, expected.throughput * (1 - expected.tolerance)
+    at = STOPPED_AT.get(j.evidence.stopped, str(j.evidence.stopped)).format(runs=len(j.evidence.figures))
+    needed = runs_to_decide(est, tol)
+    if needed is None:
+        would = (f"no number of runs would decide it against a baseline of {est.baseline_runs} runs: save the "
+                 f"baseline again with more (--dlperf-runs), on a quieter machine, or ask for a wider "
+                 f"--dlperf-tolerance")
+    else:
+        more = f", more than --dlperf-max-runs {j.max_runs}" if j.max_runs is not None and needed > j.max_runs else ""
+        would = f"about {needed} runs would decide it{more}"
+    goal = (f"to show it below the threshold {fmt_value(threshold)} {j.unit}" if below else
+            f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}")
+    return f"undecided {at}: too noisy for {fmt_pct(tol)} here ({_varies(est)}) {goal}; {would}"
+
+
+def _undecided(j: Judged, est: Estimate, expected: Expected) -> Verdict:
+    base, diff = expected.throughput, est.value / expected.throughput - 1.0
+    threshold = base * (1 - expected.tolerance)
     if est.high < threshold:  # the whole interval below, from fewer runs than a regression needs (the budget)
-        lines = [headline("FAIL", case_id, est, unit, expected),
-                 f"its whole interval is below the threshold {fmt_value(threshold)} {unit}, from {est.runs} "
-                 f"run{'s' if est.runs != 1 else ''}: not confirmed by a second (the run budget ended)",
-                 *busy_lines(evidence), *probes, *source]
+        lines = [headline("FAIL", j.case_id, est, j.unit, expected),
+                 f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}, from {est.runs} "
+                 f"run{'s' if est.runs != 1 else ''}: not confirmed by a second (the run budget ended)", *j.tail]
         return Verdict(FAIL, REASON.join(lines), diff)
     below = est.value < threshold
-    failed = inconclusive_fails(inconclusive, below)
-    lines = [headline("FAIL" if failed else "INCONCLUSIVE", case_id, est, unit, expected)]
-    if evidence.stopped == "busy":
-        lines.append(f"stopped after {len(busy)} busy runs in a row: run it again when the machine is quiet")
-    else:
-        at = {"max-runs": f"after {len(evidence.figures)} runs (--dlperf-max-runs)",
-              "time budget": "at the time budget (--dlperf-max-seconds)"}.get(evidence.stopped, evidence.stopped)
-        needed = runs_to_decide(est, tol)
-        if needed is None:
-            would = (f"no number of runs would decide it against a baseline of {est.baseline_runs} runs: save the "
-                     f"baseline again with more (--dlperf-runs), on a quieter machine, or ask for a wider "
-                     f"--dlperf-tolerance")
-        else:
-            more = f", more than --dlperf-max-runs {max_runs}" if max_runs is not None and needed > max_runs else ""
-            would = f"about {needed} runs would decide it{more}"
-        goal = (f"to show it below the threshold {fmt_value(threshold)} {unit}" if below else
-                f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}")
-        lines.append(f"undecided {at}: too noisy for {fmt_pct(tol)} here ({varies}) {goal}; {would}")
-    lines += [*busy_lines(evidence), *probes, *source]
+    failed = inconclusive_fails(j.inconclusive, below)
+    lines = [headline("FAIL" if failed else "INCONCLUSIVE", j.case_id, est, j.unit, expected)]
+    lines.append(busy_stop_line(j.evidence) if j.evidence.stopped == StopReason.BUSY else
+                 _what_would_decide(j, est, expected, below))
+    lines += j.tail
     if failed:
         lines.append("fails: its estimate is below the threshold, not confirmed (--dlperf-inconclusive below)"
-                     if inconclusive == "below" else "fails: --dlperf-inconclusive fail")
+                     if j.inconclusive == "below" else "fails: --dlperf-inconclusive fail")
     return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)
+
+
+#: The verdict of each decision; an undecided case's is :func:`_undecided`.
+DECIDED = {Decision.REGRESSION: _regression, Decision.IMPROVED: _improved, Decision.PASS: _passed}

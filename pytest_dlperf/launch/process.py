@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import jsonio
-from ..protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerSpec, result_rank
+from ..protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerResult, WorkerSpec, result_rank
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_SECONDS = 5.0
@@ -54,13 +54,13 @@ class WorkerOutcome:
     """What a finished (or killed) worker left behind."""
 
     returncode: int | None
-    result: dict[str, Any] | None  # rank 0's
+    result: WorkerResult | None  # rank 0's
     timed_out: bool
     time_limit: float | None
     run_dir: Path
     wall_seconds: float
     result_error: str | None = None
-    rank_results: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    rank_results: dict[int, WorkerResult] = dataclasses.field(default_factory=dict)
 
     @property
     def stderr_path(self) -> Path:
@@ -224,11 +224,6 @@ def deadline_from(progress: Progress | None, current: float) -> float:
     return time.monotonic() + 3.0 * float(progress.step_seconds) * int(progress.remaining_steps) + 60.0
 
 
-def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tuple[float, float]:
-    progress, seen = read_progress(path, last_seen)
-    return deadline_from(progress, current), seen
-
-
 def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: float | None,
                startup_timeout: float = 300.0, command: list[str] | None = None,
                extra_env: dict[str, str] | None = None,
@@ -343,16 +338,17 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start)
 
 
-def _read_results(run_dir: Path) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
-    results: dict[int, dict[str, Any]] = {}
+def _read_results(run_dir: Path) -> tuple[dict[int, WorkerResult], dict[int, str]]:
+    """Each rank's result (schema-checked, typed), and why a rank's could not be read."""
+    results: dict[int, WorkerResult] = {}
     errors: dict[int, str] = {}
     for path in sorted(run_dir.glob(f"{RESULT_PREFIX}*.json")):
         rank = result_rank(path.name)
         if rank is None:
             continue
         try:
-            results[rank] = jsonio.load(path, "result", "worker result")
-        except jsonio.DocumentError as exc:
+            results[rank] = WorkerResult.from_dict(jsonio.load(path, "result", "worker result"))
+        except (jsonio.DocumentError, TypeError) as exc:
             errors[rank] = str(exc)
     return results, errors
 

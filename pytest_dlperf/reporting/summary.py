@@ -6,7 +6,7 @@ measured median, the baseline and the difference in percent, with FAIL / ERROR /
 and CPU utilization, peak RSS, from the workers' telemetry), then regressions,
 improvements, cases without a baseline and skipped cases, each with its one-line reason.
 
-Every function here reads typed records (:class:`~pytest_dlperf.results.CaseResult`).  The
+Every function here reads typed records (:class:`~pytest_dlperf.results.case.CaseResult`).  The
 layout (:func:`model_grids`), the cells and the utilization rows are shared with the
 Markdown report (:mod:`pytest_dlperf.reporting.markdown_tables`), which renders the same figures.
 """
@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 
 from ..cases import Case
 from . import convergence
-from ..results import (CaseResult, Scaling, Status, gpu_unavailable_reason, gpu_utilizations, host_metric,
-                       telemetry_summaries)
+from ..results.case import CaseResult, Scaling, Status
+from ..results.telemetry import gpu_unavailable_reason, gpu_utilizations, host_metric, telemetry_summaries
 from ..gate.format import fmt_value
 from ..gate.verdict import REASON
 

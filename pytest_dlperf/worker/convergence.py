@@ -32,7 +32,7 @@ import os
 import time
 from typing import Any
 
-from ..protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
+from ..protocol import ConvergenceSpec, WorkerResult, WorkerSpec, WorkerStatus
 
 #: Stop reasons, by precedence when the ranks disagree (an all-reduce keeps the largest).
 STOPS = ("", "seconds", "epochs", "diverged", "target")
@@ -231,4 +231,4 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
             "epochs": done / steps_per_epoch, "throughput": done * global_batch / total, "seed": seed,
             "lr": peak, "global_batch": global_batch,
         }
-    result.status = Status.OK
+    result.status = WorkerStatus.OK

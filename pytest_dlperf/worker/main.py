@@ -36,7 +36,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..protocol import Progress, Status, WorkerResult, WorkerSpec, result_file
+from ..protocol import Progress, WorkerResult, WorkerSpec, WorkerStatus, result_file
 from .interference import Interference
 
 
@@ -328,7 +328,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
                                        ranks.world_size, spec.peak_tflops)
         except Exception as exc:  # noqa: BLE001 - a count that fails costs the figure, not the case
             result.warnings.append(f"FLOPs not counted: {type(exc).__name__}: {str(exc).strip()[:300]}")
-    result.status = Status.OK
+    result.status = WorkerStatus.OK
 
 
 def _versions() -> dict[str, str | None]:
@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             from .memory import is_cap_failure
 
             oom = oom or is_cap_failure(exc)
-        result.status = Status.OOM if oom else Status.ERROR
+        result.status = WorkerStatus.OOM if oom else WorkerStatus.ERROR
         result.error = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
                         "traceback": traceback.format_exc()[-8000:]}
     result.versions = _versions()
