@@ -24,11 +24,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .. import environment as environment_mod
 from .. import jsonio
 from ..cases import Case
 from ..gate.evidence import HOST_PROBES
 from ..results.case import Expected
+from . import hardware
 
 DEFAULT_TOLERANCE = 0.05
 STEP_FIELDS = ("warmup_steps", "steps", "repeats")
@@ -145,8 +145,8 @@ def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapp
                     baseline_isa: str | None = None, isa: str | None = None) -> str | None:
     """A note when this run's ``device`` (the worker's ``{"type", "name"}``) is not the baseline's.
 
-    Different GPU models (compared by :func:`environment.same_gpu_model`), different CPU
-    models on a CPU run (:func:`environment.same_cpu_model`) or the same name with another
+    Different GPU models (compared by :func:`.hardware.same_gpu_model`), different CPU
+    models on a CPU run (:func:`.hardware.same_cpu_model`) or the same name with another
     instruction set (``baseline_isa``, ``isa``: :func:`environment.cpu_isa`, where both are
     known), or a CPU run against a GPU baseline (and the reverse). None when they match or
     either side is unknown.
@@ -156,7 +156,7 @@ def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapp
     kind, model = baseline_device
     name = device.get("name")
     if kind == device["type"]:
-        same = environment_mod.same_cpu_model if kind == "cpu" else environment_mod.same_gpu_model
+        same = hardware.same_cpu_model if kind == "cpu" else hardware.same_gpu_model
         if kind == "cpu" and model and name and same(model, name) and baseline_isa and isa \
                 and set(baseline_isa.split()) != set(isa.split()):
             return f"baseline measured on {model} ({baseline_isa}); this machine has {name} ({isa})"

@@ -34,6 +34,7 @@ from .. import environment, jsonio
 from ..cases import OptionError
 from ..gate.tolerance import Noisy
 from . import document as baseline_doc
+from . import hardware
 from .document import Baseline, Entry
 from .save import from_measurements
 
@@ -55,7 +56,7 @@ class Machine:
         return ", ".join([name, *([f"{self.cpus} CPUs"] if self.cpus else []), *([self.isa] if self.isa else [])])
 
     def words(self) -> list[str]:
-        normalize = environment.normalize_cpu_name if self.kind == "cpu" else environment.normalize_gpu_name
+        normalize = hardware.normalize_cpu_name if self.kind == "cpu" else hardware.normalize_gpu_name
         return normalize(self.model or "").split()
 
     def slug(self) -> str:
@@ -75,8 +76,8 @@ class Machine:
                 return False
             if other.isa is not None and self.isa is not None and set(other.isa.split()) != set(self.isa.split()):
                 return False  # the same name, another CPU: bf16 at a tenth of the speed, say
-            return environment.same_cpu_model(self.model, other.model)
-        return environment.same_gpu_model(self.model, other.model)
+            return hardware.same_cpu_model(self.model, other.model)
+        return hardware.same_gpu_model(self.model, other.model)
 
 
 def measured_on(loaded: Baseline) -> Machine | None:

@@ -304,7 +304,7 @@ def header_lines(session: DlperfSession) -> list[str]:
         device = (f"auto -> cuda ({choice.cuda_count} visible)" if choice.kind == "cuda" else
                   "auto -> cpu (no CUDA device is visible: every case trains on the CPU)")
     env = environment.collect(session.config.rootpath)
-    return [f"dlperf: device {device}, {src}", f"dlperf: {environment.header_line(env)}"]
+    return [f"dlperf: device {device}, {src}", f"dlperf: {header_line(env)}"]
 
 
 def params_summary(results: list[CaseResult]) -> dict[str, int | None]:
@@ -315,3 +315,54 @@ def params_summary(results: list[CaseResult]) -> dict[str, int | None]:
         values = {p[key] for p in params}
         out[key] = values.pop() if len(values) == 1 else None
     return out
+
+
+# -- this machine in one line, for pytest's header
+
+
+def _gib(value: int | None) -> str:
+    return f"{value / 2**30:.0f} GiB" if value else "? GiB"
+
+
+def gpu_text(gpus: dict[str, Any]) -> str:
+    """ "8 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4)" or "no GPU: NVML library not found"."""
+    if not gpus.get("count"):
+        return f"no GPU: {gpus.get('reason') or 'none found'}"
+    text = f"{gpus['count']} x {gpus['model']}"
+    if gpus.get("driver"):
+        text += f", driver {gpus['driver']}"
+        if gpus.get("cuda_driver"):
+            text += f" (CUDA {gpus['cuda_driver']})"
+    return text
+
+
+def software_text(versions: dict[str, Any]) -> str:
+    """ "torch 2.4.0, CUDA 12.4, cuDNN 9.1.0" (or "CPU-only torch")."""
+    parts = [f"torch {versions.get('torch')}"]
+    if versions.get("cuda"):
+        parts.append(f"CUDA {versions['cuda']}")
+        if versions.get("cudnn"):
+            parts.append(f"cuDNN {versions['cudnn']}")
+    else:
+        parts.append("CPU-only torch")
+    return ", ".join(parts)
+
+
+def host_text(host: dict[str, Any]) -> str:
+    """ "AMD EPYC 7B13, 16 CPUs (8 cores), 125 GiB"."""
+    cores = f" ({host['cpu_cores']} cores)" if host.get("cpu_cores") else ""
+    return f"{host.get('cpu')}, {host.get('cpu_count')} CPUs{cores}, {_gib(host.get('memory_bytes'))}"
+
+
+def git_text(git: dict[str, Any] | None) -> str:
+    """ "git 3976bea0c1+dirty" or "not a git checkout"."""
+    if not git:
+        return "not a git checkout"
+    return f"git {git['short']}{'+dirty' if git.get('dirty') else ''}"
+
+
+def header_line(env: dict[str, Any]) -> str:
+    """One line for pytest's header: GPUs and driver; torch/CUDA/cuDNN; CPU and memory; git commit."""
+    gpus = env.get("gpus") or {}
+    return "; ".join([gpu_text(gpus), software_text(env.get("versions", {})), host_text(env.get("host", {})),
+                      git_text(env.get("git"))])
