@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import jsonio
 from ..cases import Case
-from ..gate.evidence import HOST_PROBES
+from ..gate.figures import HOST_PROBES
 from ..results.case import Expected
 from . import hardware
 
@@ -35,7 +35,7 @@ STEP_FIELDS = ("warmup_steps", "steps", "repeats")
 # The step counts where neither the command line nor the baseline gives any (README: Options).
 STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 #: An entry's host probes (the median of its counted runs' memory_gbs and core_gflops): what the verdict
-#: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.gate.evidence`).
+#: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.gate.figures`).
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
 VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command")

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..cases import Case
-from ..gate.evidence import HOST_PROBES, Evidence
+from ..gate.evidence import Evidence
+from ..gate.figures import HOST_PROBES
 from ..gate.tolerance import Noisy, noisy
 from .document import DEFAULT_TOLERANCE, STEP_FIELDS, VERSION_2_FIELDS
 
@@ -121,7 +122,7 @@ def slower_host(entry: Mapping[str, Any], references: Sequence[ProbeReference], 
     A baseline measured while the host ran slow (a minute when another tenant took part of its core or its
     memory bandwidth: nothing inside the machine shows it, so its runs are not busy) may sit low by about what
     the host took, and a later slowdown of that size would pass against it: the save says so, and the
-    entry keeps the note (a note: the probes decide nothing, :mod:`pytest_dlperf.gate.evidence`).
+    entry keeps the note (a note: the probes decide nothing, :mod:`pytest_dlperf.gate.figures`).
     """
     found = []
     for probe in HOST_PROBES:

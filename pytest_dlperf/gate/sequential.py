@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..results.case import Expected
 from ..results.runs import Attempt
 from . import evidence as ev
+from . import figures as fig
 from .evidence import Evidence, StopReason
 
 #: The longest wait before the run after a busy one (never longer than that run took).
@@ -42,20 +43,20 @@ class Budget:
     first_runs: int = 1  # --dlperf-runs: runs before the first decision
     max_runs: int = 10  # --dlperf-max-runs
     max_seconds: float | None = None  # --dlperf-max-seconds
-    max_interference: float | None = ev.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
-    max_bandwidth_drop: float | None = ev.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop: named beyond it
-    max_core_drop: float | None = ev.MAX_CORE_DROP  # --dlperf-max-core-drop: named beyond it
+    max_interference: float | None = fig.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
+    max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop: named beyond it
+    max_core_drop: float | None = fig.MAX_CORE_DROP  # --dlperf-max-core-drop: named beyond it
 
     @property
     def probe_drops(self) -> dict[str, float | None]:
-        return {ev.MEMORY.key: self.max_bandwidth_drop, ev.CORE.key: self.max_core_drop}
+        return {fig.MEMORY.key: self.max_bandwidth_drop, fig.CORE.key: self.max_core_drop}
 
 
 #: Evidence runs a regression needs before it is declared (while the run budget allows them).
 REGRESSION_RUNS = 2
 
 
-def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
+def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
            tolerance: float) -> tuple[ev.Estimate | None, ev.Decision, bool]:
     """The estimate from the runs that are evidence, what it decides (no baseline: pass), and whether the busy
     runs are in it.
@@ -106,7 +107,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     its figure and spread come from as many runs of a quiet machine as were asked for.
 
     ``probe_runs``: the baseline's runs' host probe readings (by key), for the probes' own spread
-    (:func:`pytest_dlperf.gate.evidence.probe_notes`).
+    (:func:`pytest_dlperf.gate.figures.probe_notes`).
 
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided
@@ -114,7 +115,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     """
     tolerance = expected.tolerance if expected is not None else 0.05
     references = {probe.key: getattr(expected, probe.key, None) if expected is not None else None
-                  for probe in ev.HOST_PROBES}
+                  for probe in fig.HOST_PROBES}
     started = time.monotonic()
     attempts: list[Attempt] = []
     while True:
@@ -122,11 +123,11 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         attempts.append(measure_one(index))
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
-        figures = ev.run_figures(attempt.runs, budget.max_interference)
+        figures = fig.run_figures(attempt.runs, budget.max_interference)
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance)
-        notes = ev.probe_notes(figures, references, probe_runs, budget.probe_drops)
+        notes = fig.probe_notes(figures, references, probe_runs, budget.probe_drops)
         evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted, notes)
         # A regression needs REGRESSION_RUNS runs that agree: one fresh run can be an outlier the spread
         # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose

@@ -75,7 +75,7 @@ class CaseRow:
     baseline: float | None = None
     tolerance: float | None = None
     #: The median memory bandwidth its counted runs' probe measured (GB/s; schema version 2), the
-    #: reference that marks a later run on a slower host busy (:mod:`pytest_dlperf.gate.evidence`).
+    #: reference that marks a later run on a slower host busy (:mod:`pytest_dlperf.gate.figures`).
     memory_gbs: float | None = None
     #: The median core speed its counted runs' core probe measured (GFLOP/s; schema version 3), likewise.
     core_gflops: float | None = None

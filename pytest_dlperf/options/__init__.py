@@ -20,7 +20,7 @@ import pytest
 from .. import jsonio
 from ..cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from ..controller.batchsearch import MAX_TRIALS
-from ..gate.evidence import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
+from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from ..gate.verdict import INCONCLUSIVE_POLICIES
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
 from .readers import (Given, Reader, choice, endpoint, folder, integer, link_patterns, listed, memory_size, number,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..gate.evidence import HOST_PROBES
+from ..gate.figures import HOST_PROBES
 from ..results.case import CaseResult, Status
 from ..results.telemetry import gpu_utilizations, host_metric, telemetry_summaries
 

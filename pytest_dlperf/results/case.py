@@ -65,7 +65,7 @@ class Expected:
     #: last N sessions' figures), for statistics that use their spread; None for a baseline file's figure.
     figures: tuple[float, ...] | None = None
     #: The memory bandwidth (GB/s) the baseline's runs measured, the reference that marks a run on a
-    #: slower host busy (:func:`pytest_dlperf.gate.evidence.run_figures`); None where none was kept.
+    #: slower host busy (:func:`pytest_dlperf.gate.figures.run_figures`); None where none was kept.
     memory_gbs: float | None = None
     #: The core speed (GFLOP/s) the baseline's runs' core probe measured, likewise; None where none was kept.
     core_gflops: float | None = None

@@ -32,7 +32,7 @@ last (never inside a timed window; chained like the telemetry sampler, :meth:`st
   bandwidth flat, the probe followed them (r = 0.90).
 
 Clock throttling is already sampled by the telemetry (``throttle_reasons``); the controller
-reads it from there (:mod:`pytest_dlperf.gate.evidence`).
+reads it from there (:mod:`pytest_dlperf.gate.figures`).
 """
 
 from __future__ import annotations
