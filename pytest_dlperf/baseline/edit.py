@@ -197,27 +197,9 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
                                       "parameters": params})
             lines.append(f"updated {case.id}: {fmt_value(old)} -> {fmt_value(new)} {rec['unit']} "
                          f"({100 * (new / old - 1):+.1f}%)")
-        entry.update(throughput=new, unit=rec["unit"], source=source)
-        replaced = ProbeReference("the entry it replaces,", entry.get("memory_gbs"),
-                                               entry.get("core_gflops"))
-        for key in ("runs", *PROBE_FIELDS):
-            entry.pop(key, None)
-        entry.update(kept_runs(rec))  # the new figure's own runs and host probes, or none
-        drop_slower_host_note(entry)
-        if same_machine:
-            tolerance = entry.get("tolerance", defaults.get("tolerance", DEFAULT_TOLERANCE))
-            reason = slower_host(entry, [replaced], tolerance)
-            if reason:
-                add_slower_host_note(entry, reason)
-                lines.append(f"{case.id}: measured while the host ran slower: {reason}; a slowdown that size "
-                             "can pass against its figure (update it from several sessions' results: --from each)")
+        lines.extend(_refresh(entry, rec, new, source, defaults, same_machine))
         if any(key in entry for key in VERSION_2_FIELDS):
             document["schema_version"] = 2
-        # The entry stands for the step counts the figure was measured with (cmd_update has checked
-        # that they are the entry's own unless --force).
-        measured_with = {k: v for k, v in (rec.get("parameters") or {}).items()
-                         if k in STEP_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
-        record_method(entry, measured_with, defaults)
     touched = {c["case"] for c in record["updated"] + record["added"]}
     kept = [case_id for case_id in entries if case_id not in touched]
     if kept:
@@ -226,6 +208,33 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
     if touched:
         document.setdefault("provenance", {"source": "pytest-dlperf"}).setdefault("updates", []).append(record)
     return document, lines
+
+
+def _refresh(entry: dict[str, Any], rec: Mapping[str, Any], new: float, source: str, defaults: Mapping[str, Any],
+             same_machine: bool) -> list[str]:
+    """``entry`` with the figure ``new`` of the results record ``rec``: its runs and host probes, a note where the
+    host ran slower than when the entry was measured (``same_machine`` only), the step counts it stands for."""
+    lines = []
+    case_id = _case(rec["case"]).id
+    entry.update(throughput=new, unit=rec["unit"], source=source)
+    replaced = ProbeReference("the entry it replaces,", entry.get("memory_gbs"), entry.get("core_gflops"))
+    for key in ("runs", *PROBE_FIELDS):
+        entry.pop(key, None)
+    entry.update(kept_runs(rec))  # the new figure's own runs and host probes, or none
+    drop_slower_host_note(entry)
+    if same_machine:
+        tolerance = entry.get("tolerance", defaults.get("tolerance", DEFAULT_TOLERANCE))
+        reason = slower_host(entry, [replaced], tolerance)
+        if reason:
+            add_slower_host_note(entry, reason)
+            lines.append(f"{case_id}: measured while the host ran slower: {reason}; a slowdown that size "
+                         "can pass against its figure (update it from several sessions' results: --from each)")
+    # The entry stands for the step counts the figure was measured with (cmd_update has checked
+    # that they are the entry's own unless --force).
+    measured_with = {k: v for k, v in (rec.get("parameters") or {}).items()
+                     if k in STEP_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
+    record_method(entry, measured_with, defaults)
+    return lines
 
 
 def _steps(counts: Mapping[str, Any]) -> str:

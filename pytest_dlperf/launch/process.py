@@ -291,39 +291,14 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
 
     start = time.monotonic()
     deadline = start + (timeout if timeout is not None else startup_timeout)
-    seen = 0.0
-    timed_out = False
     with open(run_dir / "stdout.log", "wb") as out, open(run_dir / "stderr.log", "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=child_env, cwd=cwd or os.getcwd())
         with _live_lock:
             _live_runs[proc.pid] = run_id
         try:
-            with _ExitWaiter(proc) as exited:
-                last = None
-                while not exited(POLL_SECONDS):
-                    fresh = None
-                    if progress_path is not None:
-                        fresh, seen = read_progress(progress_path, seen)
-                    last = fresh or last
-                    if timeout is None and fresh is not None:
-                        deadline = deadline_from(fresh, deadline)
-                    if follow is not None:
-                        followed, fresh = follow()
-                        last = fresh or last
-                        deadline = followed if timeout is None else deadline
-                    if on_progress is not None:
-                        on_progress(last, time.monotonic() - start)
-                    if time.monotonic() > deadline:
-                        timed_out = True
-                        kill_run(proc.pid, run_id)
-                        proc.wait()
-                        break
-                if not timed_out and progress_path is not None and on_progress is not None:
-                    # The run's last progress (its windows done), which a run shorter than a poll leaves unread.
-                    fresh, seen = read_progress(progress_path, seen)
-                    if fresh is not None:
-                        on_progress(fresh, time.monotonic() - start)
+            timed_out, deadline = _watch(proc, run_id, start, deadline, timeout is not None, progress_path,
+                                         on_progress, follow)
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.
@@ -336,6 +311,39 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 _live_runs.pop(proc.pid, None)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start)
+
+
+def _watch(proc: subprocess.Popen, run_id: str, start: float, deadline: float, fixed: bool,
+           progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
+           follow: Callable[[], tuple[float, Progress | None]] | None) -> tuple[bool, float]:
+    """Wait for ``proc``, looking at its progress once a second; kill its run at the deadline (moved by each
+    report unless the limit is ``fixed``).  Returns whether it timed out, and the deadline it ended with."""
+    seen = 0.0
+    with _ExitWaiter(proc) as exited:
+        last = None
+        while not exited(POLL_SECONDS):
+            fresh = None
+            if progress_path is not None:
+                fresh, seen = read_progress(progress_path, seen)
+            last = fresh or last
+            if not fixed and fresh is not None:
+                deadline = deadline_from(fresh, deadline)
+            if follow is not None:
+                followed, fresh = follow()
+                last = fresh or last
+                deadline = followed if not fixed else deadline
+            if on_progress is not None:
+                on_progress(last, time.monotonic() - start)
+            if time.monotonic() > deadline:
+                kill_run(proc.pid, run_id)
+                proc.wait()
+                return True, deadline
+        if progress_path is not None and on_progress is not None:
+            # The run's last progress (its windows done), which a run shorter than a poll leaves unread.
+            fresh, seen = read_progress(progress_path, seen)
+            if fresh is not None:
+                on_progress(fresh, time.monotonic() - start)
+    return False, deadline
 
 
 def _read_results(run_dir: Path) -> tuple[dict[int, WorkerResult], dict[int, str]]:
