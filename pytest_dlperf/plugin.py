@@ -1,9 +1,10 @@
 """The pytest plugin: hook implementations only, each delegating to the module that does the work.
 
-The data path, one module each: options (:mod:`.options`) -> cases (:mod:`.collect`) ->
-runs (:mod:`.session`, :mod:`.runs`) -> worker (:mod:`.worker`) -> result
-(:mod:`.results`) -> verdict (:mod:`.verdict`) -> reports (:mod:`.outputs`,
-:mod:`.reporting`).  Without any ``--dlperf-*`` option the plugin adds no case.
+The data path, one folder or module each: options (:mod:`.options`) -> cases (:mod:`.collect`) ->
+the controller (:mod:`.controller`: the session and its case kinds) -> launch (:mod:`.launch`) -> worker
+(:mod:`.worker`) -> gate (:mod:`.gate`) -> results (:mod:`.results`) -> baseline (:mod:`.baseline`) ->
+reports (:mod:`.controller.outputs`, :mod:`.reporting`, :mod:`.history`).  Without any ``--dlperf-*``
+option the plugin adds no case.
 """
 
 from __future__ import annotations

@@ -83,7 +83,8 @@ def windows_of(records: list[parsers.Record], warmup: int, steps: int, repeats: 
     return out
 
 
-def combine_ranks(per_rank: dict[int, list[dict[str, Any]]], scope: str, world: int) -> tuple[list[dict[str, Any]], list[str]]:
+def combine_ranks(per_rank: dict[int, list[dict[str, Any]]], scope: str,
+                  world: int) -> tuple[list[dict[str, Any]], list[str]]:
     """The job's windows from each logging rank's: their median (global figures) or their sum (per-rank ones)."""
     ranks = sorted(per_rank)
     count = min(len(per_rank[r]) for r in ranks)
@@ -205,11 +206,11 @@ def failure(run: Run, outcome: process.CommandOutcome, follower: LogFollower) ->
         paths = [p for p in (launcher.rank_stderr(outcome.run_dir, reported[0]),
                              launcher.rank_stdout(outcome.run_dir, reported[0])) if p] + paths
     if outcome.timed_out and fixed_timeout(run.spec, run.params) is not None:
-        return FailureKind.TIMEOUT, (f"{case.id}: timed out after {outcome.time_limit:.0f} s (--dlperf-timeout, else the "
-                           f"command's timeout); its process group was killed{log_tail(paths)}")
+        return FailureKind.TIMEOUT, (f"{case.id}: timed out after {outcome.time_limit:.0f} s (--dlperf-timeout, else "
+                                     f"the command's timeout); its process group was killed{log_tail(paths)}")
     if outcome.timed_out:
-        return FailureKind.TIMEOUT, (f"{case.id}: the command {follower.hung(outcome.time_limit)}; its process group was "
-                           f"killed{log_tail(paths)}")
+        return FailureKind.TIMEOUT, (f"{case.id}: the command {follower.hung(outcome.time_limit)}; its process group "
+                                     f"was killed{log_tail(paths)}")
     text = " ".join(process.tail(p, 60).lower() for p in paths)
     if any(marker in text for marker in OOM_MARKERS):
         return FailureKind.OOM, (f"{case.id}: out of memory at batch size {case.batch_size}: {who} ended with "

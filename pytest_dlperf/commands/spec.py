@@ -4,7 +4,7 @@ A :class:`CommandSpec` is registered under a name in the model registry, so a co
 is collected, selected, skipped and judged as a built-in case is (its id reads
 ``ngc-rn50-amp-bs256-gpu8``, its markers are the same).  It has no model for our worker to
 build: the session measures it with :func:`pytest_dlperf.commands.measure.measure` instead
-(:mod:`pytest_dlperf.measurers`), which runs the command through the launchers and reads
+(:data:`pytest_dlperf.controller.throughput.MEASURERS`), which runs the command through the launchers and reads
 its log with a parser (:mod:`pytest_dlperf.commands.parsers`).
 
 The command is a list of arguments with placeholders (``str.format`` fields):

@@ -38,7 +38,8 @@ class ConvergenceKind(CaseKind):
 
     def run(self, ctx: Context, case: Case, entry: baseline_mod.Entry | None, nodeid: str,
             properties: Properties) -> None:
-        """Train ``case`` to its target in ``seeds`` fresh runs, judge and record it; raise CaseFailed when it failed."""
+        """Train ``case`` to its target in ``seeds`` fresh runs, judge and record it; raise CaseFailed when it
+        failed."""
         spec = models.get_model_spec(case.model)
         goal = goal_of(case, entry)
         runs = (entry.seeds if entry is not None and entry.seeds else None) or ctx.options.runs

@@ -182,7 +182,8 @@ def measured_reference(ctx: Context, case: Case, params: RunParams) -> tuple[flo
     references = ctx.references
     if one not in references.figures:
         try:
-            attempt = measure_attempt(one, models.get_model_spec(one.model), dataclasses.replace(params, runs=1, launcher="local"),
+            attempt = measure_attempt(one, models.get_model_spec(one.model),
+                                      dataclasses.replace(params, runs=1, launcher="local"),
                                       ctx.case_dir(case) / "reference", get_launcher("local"))
             references.figures[one] = attempt.summary.median
         except CaseError as exc:

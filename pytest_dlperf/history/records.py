@@ -161,8 +161,9 @@ def case_rows(results: Iterable[CaseResult]) -> list[CaseRow]:
         rows.append(CaseRow(
             case_id=result.id, case=result.case.to_dict(), unit=result.unit, throughput=result.throughput,
             runs=runs, verdict=verdict, baseline=baseline, tolerance=tolerance,
+            # The median of the counted runs' host probes, as a saved baseline entry keeps them.
             memory_gbs=evidence.probe_median("memory_gbs") if evidence is not None else None,
-            core_gflops=evidence.probe_median("core_gflops") if evidence is not None else None,  # as a baseline keeps it
+            core_gflops=evidence.probe_median("core_gflops") if evidence is not None else None,
             message=result.message or None,
             busy=busy[-1].busy if busy and evidence.estimate is None else None,
             busy_runs=len(busy) if evidence is not None else None,

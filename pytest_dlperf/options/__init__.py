@@ -1,10 +1,10 @@
 """Options: every ``--dlperf-*`` option and its ini twin, declared once (:data:`OPTIONS`).
 
 Each :class:`Option` of the table says its name, help, metavar and how its value is read (a
-:data:`~.readers.Reader`, :mod:`.readers`); from the table come pytest's options and ini names (:func:`add_options`), the
-parsed :class:`Options` of a session (one attribute per option, read and checked once, before any
-case is collected) and the Markdown reference (:func:`option_reference`, ``dlperf options``,
-docs/options.md).  A value that does not read is an :class:`~pytest_dlperf.cases.OptionError`
+:data:`~.readers.Reader`, :mod:`.readers`); from the table come pytest's options and ini names
+(:func:`add_options`), the parsed :class:`Options` of a session (one attribute per option, read and
+checked once, before any case is collected) and the Markdown reference (:func:`option_reference`,
+``dlperf options``, docs/options.md).  A value that does not read is an :class:`~pytest_dlperf.cases.OptionError`
 naming the option, which the plugin turns into a usage error.  The ini twin of ``--dlperf-foo-bar``
 is ``dlperf_foo_bar`` in pytest's ini file; the output paths (``--dlperf-json`` and the like) have none.
 """
@@ -67,11 +67,12 @@ def _switch(name: str, help: str) -> Option:
 
 #: Every option, in the order ``pytest --help`` and docs/options.md list them.
 OPTIONS = (
-    Option("baseline", "baseline JSON: its cases are collected and judged against it; or a folder of baselines, one "
-                       "per machine class: the file whose hardware matches this machine.", "PATH", field="baseline_path"),
-    Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it describes, "
-                              "which the next session on this machine gates against (default .dlperf/baselines under "
-                              "the rootdir).", "DIR", record_folder),
+    Option("baseline", "baseline JSON: its cases are collected and judged against it; or a folder of baselines, "
+                       "one per machine class: the file whose hardware matches this machine.", "PATH",
+           field="baseline_path"),
+    Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
+                              "describes, which the next session on this machine gates against (default "
+                              ".dlperf/baselines under the rootdir).", "DIR", record_folder),
     Option("model", "models for cases without a baseline entry (comma list).", "NAMES", listed(parse_list),
            action="append", field="models"),
     Option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).", "LIST",

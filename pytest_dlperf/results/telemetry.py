@@ -1,7 +1,8 @@
 """Readers of the workers' telemetry summaries, shared by the utilization gate and the reports.
 
-A case's ``telemetry`` is one summary (one rank) or one per rank (:attr:`pytest_dlperf.results.case.CaseResult.telemetry`),
-each as the worker's sampler wrote it (:mod:`pytest_dlperf.worker.telemetry`).
+A case's ``telemetry`` is one summary (one rank) or one per rank
+(:attr:`pytest_dlperf.results.case.CaseResult.telemetry`), each as the worker's sampler wrote it
+(:mod:`pytest_dlperf.worker.telemetry`).
 """
 
 from __future__ import annotations
