@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__, jsonio
-from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
-from .history import command as history_command
-from .results.case import cases_from
 from .baseline.edit import diff_lines, merge_results, method_mismatches, updated_baseline
+from .history import command as history_command
+from .reporting import markdown as markdown_report
+from .results.case import cases_from
 
 OK, NO, TROUBLE = 0, 1, 2
 

@@ -15,9 +15,9 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import commands, convergence, data, models
+from .cases import Case, check_settings, matrix
 from .commands.train_time import judged_by_time
 from .controller.session import SESSION
-from .cases import Case, check_settings, matrix
 from .results.case import CaseFailed
 
 if TYPE_CHECKING:

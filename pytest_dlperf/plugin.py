@@ -14,14 +14,14 @@ import signal
 import pytest
 
 from . import collect, jsonio, models, options
-from .controller import outputs
-from .launch import process
 from .baseline import machines
 from .cases import PRECISIONS, OptionError
+from .controller import outputs
+from .controller.session import SESSION, DlperfSession
 from .history import hooks as history_hooks
+from .launch import process
 from .reporting import benchmark_json
 from .results.case import Status
-from .controller.session import SESSION, DlperfSession
 
 REGISTRY = pytest.StashKey[dict]()
 OUTPUTS = pytest.StashKey[outputs.Outputs]()

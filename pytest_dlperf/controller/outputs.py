@@ -21,11 +21,11 @@ import pytest
 from .. import baseline as baseline_mod
 from .. import environment, jsonio
 from ..baseline import machines
+from ..gate.tolerance import Noisy, summary_line
 from ..history import hooks as history_hooks
 from ..reporting import markdown, plots, summary
 from ..results.case import CaseResult, as_dicts
 from .session import DlperfSession
-from ..gate.tolerance import Noisy, summary_line
 
 if TYPE_CHECKING:
     from ..history.html import SiteSummary

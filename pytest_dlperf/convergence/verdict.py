@@ -17,10 +17,10 @@ import dataclasses
 from collections.abc import Sequence
 
 from ..gate import evidence as ev
-from ..results.case import Status
-from ..gate.stats import summarize
 from ..gate.format import fmt_pct
+from ..gate.stats import summarize
 from ..gate.verdict import Verdict, inconclusive_fails
+from ..results.case import Status
 from .figures import RunFigures
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .dashboard import SPARK_NIGHTS, CaseView, Night, Standing, StepState, utc
 from .charts import VERDICTS, extra_figure, fmt, link_target, pct, trend_figure, verdict_style
+from .dashboard import SPARK_NIGHTS, CaseView, Night, Standing, StepState, utc
 
 HERE = Path(__file__).resolve().parent
 ASSETS = HERE / "assets"

@@ -16,9 +16,9 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..gate.format import fmt_pct, fmt_value
 from ..results.case import CaseResult
 from ..results.telemetry import gpu_metric, host_metric, telemetry_summaries
-from ..gate.format import fmt_pct, fmt_value
 from . import summary as report
 
 # The method's parameters: (key in a case's "parameters", what it means).

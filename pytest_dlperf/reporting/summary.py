@@ -18,11 +18,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from ..cases import Case
-from . import convergence
-from ..results.case import CaseResult, Scaling, Status
-from ..results.telemetry import gpu_unavailable_reason, gpu_utilizations, host_metric, telemetry_summaries
 from ..gate.format import fmt_value
 from ..gate.verdict import REASON
+from ..results.case import CaseResult, Scaling, Status
+from ..results.telemetry import gpu_unavailable_reason, gpu_utilizations, host_metric, telemetry_summaries
+from . import convergence
 
 MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +", Status.INCONCLUSIVE: " ~"}
 
