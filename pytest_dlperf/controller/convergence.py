@@ -55,7 +55,7 @@ class ConvergenceKind(CaseKind):
         done = ctx.measured(result, properties, measure_runs, remote=lambda ranks: remote)
         if done is None:
             return
-        figures = [RunFigures.from_dict(run.convergence or {}) for run in done]
+        figures = [RunFigures.from_dict(run.convergence) for run in done]
         warnings = sorted({w for run in done for w in run.warnings})
         record_time(ctx, case, entry, result, figures, done, goal.to_dict(), describe(goal),
                     done[0].device or {}, warnings, properties)

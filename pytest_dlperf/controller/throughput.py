@@ -76,11 +76,14 @@ class ThroughputKind(CaseKind):
         params = ctx.params_for(entry)
         result = ctx.start(case, nodeid, spec.unit, params)
 
-        def measure() -> tuple[Attempt, Evidence]:
+        def measure() -> tuple[Attempt, Evidence, tuple[Verdict, Scaling | None] | None]:
             measured = case
             if case.searches_batch:
                 measured, result.max_batch = ctx.searches.resolve(case, spec, params, ctx.case_dir(case) / "max-batch")
-            return measure_runs(ctx, case, measured, spec, params, entry, result)
+            attempt, evidence = measure_runs(ctx, case, measured, spec, params, entry, result)
+            # Judged inside the case's time: a 1-rank reference may still be measured (measured_reference).
+            judged = None if ctx.options.data_only else judge_attempt(ctx, case, entry, attempt, evidence, params)
+            return attempt, evidence, judged
 
         def remote(ranks: list[int]) -> str:  # a torchrun job across nodes: rank 0's node measures, gates, reports
             return f"{case.id}: rank(s) {', '.join(map(str, ranks))} of {case.gpus} ran on this node; the node of " \
@@ -90,12 +93,12 @@ class ThroughputKind(CaseKind):
                             relabel=lambda message: ctx.searches.relabel(message, case, ctx.device))
         if done is None:
             return
-        attempt, evidence = done
-        if ctx.options.data_only:
+        attempt, evidence, judged = done
+        if judged is None:  # --dlperf-data-only
             record_data_only(ctx, entry, result, attempt)
             properties.extend(junit.data_only_properties(result.data))
             return
-        verdict, scale = judge_attempt(ctx, case, entry, attempt, evidence, params)
+        verdict, scale = judged
         record_judged(ctx, case, entry, result, attempt, evidence, verdict, scale)
         properties.extend(junit.properties(result))
         benchmark_json.add_case(ctx.config, result)
