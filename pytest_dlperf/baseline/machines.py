@@ -253,7 +253,7 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
         return 0, []
     noisy_cases: list[Noisy] = []
     document = from_measurements(records, env, tolerance=default_tolerance, noisy_cases=noisy_cases,
-                                              commands=loaded.commands, max_runs=max_runs)
+                                 commands=loaded.commands, max_runs=max_runs)
     for case, entry in zip(document["cases"], entries):
         case.setdefault("tolerance", default_tolerance)  # its own: a recorded file's defaults may differ
         for key in ("min_scaling_efficiency", "min_gpu_utilization"):
