@@ -364,7 +364,7 @@ machine_facts() {
     fi
     "$PY" -c 'import json, sys; from pytest_dlperf import environment; print(json.dumps(environment.collect(sys.argv[1]), indent=2))' \
         "$ROOT" >"$dir/environment.json" 2>&1 || echo "environment.collect failed: see $dir/environment.json"
-    "$PY" -c 'import json, sys; from pytest_dlperf import environment as e; print("dlperf:", e.header_line(json.load(open(sys.argv[1]))))' \
+    "$PY" -c 'import json, sys; from pytest_dlperf.controller.outputs import header_line; print("dlperf:", header_line(json.load(open(sys.argv[1]))))' \
         "$dir/environment.json" 2>/dev/null || true
     "$PY" -m pip freeze >"$dir/pip-freeze.txt" 2>&1 || true
 }

@@ -68,7 +68,7 @@ def test_history_finds_the_step_its_size_and_what_changed(store_url, kind, capsy
     out = capsys.readouterr().out
     assert status == 0, out  # no step starts at the newest figures
     with open_store(store_url) as store:
-        (history,) = analysis.analyze_all(store.points())
+        (history,) = [analysis.analyze(group) for _, group in sorted(analysis.series(store.points()).items())]
     assert len(history.points) == 40
     if kind == "none":
         assert history.change_points == () and "no change point" in out
@@ -287,7 +287,8 @@ def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
     inconclusive and busy nights."""
     from pytest_dlperf.cases import Case
     from pytest_dlperf.history.records import case_rows
-    from pytest_dlperf.results import CaseResult, Expected, Scaling, Status
+    from pytest_dlperf.gate.evidence import Evidence
+    from pytest_dlperf.results.case import CaseResult, Expected, Scaling, Status
 
     def result(case_id, verdict, throughput, **fields):
         case = fields.pop("case", Case("tiny", "fp32", 32, 1))
@@ -298,10 +299,11 @@ def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
     counted_run = {"index": 1, "throughput": 990.0, "busy": None}
     results = [
         result("a", Status.PASS, 990.0, baseline=Expected(1000.0, "img/s", 0.05),
-               evidence={"estimate": {"value": 990.0}, "runs": [busy_run, counted_run]},
+               evidence=Evidence.from_dict({"estimate": {"value": 990.0}, "runs": [busy_run, counted_run]}),
                scaling=Scaling(2, 600.0, "this session", 1.65, 0.825, None), flops={"mfu": 0.41}),
-        result("b", Status.INCONCLUSIVE, 950.0, evidence={"estimate": {"value": 950.0}, "runs": [counted_run]}),
-        result("c", Status.INCONCLUSIVE, 400.0, evidence={"estimate": None, "runs": [busy_run]}),
+        result("b", Status.INCONCLUSIVE, 950.0,
+               evidence=Evidence.from_dict({"estimate": {"value": 950.0}, "runs": [counted_run]})),
+        result("c", Status.INCONCLUSIVE, 400.0, evidence=Evidence.from_dict({"estimate": None, "runs": [busy_run]})),
         result("d", Status.SKIPPED, None),
         result("e", Status.PASS, None, case=Case("tiny", "fp32", 32, 1, target={"metric": "top1", "value": 0.9}),
                convergence={"seconds_to_target": 7.5, "baseline": {"seconds": 8.0, "tolerance": 0.5}}),
