@@ -191,3 +191,21 @@ def test_the_worker_side_never_imports_the_controller():
         for name in [m for m in MODULES if m == f"{NAME}.{side}" or m.startswith(f"{NAME}.{side}.")]:
             reached = sorted(m for m in reach(edges, name) if m.startswith(controller))
             assert not reached, f"{name} reaches {reached}"
+
+
+def test_no_package_name_is_shadowed_by_its_own_module():
+    # A package that imports a function ``save`` and also has a module ``save.py`` exports the module: importing
+    # ``pkg.save`` binds the module to the package's name after ``from .document import save`` bound the function.
+    import importlib
+
+    shadowed = []
+    for name, path in MODULES.items():
+        if path.name != "__init__.py":
+            continue
+        package = importlib.import_module(name)
+        for child in path.parent.glob("*.py"):
+            attribute = getattr(package, child.stem, None)
+            declared = child.stem in getattr(package, "__all__", ())
+            if declared and getattr(attribute, "__name__", None) == f"{name}.{child.stem}":
+                shadowed.append(f"{name}.{child.stem}")
+    assert not shadowed, f"names the package exports that its own modules replace: {shadowed}"

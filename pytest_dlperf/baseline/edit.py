@@ -22,7 +22,7 @@ from ..gate.evidence import Evidence
 from ..gate.format import fmt_value
 from ..results.case import CaseResult
 from .document import DEFAULT_TOLERANCE, PROBE_FIELDS, STEP_FIELDS, VERSION_2_FIELDS, method, plain_case, record_method
-from .save import ProbeReference, add_slower_host_note, drop_slower_host_note, kept_runs, slower_host
+from .measured import ProbeReference, add_slower_host_note, drop_slower_host_note, kept_runs, slower_host
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from ..gate.tolerance import Noisy
 from . import document as baseline_doc
 from . import hardware
 from .document import Baseline, Entry
-from .save import from_measurements
+from .measured import from_measurements
 
 
 @dataclasses.dataclass(frozen=True)
