@@ -319,3 +319,49 @@ def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
     session = SessionRow(id="s", created="2026-11-01T00:00:00", machine=MACHINE)
     points = [analysis.Point(session, row) for row in rows.values()]
     assert [p.case.case_id for (_, _), group in analysis.series(points).items() for p in group] == ["a"]
+
+
+def test_the_split_cost_is_ruptures_l2_and_finds_its_split():
+    """The cumulative-sum cost gives ruptures' CostL2 values, and Binseg with it the split Binseg(model="l2") finds."""
+    import ruptures
+
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        n = int(rng.integers(8, 120))
+        x = 1000 * (1 + 0.02 * rng.standard_normal(n))
+        x[int(rng.integers(3, n - 3)):] *= 1 + rng.choice([-0.08, -0.02, 0.0, 0.03])
+        ours = changepoints._cost_l2_sums()().fit(x.reshape(-1, 1))
+        theirs = ruptures.costs.CostL2().fit(x.reshape(-1, 1))
+        for start, end in [(0, n), (0, 3), (2, n - 1), (n // 2, n)]:
+            assert ours.error(start, end) == pytest.approx(theirs.error(start, end), rel=1e-9, abs=1e-6)
+        reference = ruptures.Binseg(model="l2", min_size=3, jump=1).fit(x.reshape(-1, 1)).predict(n_bkps=1)[0]
+        assert changepoints._best_split(x, 3) == reference, trial
+
+
+def test_the_curtailed_permutation_test_decides_as_the_full_one():
+    """No change: stopped after the first 99 permutations, p far above ALPHA.  A clear step: every permutation
+    drawn, p at the full test's resolution.  Across steps of every size the decision is the full test's
+    (scipy's permutation_test with all 999), wherever that one's p-value is not within its own Monte Carlo
+    error of ALPHA."""
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    flat = 1 + 0.02 * rng.standard_normal(60)
+    p = changepoints._split_pvalue(flat, 3, seed=1)
+    assert p > 0.1 and round(p * (changepoints.FIRST_PERMUTATIONS + 1)) == pytest.approx(
+        p * (changepoints.FIRST_PERMUTATIONS + 1))
+    stepped = np.concatenate([flat[:30], flat[30:] * 0.9])
+    p = changepoints._split_pvalue(stepped, 3, seed=1)
+    assert p == 1 / (changepoints.PERMUTATIONS + 1)
+    compared = 0
+    for size in np.linspace(0, 0.03, 16):
+        x = np.concatenate([flat[:40], flat[40:] * (1 - size)])
+        full = stats.permutation_test(
+            (x,), lambda s, axis: changepoints._split_gain(s, axis, 3), permutation_type="pairings",
+            vectorized=True, n_resamples=changepoints.PERMUTATIONS, alternative="greater",
+            rng=np.random.default_rng(7)).pvalue
+        if abs(full - changepoints.ALPHA) < 0.008:
+            continue
+        compared += 1
+        assert (changepoints._split_pvalue(x, 3, seed=2) <= changepoints.ALPHA) == (full <= changepoints.ALPHA), size
+    assert compared >= 12
