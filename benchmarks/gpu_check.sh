@@ -449,7 +449,7 @@ command1() {
         --budget $((limit > 60 ? limit - 50 : 10)) --verbose --keep "$logs/verdict-sessions"
         --baseline-file "$STATE/verdict-baseline.json")
     DRY_CMD=("$PY" benchmarks/verdict_quality.py --model tiny --batch-size 8 --device cpu --slowdown 0.2
-        --sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --budget 60 --verbose
+        --sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --budget 120 --verbose
         --keep "$logs/verdict-sessions" --baseline-file "$STATE/verdict-baseline.json")
     run_step verdicts "$(own_limit verdicts)" "$logs/verdicts.log" -- "${vq[@]}"
     if [[ -f "$STATE/verdict-baseline.json" ]]; then cp "$STATE/verdict-baseline.json" "$logs/"; fi
