@@ -170,7 +170,8 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
         if tr:
             tr.write_line(f"dlperf: session interrupted; {path} not written", red=True)
         return
-    measured = [r.to_dict() for r in session.results if r.measured]
+    measured = [r.to_dict() for r in session.results if r.measured and r.unsaved is None]
+    unsaved = [r for r in session.results if r.measured and r.unsaved is not None]
     steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
     tolerance = session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
     noisy_cases: list[Noisy] = []
@@ -179,8 +180,19 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
                                               noisy_cases=noisy_cases, commands=commands,
                                               max_runs=session.options.max_runs)
     slower = _slower_host(session, path, env, document)
+    kept = _keep_replaced_entries(path, unsaved, document)
+    if unsaved and not document["cases"]:
+        if tr:
+            for result in unsaved:
+                tr.write_line(f"dlperf: --dlperf-save-baseline: {result.id} {result.unsaved.split(':')[0]}", red=True)
+            tr.write_line(f"dlperf: no case to save; {path} not written", red=True)
+        return
     baseline_mod.save(path, document)
     if tr:
+        for result in unsaved:
+            kept_note = "; the entry of the file it replaces is kept" if result.id in kept else ""
+            tr.write_line(f"dlperf: --dlperf-save-baseline: {result.id} {result.unsaved.split(':')[0]}"
+                          f"{kept_note}", red=True)
         for found in noisy_cases:
             tr.write_line(f"dlperf: --dlperf-save-baseline: {found.line()}", yellow=True)
         tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
@@ -193,6 +205,24 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
                           f"host is quieter{remedy}", yellow=True)
         if noisy_cases:
             tr.write_line(f"dlperf: {summary_line(len(measured), noisy_cases, tolerance)}", yellow=True)
+
+
+def _keep_replaced_entries(path: str, unsaved: list, document: dict[str, Any]) -> set[str]:
+    """The entries of the file being replaced for the cases this save leaves out (too few quiet runs), added to
+    ``document`` so that a save on a busy machine loses nothing it had; the ids of those kept."""
+    if not unsaved or not os.path.exists(path):
+        return set()
+    try:
+        replaced = baseline_mod.load(path)
+    except (OSError, jsonio.DocumentError):
+        return set()
+    kept = set()
+    for result in unsaved:
+        entry = replaced.find(result.case)
+        if entry is not None:
+            document["cases"].append(replaced.data["cases"][entry.index])
+            kept.add(result.id)
+    return kept
 
 
 def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],

@@ -34,6 +34,28 @@ BUSY_RUNS = 2
 #: every later verdict, and with fewer runs its own uncertainty keeps an unchanged case from passing on a host
 #: whose runs vary 5-7% (benchmarks/verdict_simulation.py).
 SAVE_RUNS = 10
+#: Quiet runs a baseline entry needs (or all those asked for, where --dlperf-runs asks fewer): a figure from fewer
+#: is one moment of a host that was busy around it, and would judge every later session against that moment.
+MIN_SAVED_RUNS = 3
+
+
+def saved_runs_wanted(runs: int, runs_given: bool) -> int:
+    """Counted runs a baseline being saved measures: ``--dlperf-runs`` where given, else :data:`SAVE_RUNS`."""
+    return runs if runs_given else SAVE_RUNS
+
+
+def unsaved_reason(evidence: Evidence, wanted: int) -> str | None:
+    """Why a case measured for a baseline must not be saved (too few of its runs measured a quiet machine), or
+    None.  It needs ``min(wanted, MIN_SAVED_RUNS)`` quiet runs."""
+    need = min(wanted, MIN_SAVED_RUNS)
+    quiet = len(evidence.counted)
+    if quiet >= need:
+        return None
+    last = next((f.busy for f in reversed(evidence.busy) if f.busy), None)
+    cause = f" (the last busy one: {last})" if last else ""
+    return (f"not saved as a baseline: {quiet} of its {len(evidence.figures)} runs measured a quiet machine, "
+            f"and an entry needs {need}{cause}: save it again when the machine is quiet, or count busy runs with "
+            f"--dlperf-max-interference off")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -187,6 +187,8 @@ class CaseResult:
     convergence: dict[str, Any] | None = None  # a convergence case: pytest_dlperf.convergence.figures.pooled
     judged: bool = False  # went through the throughput verdict: its figure fields are all written
     evidence: Evidence | None = None  # the runs as evidence: estimate, interval, busy runs (pytest_dlperf.gate)
+    #: Why a baseline being saved leaves this case out (gate.sequential.unsaved_reason); this session only.
+    unsaved: str | None = None
 
     # -- derived, so that no reader works them out again
 
