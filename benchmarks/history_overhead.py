@@ -37,7 +37,8 @@ from pytest_dlperf.cases import Case
 from pytest_dlperf.history import hooks
 from pytest_dlperf.history.records import case_rows, session_row
 from pytest_dlperf.history.store import open_store
-from pytest_dlperf.results import CaseResult, Status
+from pytest_dlperf.results.case import CaseResult, Status
+from pytest_dlperf.results.runs import AttemptRecord, RunRecord, RunStatus
 
 
 def session_results(cases: int, figure: float) -> list[CaseResult]:
@@ -48,7 +49,7 @@ def session_results(cases: int, figure: float) -> list[CaseResult]:
                    for k in range(5)]
         out.append(CaseResult(id=f"tiny-fp32-bs{8 * (n + 1)}-gpu1", case=Case("tiny", "fp32", 8 * (n + 1), 1),
                               unit="img/s", verdict=Status.PASS, throughput=figure,
-                              attempts=[{"throughput": figure, "runs": [{"windows": windows}]}]))
+                              attempts=[AttemptRecord(figure, [RunRecord(0, RunStatus.OK, windows=windows)])]))
     return out
 
 
@@ -61,9 +62,8 @@ def seed(url: str, env: dict, results: list[CaseResult], sessions: int) -> None:
 
 def run(url: str, env: dict, results: list[CaseResult], analyze: bool) -> float:
     options = types.SimpleNamespace(history_url=url, device="cpu")
-    session = types.SimpleNamespace(options=options, results=results, probed_device="cpu")
     started = time.perf_counter()
-    hooks.record(session, env, {}, analyze=analyze)
+    hooks.record(options, "cpu", results, env, {}, analyze=analyze)
     return time.perf_counter() - started
 
 

@@ -299,10 +299,10 @@ def script_rows(script: str, args: list[str], env: dict[str, str]) -> list[tuple
 def faults(rounds: int, modes: list[str]) -> int:
     """Page faults and img/s per window of ``tiny`` (fp32, bs32, one thread) in fresh processes, per malloc mode.
 
-    The workers' environment of ``--dlperf-malloc`` (:func:`pytest_dlperf.launchers.malloc_env`)
+    The workers' environment of ``--dlperf-malloc`` (:func:`pytest_dlperf.launch.launchers.malloc_env`)
     is given to plain training processes (no pytest, no telemetry), interleaved.
     """
-    from pytest_dlperf.launchers import malloc_env
+    from pytest_dlperf.launch.launchers import malloc_env
 
     seen: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
     for index in range(rounds):
@@ -327,7 +327,7 @@ def faults(rounds: int, modes: list[str]) -> int:
 def copy(rounds: int) -> int:
     """Fresh training processes with the worker's host probes beside their windows: does img/s follow the
     memory probe's GB/s, or the core probe's GFLOP/s?"""
-    from pytest_dlperf.launchers import malloc_env
+    from pytest_dlperf.launch.launchers import malloc_env
 
     env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
     env.update(malloc_env("steady", env), OMP_NUM_THREADS="1")

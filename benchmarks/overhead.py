@@ -4,7 +4,7 @@ The project claims that a case measured by the harness runs within 2% of the thr
 plain PyTorch training loop reaches on the same configuration.  This script checks that
 claim side by side, in one invocation:
 
-* **harness**: exactly what the plugin does for one case, ``pytest_dlperf.runs.measure``
+* **harness**: exactly what the plugin does for one case, ``pytest_dlperf.launch.workers.measure``
   with ``runs=1``: a fresh ``python -m pytest_dlperf.worker`` process, its warm-up, then
   ``--repeats`` windows of ``--steps`` steps timed between device synchronizations.
 * **bare**: a self-contained ~50-line PyTorch loop (``BARE_LOOP`` below, no pytest_dlperf
@@ -69,7 +69,7 @@ from typing import Any
 
 from pytest_dlperf.cases import PRECISIONS, Case
 from pytest_dlperf.models import get_model_spec
-from pytest_dlperf.runs import CaseError, RunParams, measure
+from pytest_dlperf.launch.workers import CaseError, RunParams, measure
 
 SIDES = ("bare", "harness", "harness-notel")
 HARNESS_SIDES = {"harness": True, "harness-notel": False}  # side: telemetry on
@@ -211,18 +211,17 @@ def run_bare(script: Path, config: dict[str, Any], pair: int) -> Run:
 
 
 def run_harness(case: Case, params: RunParams, workdir: Path, pair: int, side: str = "harness") -> Run:
-    """Measure the case once as the plugin does: one fresh worker through ``runs.measure``."""
+    """Measure the case once as the plugin does: one fresh worker through ``launch.workers.measure``."""
     params = dataclasses.replace(params, telemetry=HARNESS_SIDES[side])
     try:
-        attempt = measure(case, get_model_spec(case.model), params, workdir)
+        record = measure(case, get_model_spec(case.model), params, workdir)[0]
     except CaseError as exc:
         raise RunFailed(f"the harness failed ({exc.kind}): {exc.message}") from None
-    record = attempt.runs[0]
-    if (record.get("telemetry") is not None) != params.telemetry:
+    if (record.telemetry is not None) != params.telemetry:
         raise RunFailed(f"the {side} run {'lacks' if params.telemetry else 'has'} telemetry")
-    timing = record["timing"]
-    return Run(pair, side, [w["throughput"] for w in record["windows"]], timing["setup_seconds"],
-               record["wall_seconds"], timing["measured_seconds"], record["settings"] or {}, record["device"])
+    timing = record.timing
+    return Run(pair, side, [w["throughput"] for w in record.windows], timing["setup_seconds"],
+               record.wall_seconds, timing["measured_seconds"], record.settings or {}, record.device)
 
 
 def check_same_settings(bare: Run, harness: Run) -> None:

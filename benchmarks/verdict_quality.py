@@ -238,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the path a user takes: save the baseline with the plugin's defaults (no --dlperf-runs, "
                              "no --dlperf-max-runs), judge every session at the tolerance the save wrote (--tolerances "
                              "saved) with the plugin's default --dlperf-max-runs")
+    parser.add_argument("--save-tolerance", type=float, default=None,
+                        help="--dlperf-tolerance of the save (the tolerance its baseline is written with; default: "
+                             "the plugin's, 5%%): with --user-path, the tolerance every session is judged at")
     parser.add_argument("--hog", action="store_true", help="also run unchanged sessions beside a CPU-hogging process")
     parser.add_argument("--hog-sessions", type=int, default=None,
                         help="sessions beside the hog per tolerance (default: --sessions)")
@@ -353,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
             saved = {"runs": "(reused)", "seconds": 0.0}
             print(f"baseline: reused {opts.baseline_file}")
         else:
-            saved = session(folder, [*measure, "--dlperf-save-baseline", "base.json"], unchanged_cost, [],
+            asked = ["--dlperf-tolerance", str(opts.save_tolerance)] if opts.save_tolerance is not None else []
+            saved = session(folder, [*measure, *asked, "--dlperf-save-baseline", "base.json"], unchanged_cost, [],
                             opts.timeout, folder / "s0.json")
             if opts.baseline_file is not None:
                 opts.baseline_file.parent.mkdir(parents=True, exist_ok=True)

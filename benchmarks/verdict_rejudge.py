@@ -2,8 +2,8 @@
 
 A what-if for the verdict, without measuring anything: each kept results document's runs are fed, one
 at a time and in their order, to the plugin's own sequential loop
-(:func:`pytest_dlperf.sequential.measure_until_decided`) and verdict
-(:func:`pytest_dlperf.verdict.judge_evidence`), against the baseline figure the session had and, where
+(:func:`pytest_dlperf.gate.sequential.measure_until_decided`) and verdict
+(:func:`pytest_dlperf.gate.verdict.judge_evidence`), against the baseline figure the session had and, where
 the document names it (``--baseline``), the saved baseline's own runs.  A replay cannot measure more
 runs than the session did: a case the kept runs leave undecided is counted as inconclusive.
 
@@ -25,10 +25,10 @@ import json
 import sys
 from pathlib import Path
 
-from pytest_dlperf import sequential
-from pytest_dlperf.results import Expected
-from pytest_dlperf.runs import Attempt
-from pytest_dlperf.verdict import judge_evidence
+from pytest_dlperf.gate import sequential
+from pytest_dlperf.gate.verdict import judge_evidence
+from pytest_dlperf.results.case import Expected
+from pytest_dlperf.results.runs import Attempt, RunRecord
 
 
 def kind_of(path: Path) -> str:
@@ -44,7 +44,7 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
     tol = base["tolerance"] if tolerance is None else tolerance
     expected = Expected(base["throughput"], base.get("unit") or case["unit"], tol, base.get("source"),
                         memory_gbs=base.get("memory_gbs"), core_gflops=base.get("core_gflops"))
-    runs = case["attempts"][-1]["runs"]
+    runs = [RunRecord.from_dict(run, position) for position, run in enumerate(case["attempts"][-1]["runs"])]
     budget = sequential.Budget(first_runs=options["runs"], max_runs=len(runs),
                                max_interference=options.get("max_interference"))
     attempt, evidence = sequential.measure_until_decided(

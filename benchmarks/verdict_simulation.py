@@ -5,8 +5,8 @@ script measures the statistical procedure alone, where the truth is known.  Each
 baseline of ``--baseline-runs`` runs and a session's runs from log-normal noise with the
 coefficient of variation ``--cv`` (between fresh runs: 5% on the project's 2-core VMs, 1-2% within
 one run), the session's runs at ``--ratios`` of the baseline's true figure, and feeds them one at a
-time to the plugin's own loop and verdict (:func:`pytest_dlperf.sequential.measure_until_decided`,
-:func:`pytest_dlperf.verdict.judge_evidence`), as ``--dlperf-baseline`` with a saved baseline and
+time to the plugin's own loop and verdict (:func:`pytest_dlperf.gate.sequential.measure_until_decided`,
+:func:`pytest_dlperf.gate.verdict.judge_evidence`), as ``--dlperf-baseline`` with a saved baseline and
 ``--dlperf-max-runs`` would.  It prints, per noise and true ratio, the share of trials that failed
 (a regression, or, under ``--inconclusive below``, inconclusive below the threshold: "not confirmed"),
 ended inconclusive and not failed,
@@ -28,10 +28,10 @@ import time
 
 import numpy as np
 
-from pytest_dlperf import sequential
-from pytest_dlperf.results import Expected
-from pytest_dlperf.runs import Attempt
-from pytest_dlperf.verdict import judge_evidence
+from pytest_dlperf.gate import sequential
+from pytest_dlperf.gate.verdict import judge_evidence
+from pytest_dlperf.results.case import Expected
+from pytest_dlperf.results.runs import Attempt, RunRecord, RunStatus
 
 RATIOS = "1.0,0.98,0.97,0.96,0.95,0.94,0.93,0.90,0.85,0.80,1.10"
 
@@ -47,7 +47,8 @@ def trial(rng: np.random.Generator, cv: float, ratio: float, tolerance: float, b
     session = np.exp(rng.normal(math.log(ratio), sigma, budget.max_runs)) * 1000.0
 
     def one(index: int) -> Attempt:
-        return Attempt.from_runs([{"index": index, "windows": [{"throughput": float(session[index])}]}], "img/s", {})
+        return Attempt.from_runs([RunRecord(index, RunStatus.OK, windows=[{"throughput": float(session[index])}])],
+                                 "img/s", {})
 
     attempt, evidence = sequential.measure_until_decided(one, expected, [float(v) for v in base_runs], budget,
                                                          sleep=lambda seconds: None)

@@ -3,7 +3,7 @@
 A :class:`Case` is what becomes one pytest item.  Its id reads like
 ``resnet50-amp-bs256-gpu8``; settings given explicitly (not the model's defaults) are
 appended, e.g. ``bert-base-amp-bs64-gpu1-seq512``.  A batch size of ``"max"`` (the largest
-per-device batch that fits, found when the case runs: :mod:`pytest_dlperf.batchsearch`)
+per-device batch that fits, found when the case runs: :mod:`pytest_dlperf.controller.batchsearch`)
 reads ``bsmax``, so the id stays the same whatever batch the search chooses.
 """
 

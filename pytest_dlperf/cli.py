@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__, jsonio
-from .reporting import markdown as markdown_report
 from . import baseline as baseline_mod
+from .baseline.edit import diff_lines, merge_results, method_mismatches, updated_baseline
 from .history import command as history_command
-from .results import cases_from
-from .baseline_edit import diff_lines, merge_results, method_mismatches, updated_baseline
+from .reporting import markdown as markdown_report
+from .results.case import cases_from
 
 OK, NO, TROUBLE = 0, 1, 2
 
@@ -204,6 +204,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pytest-dlperf {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    add_reading_commands(commands)
+    history_command.add_parser(commands)
+    options = commands.add_parser("options", help="print every --dlperf-* option and its ini twin as Markdown "
+                                                  "(docs/options.md)")
+    options.set_defaults(func=cmd_options)
+    add_dataset_command(commands)
+    add_baseline_commands(commands)
+    return parser
+
+
+def add_reading_commands(commands) -> None:
+    """``dlperf report`` and ``dlperf plot``."""
     report = commands.add_parser("report", help="render the Markdown report of a results file",
                                  description="Render the Markdown report of a --dlperf-json results file. "
                                              "With -o PATH.md, each run's log folder is copied to "
@@ -224,12 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder to write the PNGs to")
     plot.set_defaults(func=cmd_plot)
 
-    history_command.add_parser(commands)
 
-    options = commands.add_parser("options", help="print every --dlperf-* option and its ini twin as Markdown "
-                                                  "(docs/options.md)")
-    options.set_defaults(func=cmd_options)
 
+def add_dataset_command(commands) -> None:
+    """``dlperf dataset``."""
     dataset = commands.add_parser("dataset", help="write a small JPEG ImageFolder for smoke runs",
                                   description="Write random JPEG images in the ImageFolder layout "
                                               "(DIR/class0/0.jpg, ...), for --dlperf-data-dir smoke runs "
@@ -250,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     dataset.add_argument("--max-size", type=int, default=160, help="largest side in pixels (default 160)")
     dataset.set_defaults(func=cmd_dataset)
 
+
+def add_baseline_commands(commands) -> None:
+    """``dlperf baseline validate / diff / update``."""
     baseline = commands.add_parser("baseline", help="validate, compare or update baseline files",
                                    description="Validate, compare or update baseline files.")
     actions = baseline.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -289,7 +302,6 @@ def build_parser() -> argparse.ArgumentParser:
                              "were measured with other step counts than the entries' (the entries then "
                              "record the results' step counts)")
     update.set_defaults(func=cmd_update)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

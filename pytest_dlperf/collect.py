@@ -15,15 +15,13 @@ import pytest
 
 from . import baseline as baseline_mod
 from . import commands, convergence, data, models
-from .commands import train_time  # noqa: F401 - commands.train_time, for _figure_problem
 from .cases import Case, check_settings, matrix
-from .results import CaseFailed
+from .commands.train_time import judged_by_time
+from .controller.session import SESSION
+from .results.case import CaseFailed
 
 if TYPE_CHECKING:
     from .options import Options
-
-#: The session's :class:`~pytest_dlperf.session.DlperfSession`, set by the plugin at configure.
-STASH = pytest.StashKey[Any]()
 
 CaseEntry = tuple[Case, "baseline_mod.Entry | None"]
 
@@ -91,7 +89,7 @@ def _figure_problem(case: Case, entry: baseline_mod.Entry | None, spec: models.M
     time to target without a target for anything else."""
     if entry is None or case.converges:
         return None
-    timed = commands.train_time.judged_by_time(case, spec)
+    timed = judged_by_time(case, spec)
     if timed and entry.throughput is not None:
         return "throughput", (f"{case.model!r} is a time-to-train command (figure 'time_to_train'): its entries give "
                               "time_to_target (seconds, run_start to run_stop), not a throughput")
@@ -120,7 +118,7 @@ def check_data(cases: list[CaseEntry], baseline: baseline_mod.Baseline | None, d
 def markers_of(case: Case) -> list[str]:
     """The case's markers (:attr:`Case.markers`); a time-to-train command case's add ``convergence``."""
     spec = models.get_model_spec(case.model)
-    timed = not case.converges and commands.train_time.judged_by_time(case, spec)
+    timed = not case.converges and judged_by_time(case, spec)
     return [*case.markers, "convergence"] if timed else case.markers
 
 
@@ -162,7 +160,7 @@ class DlperfItem(pytest.Item):
             self.add_marker(getattr(pytest.mark, name))
 
     def setup(self) -> None:
-        session = self.config.stash[STASH]
+        session = self.config.stash[SESSION]
         reason = session.skip_reason(self.case)
         if reason:
             session.record_skip(self.case, self.nodeid, reason)
@@ -172,7 +170,7 @@ class DlperfItem(pytest.Item):
             raise pytest.skip.Exception(reason, _use_item_location=True)
 
     def runtest(self) -> None:
-        self.config.stash[STASH].run_case(self.case, self.entry, self.nodeid, self.user_properties)
+        self.config.stash[SESSION].run_case(self.case, self.entry, self.nodeid, self.user_properties)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailed):

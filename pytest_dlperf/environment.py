@@ -201,9 +201,9 @@ def nvml_gpus() -> dict[str, Any]:
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:
-        from .worker.telemetry import _unavailable_reason
+        from .worker.telemetry import unavailable_reason
 
-        return summarize_gpus([], source=None, reason=_unavailable_reason(nvml, exc).removeprefix("unavailable: "))
+        return summarize_gpus([], source=None, reason=unavailable_reason(nvml, exc).removeprefix("unavailable: "))
     try:
         devices = [_nvml_device(nvml, i) for i in range(nvml.nvmlDeviceGetCount())]
         driver = nvml.nvmlSystemGetDriverVersion()
@@ -360,100 +360,3 @@ def collect(root: str | os.PathLike | None = None) -> dict[str, Any]:
 def clear_cache() -> None:
     """Forget what :func:`collect` found (tests; a long-lived process whose machine changed)."""
     _collect.cache_clear()
-
-
-# --------------------------------------------------------------------------- GPU names
-
-
-_VENDOR_WORDS = {"nvidia", "tesla"}
-
-
-def normalize_gpu_name(name: str) -> str:
-    """A GPU name for comparison: lower case, words split at spaces, dashes and underscores,
-    without the "NVIDIA" / "Tesla" vendor words ("Tesla V100-SXM2-16GB" -> "v100 sxm2 16gb")."""
-    words = [w for w in re.split(r"[\s_\-]+", name.lower()) if w and w not in _VENDOR_WORDS]
-    return " ".join(words)
-
-
-def same_gpu_model(a: str, b: str) -> bool:
-    """Whether two GPU names mean the same model; the less specific name may stop early
-    ("A100" matches "NVIDIA A100-SXM4-80GB"; "V100-SXM2-16GB" does not match "V100-SXM2-32GB")."""
-    wa, wb = normalize_gpu_name(a).split(), normalize_gpu_name(b).split()
-    shorter, longer = sorted((wa, wb), key=len)
-    return bool(shorter) and longer[:len(shorter)] == shorter
-
-
-# --------------------------------------------------------------------------- CPU names
-
-
-_CPU_NOISE = re.compile(r"\((?:r|tm|c)\)|@.*$|\b\d+-core\b|\b(?:cpu|processor)\b")
-
-
-def normalize_cpu_name(name: str) -> str:
-    """A CPU name for comparison: lower case, without the trademark signs, the clock after "@",
-    "N-Core" and the words "CPU" / "Processor" ("Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"
-    -> "intel xeon platinum 8481c", "AMD EPYC 7B13 64-Core Processor" -> "amd epyc 7b13")."""
-    text = _CPU_NOISE.sub(" ", name.lower())
-    return " ".join(w for w in re.split(r"[\s_,()]+", text) if w)
-
-
-def same_cpu_model(a: str, b: str) -> bool:
-    """Whether two CPU names mean the same model; the less specific name may stop early, as for
-    GPUs ("AMD EPYC", a virtual machine's name, matches "AMD EPYC 7B13"), but a vendor alone
-    matches nothing ("Intel" does not match "Intel Xeon Platinum 8481C")."""
-    wa, wb = normalize_cpu_name(a).split(), normalize_cpu_name(b).split()
-    if wa == wb:
-        return bool(wa)
-    shorter, longer = sorted((wa, wb), key=len)
-    return len(shorter) >= 2 and longer[:len(shorter)] == shorter
-
-
-# --------------------------------------------------------------------------- header
-
-
-def _gib(value: int | None) -> str:
-    return f"{value / 2**30:.0f} GiB" if value else "? GiB"
-
-
-def gpu_text(gpus: dict[str, Any]) -> str:
-    """ "8 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4)" or "no GPU: NVML library not found"."""
-    if not gpus.get("count"):
-        return f"no GPU: {gpus.get('reason') or 'none found'}"
-    text = f"{gpus['count']} x {gpus['model']}"
-    if gpus.get("driver"):
-        text += f", driver {gpus['driver']}"
-        if gpus.get("cuda_driver"):
-            text += f" (CUDA {gpus['cuda_driver']})"
-    return text
-
-
-def software_text(versions: dict[str, Any]) -> str:
-    """ "torch 2.4.0, CUDA 12.4, cuDNN 9.1.0" (or "CPU-only torch")."""
-    parts = [f"torch {versions.get('torch')}"]
-    if versions.get("cuda"):
-        parts.append(f"CUDA {versions['cuda']}")
-        if versions.get("cudnn"):
-            parts.append(f"cuDNN {versions['cudnn']}")
-    else:
-        parts.append("CPU-only torch")
-    return ", ".join(parts)
-
-
-def host_text(host: dict[str, Any]) -> str:
-    """ "AMD EPYC 7B13, 16 CPUs (8 cores), 125 GiB"."""
-    cores = f" ({host['cpu_cores']} cores)" if host.get("cpu_cores") else ""
-    return f"{host.get('cpu')}, {host.get('cpu_count')} CPUs{cores}, {_gib(host.get('memory_bytes'))}"
-
-
-def git_text(git: dict[str, Any] | None) -> str:
-    """ "git 3976bea0c1+dirty" or "not a git checkout"."""
-    if not git:
-        return "not a git checkout"
-    return f"git {git['short']}{'+dirty' if git.get('dirty') else ''}"
-
-
-def header_line(env: dict[str, Any]) -> str:
-    """One line for pytest's header: GPUs and driver; torch/CUDA/cuDNN; CPU and memory; git commit."""
-    gpus = env.get("gpus") or {}
-    return "; ".join([gpu_text(gpus), software_text(env.get("versions", {})), host_text(env.get("host", {})),
-                      git_text(env.get("git"))])

@@ -1,9 +1,10 @@
 """The pytest plugin: hook implementations only, each delegating to the module that does the work.
 
-The data path, one module each: options (:mod:`.options`) -> cases (:mod:`.collect`) ->
-runs (:mod:`.session`, :mod:`.runs`) -> worker (:mod:`.worker`) -> result
-(:mod:`.results`) -> verdict (:mod:`.verdict`) -> reports (:mod:`.outputs`,
-:mod:`.reporting`).  Without any ``--dlperf-*`` option the plugin adds no case.
+The data path, one folder or module each: options (:mod:`.options`) -> cases (:mod:`.collect`) ->
+the controller (:mod:`.controller`: the session and its case kinds) -> launch (:mod:`.launch`) -> worker
+(:mod:`.worker`) -> gate (:mod:`.gate`) -> results (:mod:`.results`) -> baseline (:mod:`.baseline`) ->
+reports (:mod:`.controller.outputs`, :mod:`.reporting`, :mod:`.history`).  Without any ``--dlperf-*``
+option the plugin adds no case.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ import signal
 
 import pytest
 
-from . import collect, jsonio, machines, models, options, outputs, process
+from . import collect, jsonio, models, options
+from .baseline import machines
 from .cases import PRECISIONS, OptionError
+from .controller import outputs
+from .controller.session import SESSION, DlperfSession
 from .history import hooks as history_hooks
+from .launch import process
 from .reporting import benchmark_json
-from .results import Status
-from .session import DlperfSession
+from .results.case import Status
 
 REGISTRY = pytest.StashKey[dict]()
 OUTPUTS = pytest.StashKey[outputs.Outputs]()
@@ -35,7 +39,7 @@ TEST_STATUS = {
 
 def _session(config: pytest.Config) -> DlperfSession | None:
     """The active dlperf session; None without ``--dlperf-*`` options and in xdist workers."""
-    session = config.stash.get(collect.STASH, None)
+    session = config.stash.get(SESSION, None)
     return session if session is not None and session.options.active else None
 
 
@@ -75,9 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
         references = history_hooks.save_references(opts, config.rootpath) if opts.active else None
     except (OptionError, jsonio.DocumentError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[collect.STASH] = DlperfSession(config, opts, baseline)
-    config.stash[collect.STASH].history = history
-    config.stash[collect.STASH].history_references = references
+    config.stash[SESSION] = DlperfSession(config, opts, baseline, history=history, history_references=references)
     config.stash[OUTPUTS] = outputs.Outputs()
     if opts.active:
         benchmark_json.register(config)

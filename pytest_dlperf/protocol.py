@@ -1,7 +1,7 @@
 """The contract between the controller (the pytest plugin) and the worker, in one place.
 
 One run of a case is one worker process per rank, started by the controller
-(:mod:`pytest_dlperf.process`, through a launcher) in a run folder ``RUN_DIR``::
+(:mod:`pytest_dlperf.launch.process`, through a launcher) in a run folder ``RUN_DIR``::
 
     controller                                   worker (each rank)
     ----------                                   ------------------
@@ -21,7 +21,7 @@ parameters (:meth:`WorkerSpec.from_params`) and places it in the run folder
 remaining_steps + 60`` seconds from the report.
 
 :class:`WorkerResult` is what a rank measured, or why it could not (``status`` is one of
-:class:`Status`).  On disk it is a ``dlperf-worker-result`` document: schema
+:class:`WorkerStatus`).  On disk it is a ``dlperf-worker-result`` document: schema
 ``pytest_dlperf/schemas/result.schema.json``, every field documented in
 ``docs/result-format.md`` ("The worker result: where controller and worker meet").
 
@@ -33,6 +33,7 @@ This module is the only one both sides import for the contract: it imports
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from collections.abc import Mapping
 from typing import Any, TypedDict
@@ -61,16 +62,21 @@ def result_rank(name: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-class Status:
-    """A worker result's ``status``: the worker's exit status follows it (:data:`EXIT_CODES`)."""
+class WorkerStatus(str, enum.Enum):
+    """A worker result's ``status``: the worker's exit status follows it (:data:`EXIT_CODES`).  A ``str``,
+    so the document holds its value."""
 
     OK = "ok"  # measured
     OOM = "oom"  # the allocator (or the memory cap) ran out of memory
     ERROR = "error"  # any other exception: see the result's ``error``
-    ALL = (OK, OOM, ERROR)
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
 
 
-EXIT_CODES = {Status.OK: EXIT_OK, Status.OOM: EXIT_OOM, Status.ERROR: EXIT_ERROR}
+EXIT_CODES = {WorkerStatus.OK: EXIT_OK, WorkerStatus.OOM: EXIT_OOM, WorkerStatus.ERROR: EXIT_ERROR}
 
 
 # --------------------------------------------------------------------------- controller -> worker
@@ -130,7 +136,7 @@ class WorkerSpec:
     """``spec.json``: what one worker runs.  Fields in the order they are written.
 
     The fields from ``device`` to ``max_memory`` carry the controller's run parameters
-    (:class:`pytest_dlperf.runs.RunParams`) under the same names (:meth:`run_fields`).
+    (:class:`pytest_dlperf.launch.workers.RunParams`) under the same names (:meth:`run_fields`).
     ``result_dir``, ``progress_path`` and ``launched_at`` are set when the controller
     places the spec in its run folder (:meth:`placed`).
     """
@@ -288,7 +294,7 @@ class WorkerResult:
     rank: int
     world_size: int
     device: dict[str, Any]  # type ("cuda"/"cpu"), name, index
-    status: str = Status.ERROR  # one of Status.ALL; error until the worker says otherwise
+    status: WorkerStatus = WorkerStatus.ERROR  # error until the worker says otherwise
     warmup_steps: int | None = None
     steps: int | None = None
     repeats: int | None = None
@@ -320,7 +326,7 @@ class WorkerResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == Status.OK
+        return self.status == WorkerStatus.OK
 
     @property
     def exit_code(self) -> int:
@@ -332,6 +338,7 @@ class WorkerResult:
             value = getattr(self, name)
             if value is not None or (name == "final_loss" and self.ok):
                 out[name] = value
+        out["status"] = WorkerStatus(self.status).value
         return out
 
     @classmethod
@@ -340,7 +347,9 @@ class WorkerResult:
         unknown = sorted(set(data) - set(RESULT_KEYS))
         if unknown:
             raise TypeError(f"a worker result has no field {', '.join(map(repr, unknown))}")
-        return cls(**data)
+        result = cls(**data)
+        result.status = WorkerStatus(result.status)
+        return result
 
 
 #: A worker result's keys in the order the worker writes them (``docs/result-format.md``).

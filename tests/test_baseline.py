@@ -4,7 +4,8 @@ import statistics
 
 import pytest
 
-from pytest_dlperf import baseline, jsonio, tolerance
+from pytest_dlperf import baseline, jsonio
+from pytest_dlperf.gate import tolerance
 from pytest_dlperf.cases import Case
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests.fixtures import FAST, tiny_case
 from pytest_dlperf.reporting import benchmark_json
 from pytest_dlperf import environment
-from pytest_dlperf.results import CaseResult
+from pytest_dlperf.results.case import CaseResult
 
 # The dlperf fixture's fast arguments, with pytest-benchmark left on.
 WITH_BENCHMARK = FAST[:FAST.index("no:benchmark") - 1] + FAST[FAST.index("no:benchmark") + 1:]

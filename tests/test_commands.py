@@ -16,8 +16,8 @@ import pytest
 
 from pytest_dlperf.cases import Case
 from pytest_dlperf.commands import build_spec, parsers
-from pytest_dlperf.commands.measure import _combine, windows_of
-from pytest_dlperf.runs import RunParams
+from pytest_dlperf.commands.measure import combine_ranks, windows_of
+from pytest_dlperf.launch.workers import RunParams
 
 SCRIPTS = Path(__file__).parent / "commands"
 
@@ -204,8 +204,8 @@ def test_windows_are_samples_over_seconds_after_the_warm_up():
     assert timed == [{"steps": 2, "samples": 16, "seconds": 1.0, "throughput": 16.0}]
     ranks = {0: [{"steps": 2, "samples": 8, "seconds": 1.0, "throughput": 8.0}],
              1: [{"steps": 2, "samples": 8, "seconds": 2.0, "throughput": 4.0}]}
-    assert _combine(ranks, "rank", 2)[0][0]["throughput"] == 12.0
-    assert _combine(ranks, "global", 2)[0][0]["throughput"] == 6.0
+    assert combine_ranks(ranks, "rank", 2)[0][0]["throughput"] == 12.0
+    assert combine_ranks(ranks, "global", 2)[0][0]["throughput"] == 6.0
 
 
 def test_placeholders_fill_the_command_line():

@@ -24,7 +24,7 @@ from pytest_dlperf.convergence.verdict import ExpectedTime
 from pytest_dlperf.data.learnable import DatasetError, class_looks, write_learnable
 from pytest_dlperf.protocol import ConvergenceSpec, WorkerResult, WorkerSpec
 from pytest_dlperf.reporting import convergence as report
-from pytest_dlperf.results import CaseResult, Status
+from pytest_dlperf.results.case import CaseResult, Status
 from pytest_dlperf.worker.convergence import learning_rate
 
 CLASSES = 3
@@ -240,7 +240,7 @@ def test_a_session_gates_convergence_cases(dlperf, learnable):
 
 
 def test_baseline_diff_reads_convergence_entries():
-    from pytest_dlperf.baseline_edit import diff_lines
+    from pytest_dlperf.baseline.edit import diff_lines
 
     def document(*cases):
         return {"schema_version": 2, "kind": "dlperf-baseline", "provenance": {"source": "t"}, "cases": list(cases)}

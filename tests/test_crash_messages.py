@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from pytest_dlperf import process
+from pytest_dlperf.launch import process
 
 SIGNALS = textwrap.dedent("""
     import os, signal

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_dlperf import jsonio
 from pytest_dlperf.worker.distributed import Ranks, global_windows, ranks_from_env
-from pytest_dlperf.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
+from pytest_dlperf.launch.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
 from tests.fixtures import tiny_case, wait_gone
 
 
@@ -251,12 +251,16 @@ def test_skip_when_the_launcher_cannot_reach_enough_gpus(dlperf, monkeypatch):
 
 
 def test_the_rank_that_died_is_blamed_not_the_one_that_lost_its_peer():
-    from pytest_dlperf.runs import first_failed_rank
+    from pytest_dlperf.launch.workers import first_failed_rank
+    from pytest_dlperf.protocol import WorkerResult, WorkerStatus
 
-    lost_peer = {"status": "error", "error": {"message": "[gloo] Read error: Connection reset by peer"}}
-    ok = {"status": "ok"}
+    def result(status, **fields):
+        return WorkerResult(case={}, rank=0, world_size=2, device={}, status=WorkerStatus(status), **fields)
+
+    lost_peer = result("error", error={"message": "[gloo] Read error: Connection reset by peer"})
+    ok = result("ok")
     assert first_failed_rank(2, {0: lost_peer}, (0, 1)) == 1  # rank 1 wrote nothing: it died
-    assert first_failed_rank(2, {0: lost_peer, 1: {"status": "error", "error": {"message": "boom"}}}, None) == 1
+    assert first_failed_rank(2, {0: lost_peer, 1: result("error", error={"message": "boom"})}, None) == 1
     assert first_failed_rank(2, {0: lost_peer, 1: ok}, None) == 0
     assert first_failed_rank(4, {0: ok, 1: ok}, (3, 9)) == 3
     assert first_failed_rank(1, {}, None) is None

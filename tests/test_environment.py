@@ -12,6 +12,8 @@ import pytest
 
 from tests.fixtures import tiny_case
 from pytest_dlperf import baseline, environment, jsonio
+from pytest_dlperf.baseline.hardware import same_gpu_model
+from pytest_dlperf.controller.outputs import gpu_text, header_line
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -207,11 +209,11 @@ def test_gpus_summary_from_nvml_devices():
     gpus = environment.summarize_gpus([H100, dict(H100, index=1, uuid="GPU-2")], source="nvml",
                                       driver="550.54.15", cuda_driver="12.4")
     assert (gpus["available"], gpus["reason"], gpus["count"], gpus["model"]) == (True, None, 2, H100["name"])
-    assert environment.gpu_text(gpus) == "2 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4)"
+    assert gpu_text(gpus) == "2 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4)"
     mixed = environment.summarize_gpus([H100, {"index": 1, "name": "NVIDIA A100-SXM4-80GB"}], source="nvml")
     assert mixed["model"] == "NVIDIA H100 80GB HBM3 + NVIDIA A100-SXM4-80GB"
     none = environment.summarize_gpus([], source=None, reason="NVIDIA driver not loaded")
-    assert environment.gpu_text(none) == "no GPU: NVIDIA driver not loaded"
+    assert gpu_text(none) == "no GPU: NVIDIA driver not loaded"
 
 
 def test_header_line_of_a_gpu_machine():
@@ -220,12 +222,12 @@ def test_header_line_of_a_gpu_machine():
            "host": {"cpu": "Intel Xeon Platinum 8480+", "cpu_count": 224, "cpu_cores": 112,
                     "memory_bytes": 2 * 2**40},
            "git": {"commit": "a" * 40, "short": "a" * 10, "dirty": True}}
-    assert environment.header_line(env) == (
+    assert header_line(env) == (
         "8 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4); torch 2.4.0, CUDA 12.4, cuDNN 9.1.0; "
         "Intel Xeon Platinum 8480+, 224 CPUs (112 cores), 2048 GiB; git aaaaaaaaaa+dirty")
     env["versions"] = {"torch": "2.4.0+cpu", "cuda": None}
     env["git"] = None
-    assert environment.header_line(env).endswith("torch 2.4.0+cpu, CPU-only torch; Intel Xeon Platinum 8480+, "
+    assert header_line(env).endswith("torch 2.4.0+cpu, CPU-only torch; Intel Xeon Platinum 8480+, "
                                                  "224 CPUs (112 cores), 2048 GiB; not a git checkout")
 
 
@@ -240,8 +242,8 @@ def test_header_line_of_a_gpu_machine():
     ("NVIDIA", "NVIDIA H100", False),  # no model at all never matches
 ])
 def test_gpu_names_compare_without_vendor_words_and_case(a, b, same):
-    assert environment.same_gpu_model(a, b) is same
-    assert environment.same_gpu_model(b, a) is same
+    assert same_gpu_model(a, b) is same
+    assert same_gpu_model(b, a) is same
 
 
 # --------------------------------------------------------------------------- baselines
@@ -289,7 +291,7 @@ def test_header_line_and_the_saved_baseline_record_the_environment(dlperf):
 
     result.stdout.fnmatch_lines([
         "dlperf: device cpu, no baseline",
-        f"dlperf: {environment.gpu_text(env['gpus'])}; torch {torch.__version__.split('+')[0]}*; "
+        f"dlperf: {gpu_text(env['gpus'])}; torch {torch.__version__.split('+')[0]}*; "
         f"{env['host']['cpu']}, * CPUs*; git {commit[:10]}",
     ])
     saved = json.loads((dlperf.path / "saved.json").read_text())

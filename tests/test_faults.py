@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pytest_dlperf import process as launch
+from pytest_dlperf.launch import process as launch
 from tests.fixtures import wait_gone
 
 FAULTY = textwrap.dedent("""
@@ -146,14 +146,18 @@ def test_leftovers_of_a_finished_worker_are_killed(tmp_path):
 
 
 def test_progress_moves_the_deadline(tmp_path):
+    def deadline_from_progress(path, current, last_seen):  # what run_command does with each look at the file
+        progress, seen = launch.read_progress(path, last_seen)
+        return launch.deadline_from(progress, current), seen
+
     progress = tmp_path / "progress.json"
-    deadline, seen = launch._deadline_from_progress(progress, 123.0, 0)
+    deadline, seen = deadline_from_progress(progress, 123.0, 0)
     assert (deadline, seen) == (123.0, 0)  # nothing reported yet
     progress.write_text('{"step_seconds": 0.5, "remaining_steps": 100}')
     before = time.monotonic()
-    deadline, seen = launch._deadline_from_progress(progress, 123.0, 0)
+    deadline, seen = deadline_from_progress(progress, 123.0, 0)
     assert before + 3 * 0.5 * 100 + 60 <= deadline <= time.monotonic() + 3 * 0.5 * 100 + 60
-    assert launch._deadline_from_progress(progress, 1.0, seen) == (1.0, seen)  # unchanged file
+    assert deadline_from_progress(progress, 1.0, seen) == (1.0, seen)  # unchanged file
 
 
 def test_return_codes_read_as_words():

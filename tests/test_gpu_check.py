@@ -97,7 +97,7 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
              if line.startswith("DRY RUN: would run: ")]
     verdicts = next(cmd for cmd in would if "verdict_quality.py" in cmd and "--slowdown 0.05" in cmd)
     for option in ("--model resnet50", "--precision amp", "--batch-size 256", "--device cuda", "--sessions 10",
-                   "--tolerances 0.03", "--budget", "--keep", "--baseline-file"):
+                   "--user-path", "--save-tolerance 0.03", "--budget", "--keep", "--baseline-file"):
         assert option in verdicts, option
     busy = next(cmd for cmd in would if "--gpu-busy-sessions 1" in cmd)
     assert "--device cuda" in busy and "--baseline-file" in busy

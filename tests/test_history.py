@@ -68,7 +68,7 @@ def test_history_finds_the_step_its_size_and_what_changed(store_url, kind, capsy
     out = capsys.readouterr().out
     assert status == 0, out  # no step starts at the newest figures
     with open_store(store_url) as store:
-        (history,) = analysis.analyze_all(store.points())
+        (history,) = [analysis.analyze(group) for _, group in sorted(analysis.series(store.points()).items())]
     assert len(history.points) == 40
     if kind == "none":
         assert history.change_points == () and "no change point" in out
@@ -287,7 +287,8 @@ def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
     inconclusive and busy nights."""
     from pytest_dlperf.cases import Case
     from pytest_dlperf.history.records import case_rows
-    from pytest_dlperf.results import CaseResult, Expected, Scaling, Status
+    from pytest_dlperf.gate.evidence import Evidence
+    from pytest_dlperf.results.case import CaseResult, Expected, Scaling, Status
 
     def result(case_id, verdict, throughput, **fields):
         case = fields.pop("case", Case("tiny", "fp32", 32, 1))
@@ -298,10 +299,11 @@ def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
     counted_run = {"index": 1, "throughput": 990.0, "busy": None}
     results = [
         result("a", Status.PASS, 990.0, baseline=Expected(1000.0, "img/s", 0.05),
-               evidence={"estimate": {"value": 990.0}, "runs": [busy_run, counted_run]},
+               evidence=Evidence.from_dict({"estimate": {"value": 990.0}, "runs": [busy_run, counted_run]}),
                scaling=Scaling(2, 600.0, "this session", 1.65, 0.825, None), flops={"mfu": 0.41}),
-        result("b", Status.INCONCLUSIVE, 950.0, evidence={"estimate": {"value": 950.0}, "runs": [counted_run]}),
-        result("c", Status.INCONCLUSIVE, 400.0, evidence={"estimate": None, "runs": [busy_run]}),
+        result("b", Status.INCONCLUSIVE, 950.0,
+               evidence=Evidence.from_dict({"estimate": {"value": 950.0}, "runs": [counted_run]})),
+        result("c", Status.INCONCLUSIVE, 400.0, evidence=Evidence.from_dict({"estimate": None, "runs": [busy_run]})),
         result("d", Status.SKIPPED, None),
         result("e", Status.PASS, None, case=Case("tiny", "fp32", 32, 1, target={"metric": "top1", "value": 0.9}),
                convergence={"seconds_to_target": 7.5, "baseline": {"seconds": 8.0, "tolerance": 0.5}}),
@@ -317,3 +319,49 @@ def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
     session = SessionRow(id="s", created="2026-11-01T00:00:00", machine=MACHINE)
     points = [analysis.Point(session, row) for row in rows.values()]
     assert [p.case.case_id for (_, _), group in analysis.series(points).items() for p in group] == ["a"]
+
+
+def test_the_split_cost_is_ruptures_l2_and_finds_its_split():
+    """The cumulative-sum cost gives ruptures' CostL2 values, and Binseg with it the split Binseg(model="l2") finds."""
+    import ruptures
+
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        n = int(rng.integers(8, 120))
+        x = 1000 * (1 + 0.02 * rng.standard_normal(n))
+        x[int(rng.integers(3, n - 3)):] *= 1 + rng.choice([-0.08, -0.02, 0.0, 0.03])
+        ours = changepoints._cost_l2_sums()().fit(x.reshape(-1, 1))
+        theirs = ruptures.costs.CostL2().fit(x.reshape(-1, 1))
+        for start, end in [(0, n), (0, 3), (2, n - 1), (n // 2, n)]:
+            assert ours.error(start, end) == pytest.approx(theirs.error(start, end), rel=1e-9, abs=1e-6)
+        reference = ruptures.Binseg(model="l2", min_size=3, jump=1).fit(x.reshape(-1, 1)).predict(n_bkps=1)[0]
+        assert changepoints._best_split(x, 3) == reference, trial
+
+
+def test_the_curtailed_permutation_test_decides_as_the_full_one():
+    """No change: stopped after the first 99 permutations, p far above ALPHA.  A clear step: every permutation
+    drawn, p at the full test's resolution.  Across steps of every size the decision is the full test's
+    (scipy's permutation_test with all 999), wherever that one's p-value is not within its own Monte Carlo
+    error of ALPHA."""
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    flat = 1 + 0.02 * rng.standard_normal(60)
+    p = changepoints._split_pvalue(flat, 3, seed=1)
+    assert p > 0.1 and round(p * (changepoints.FIRST_PERMUTATIONS + 1)) == pytest.approx(
+        p * (changepoints.FIRST_PERMUTATIONS + 1))
+    stepped = np.concatenate([flat[:30], flat[30:] * 0.9])
+    p = changepoints._split_pvalue(stepped, 3, seed=1)
+    assert p == 1 / (changepoints.PERMUTATIONS + 1)
+    compared = 0
+    for size in np.linspace(0, 0.03, 16):
+        x = np.concatenate([flat[:40], flat[40:] * (1 - size)])
+        full = stats.permutation_test(
+            (x,), lambda s, axis: changepoints._split_gain(s, axis, 3), permutation_type="pairings",
+            vectorized=True, n_resamples=changepoints.PERMUTATIONS, alternative="greater",
+            rng=np.random.default_rng(7)).pvalue
+        if abs(full - changepoints.ALPHA) < 0.008:
+            continue
+        compared += 1
+        assert (changepoints._split_pvalue(x, 3, seed=2) <= changepoints.ALPHA) == (full <= changepoints.ALPHA), size
+    assert compared >= 12

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import environment, jsonio, machines
+from pytest_dlperf import environment, jsonio
+from pytest_dlperf.baseline import machines
+from pytest_dlperf.baseline.hardware import same_cpu_model
 from pytest_dlperf import baseline as baseline_mod
 from pytest_dlperf.cases import OptionError
 
@@ -66,8 +68,8 @@ def lines_with(result, text: str) -> list[str]:
     ("aarch64", "aarch64", True),  # /proc/cpuinfo without a model name: Python's machine
 ])
 def test_cpu_names_compare_without_trademarks_clock_and_core_count(a, b, same):
-    assert environment.same_cpu_model(a, b) is same
-    assert environment.same_cpu_model(b, a) is same
+    assert same_cpu_model(a, b) is same
+    assert same_cpu_model(b, a) is same
 
 
 def test_a_machine_matches_by_cpu_model_and_count_or_by_gpu_model_whatever_the_count():
@@ -294,7 +296,7 @@ def test_an_unwritable_record_folder_is_a_usage_error_before_any_case(dlperf):
 
 
 def test_saving_says_which_cases_are_too_noisy_for_their_tolerance(dlperf, monkeypatch):
-    from pytest_dlperf import tolerance
+    from pytest_dlperf.gate import tolerance
 
     monkeypatch.setattr(tolerance, "runs_to_pass", lambda *args, **kwargs: None)  # no number of runs would do
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-runs", "3", "--dlperf-save-baseline", "saved.json")

@@ -1,6 +1,6 @@
 """``--dlperf-malloc``: the workers' allocator settings reach every rank, and only under ``steady``.
 
-The workers read them from ``GLIBC_TUNABLES`` (:func:`pytest_dlperf.launchers.malloc_env`);
+The workers read them from ``GLIBC_TUNABLES`` (:func:`pytest_dlperf.launch.launchers.malloc_env`);
 a model of our own, registered from a conftest, records what its worker process was given.
 """
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf.launchers import STEADY_MALLOC, get_launcher, malloc_env
+from pytest_dlperf.launch.launchers import STEADY_MALLOC, get_launcher, malloc_env
 
 STEADY = ":".join(f"{name}={value}" for name, value in STEADY_MALLOC.items())
 

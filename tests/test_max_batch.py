@@ -7,9 +7,10 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tests.fixtures import tiny_case
-from pytest_dlperf import baseline, batchsearch, jsonio
+from pytest_dlperf import baseline, jsonio
+from pytest_dlperf.controller import batchsearch
 from pytest_dlperf.worker import memory
-from pytest_dlperf.batchsearch import ERROR, OK, OOM, midpoint, resolution, search
+from pytest_dlperf.controller.batchsearch import ERROR, OK, OOM, midpoint, resolution, search
 from pytest_dlperf.cases import MAX_BATCH, Case, OptionError, matrix, parse_batch_sizes
 
 

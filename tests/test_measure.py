@@ -178,10 +178,10 @@ def test_step_counts_come_from_the_baseline_unless_given(dlperf):
 
 
 def test_save_baseline_round_trip(dlperf, monkeypatch):
-    from pytest_dlperf import session
+    from pytest_dlperf.controller import throughput
 
     # Without --dlperf-runs a save measures SAVE_RUNS (10) counted runs: 2 here, to keep the test short.
-    monkeypatch.setattr(session, "SAVE_RUNS", 2)
+    monkeypatch.setattr(throughput, "SAVE_RUNS", 2)
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-batch-size", "16,32",
                         "--dlperf-save-baseline", "saved.json", "--dlperf-tolerance", "0.9")
     result.assert_outcomes(passed=2)

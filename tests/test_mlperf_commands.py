@@ -18,8 +18,8 @@ import pytest
 from pytest_dlperf.cases import Case
 from pytest_dlperf.commands import build_spec, parsers
 from pytest_dlperf.commands.measure import Read, Run
-from pytest_dlperf.launchers import LocalLauncher
-from pytest_dlperf.runs import RunParams
+from pytest_dlperf.launch.launchers import LocalLauncher
+from pytest_dlperf.launch.workers import RunParams
 from pytest_dlperf.commands.train_time import run_figures
 from tests.test_commands import SCRIPTS
 

@@ -11,7 +11,7 @@ import pytest
 from tests.fixtures import tiny_case
 from pytest_dlperf.reporting import plot_data, plots
 from pytest_dlperf.cases import Case
-from pytest_dlperf.results import CaseResult, cases_from
+from pytest_dlperf.results.case import CaseResult, cases_from
 
 PIL = pytest.importorskip("PIL.Image")
 pytest.importorskip("matplotlib")
@@ -220,7 +220,7 @@ def test_nothing_measured_writes_no_plot(tmp_path):
 
 
 def test_the_plot_setting_writes_pngs_of_a_real_session(dlperf):
-    # From the ini file (--dlperf-plot, its twin, is read by the same code: options.py).
+    # From the ini file (--dlperf-plot, its twin, is read by the same code: pytest_dlperf.options).
     dlperf.pytester.makeini("[pytest]\ndlperf_plot = plots\n")
     path = dlperf.baseline([tiny_case(1e9), tiny_case(1.0, gpus=2)])
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0")

@@ -10,8 +10,8 @@ import pytest
 from pytest_dlperf import jsonio
 from pytest_dlperf.cases import Case
 from pytest_dlperf.models import get_model_spec
-from pytest_dlperf.protocol import Progress, Status, WorkerResult, WorkerSpec, result_file, result_rank
-from pytest_dlperf.runs import RunParams
+from pytest_dlperf.protocol import Progress, WorkerResult, WorkerSpec, WorkerStatus, result_file, result_rank
+from pytest_dlperf.launch.workers import RunParams
 
 CASE = Case("tiny", "amp", 16, 2)
 
@@ -46,8 +46,8 @@ def test_run_parameters_missing_a_spec_field_are_refused():
 def test_a_result_round_trips_and_unknown_fields_are_refused():
     spec = WorkerSpec.from_params(CASE, get_model_spec("tiny"), RunParams(device="cpu"))
     result = WorkerResult.started(spec, rank=0, world_size=2)
-    assert result.status == Status.ERROR and not result.ok and result.exit_code == 1
-    result.status, result.final_loss = Status.OK, None
+    assert result.status == WorkerStatus.ERROR and not result.ok and result.exit_code == 1
+    result.status, result.final_loss = WorkerStatus.OK, None
     document = result.to_dict()
     assert "final_loss" in document and document["final_loss"] is None  # ok: always written
     assert list(document)[:3] == ["schema_version", "kind", "status"]

@@ -14,20 +14,21 @@ import textwrap
 import pytest
 from scipy import stats
 
-from pytest_dlperf import evidence as ev
-from pytest_dlperf import tolerance as tol_mod
-from pytest_dlperf.results import Expected, Status
-from pytest_dlperf.runs import Attempt
-from pytest_dlperf.sequential import BUSY_RUNS, SAVE_RUNS, Budget, Evidence, assess, measure_until_decided
-from pytest_dlperf.stats import summarize
-from pytest_dlperf.verdict import REASON, judge_evidence
+from pytest_dlperf.gate import evidence as ev
+from pytest_dlperf.gate import figures as fig
+from pytest_dlperf.gate import tolerance as tol_mod
+from pytest_dlperf.results.case import Expected, Status
+from pytest_dlperf.results.runs import Attempt, RunRecord
+from pytest_dlperf.gate.sequential import BUSY_RUNS, SAVE_RUNS, Budget, Evidence, assess, measure_until_decided
+from pytest_dlperf.gate.stats import summarize
+from pytest_dlperf.gate.verdict import REASON, judge_evidence
 
 BASE = Expected(1000.0, "img/s", 0.05, "test")
 HOG = "other processes used 180% CPU"
 
 
 def figures(*values, busy=()):
-    return [ev.RunFigure(i, v, HOG if i in busy else None) for i, v in enumerate(values)]
+    return [fig.RunFigure(i, v, HOG if i in busy else None) for i, v in enumerate(values)]
 
 
 def evidence_of(values, expected=BASE, baseline_runs=(), busy=(), stopped="max-runs"):
@@ -38,7 +39,8 @@ def evidence_of(values, expected=BASE, baseline_runs=(), busy=(), stopped="max-r
 
 
 def attempt(value, interference=None):
-    run = {"index": 0, "windows": [{"throughput": value}], "interference": interference, "wall_seconds": 0.01}
+    run = RunRecord.from_dict({"index": 0, "windows": [{"throughput": value}], "interference": interference,
+                               "wall_seconds": 0.01})
     return Attempt(summarize([value]), "img/s", [run], {}, [])
 
 
@@ -139,7 +141,7 @@ def test_the_loop_stops_when_decided_or_at_the_budget():
     def slow(index):
         return attempt(950.0)
 
-    import pytest_dlperf.sequential as seq
+    import pytest_dlperf.gate.sequential as seq
 
     real = seq.time.monotonic
     seq.time.monotonic = lambda: next(clock)
@@ -157,16 +159,16 @@ def test_busy_means_a_named_cause_never_a_probe_alone():
     quiet = {"other_cpu_percent": 3.0, "own_cpu_percent": 195.0, "steal_percent": 0.0, "cpus": 2}
     hog = {"other_cpu_percent": 180.0, "own_cpu_percent": 20.0, "steal_percent": 0.0, "cpus": 2}
     spare = {"other_cpu_percent": 180.0, "own_cpu_percent": 100.0, "steal_percent": 0.0, "cpus": 16}
-    assert ev.busy_reason(quiet) is None
-    assert ev.busy_reason(hog) == HOG
-    assert ev.busy_reason(spare) is None  # 14 idle CPUs: the neighbour took nothing from the case
-    assert ev.busy_reason(hog, threshold=None) is None  # --dlperf-max-interference off
-    assert ev.busy_reason({**quiet, "gpu_other_processes": 2}) == "2 other process(es) on the GPU"
+    assert fig.busy_reason(quiet) is None
+    assert fig.busy_reason(hog) == HOG
+    assert fig.busy_reason(spare) is None  # 14 idle CPUs: the neighbour took nothing from the case
+    assert fig.busy_reason(hog, threshold=None) is None  # --dlperf-max-interference off
+    assert fig.busy_reason({**quiet, "gpu_other_processes": 2}) == "2 other process(es) on the GPU"
     throttled = {"samples": 10, "gpu": {"devices": {"0": {"throttle_samples": {"hw_thermal": 4, "idle": 10}}}}}
-    assert ev.busy_reason(quiet, throttled) == "GPU clocks throttled (hw_thermal)"
+    assert fig.busy_reason(quiet, throttled) == "GPU clocks throttled (hw_thermal)"
     # A probe far below the baseline's, with no cause seen: the run counts, at its figure.
     starved = {**quiet, "memory_gbs": 1.0, "core_gflops": 1.0}
-    run = ev.run_figures([{"windows": [{"throughput": 700.0}], "interference": starved}])[0]
+    run = fig.run_figures([RunRecord.from_dict({"windows": [{"throughput": 700.0}], "interference": starved})])[0]
     assert run.busy is None and run.value == 700.0 and (run.bandwidth, run.core) == (1.0, 1.0)
     assert run.to_dict() == {"index": 0, "throughput": 700.0, "busy": None, "memory_gbs": 1.0, "core_gflops": 1.0}
 
@@ -234,21 +236,21 @@ def test_a_baseline_being_saved_re_measures_its_busy_runs_within_the_budget():
 
 def test_the_probes_are_named_only_far_outside_their_own_spread():
     def runs(*gbs):
-        return [ev.RunFigure(i, 1000.0, None, g, None) for i, g in enumerate(gbs)]
+        return [fig.RunFigure(i, 1000.0, None, g, None) for i, g in enumerate(gbs)]
 
     refs = {"memory_gbs": 10.0, "core_gflops": None}
     steady = {"memory_gbs": [9.9, 10.0, 10.1, 10.0]}
     wobbly = {"memory_gbs": [7.0, 10.0, 13.0, 10.0]}
-    assert ev.probe_notes(runs(10.5, 9.5), refs, steady) == []
-    low = ev.probe_notes(runs(8.0, 8.2), refs, steady)
+    assert fig.probe_notes(runs(10.5, 9.5), refs, steady) == []
+    low = fig.probe_notes(runs(8.0, 8.2), refs, steady)
     assert low == ["the host's memory bandwidth read 19% below the baseline's (8.1 against 10.0 GB/s, outside 3 x "
                    "its spread between the baseline's runs (1% CV)): another tenant of the host may have slowed the "
                    "runs"]
-    assert ev.probe_notes(runs(8.0, 8.2), refs, wobbly) == []  # within 3 x its own 25% CV: says nothing
-    high = ev.probe_notes(runs(12.0), refs, None)  # no spread kept: the drop (10%) alone
+    assert fig.probe_notes(runs(8.0, 8.2), refs, wobbly) == []  # within 3 x its own 25% CV: says nothing
+    high = fig.probe_notes(runs(12.0), refs, None)  # no spread kept: the drop (10%) alone
     assert high == ["the host's memory bandwidth read 20% above the baseline's (12.0 against 10.0 GB/s): a slowdown "
                     "may hide behind it"]
-    assert ev.probe_notes(runs(12.0), refs, None, {"memory_gbs": None}) == []  # --dlperf-max-bandwidth-drop off
+    assert fig.probe_notes(runs(12.0), refs, None, {"memory_gbs": None}) == []  # --dlperf-max-bandwidth-drop off
 
 
 def test_a_slowdown_with_the_probes_far_below_is_still_a_regression():

@@ -2,7 +2,7 @@
 
 from pytest_dlperf.cases import Case
 from pytest_dlperf.reporting.summary import render_table, summary_lines
-from pytest_dlperf.results import CaseResult
+from pytest_dlperf.results.case import CaseResult
 
 
 def record(model="resnet50", precision="amp", batch=256, gpus=1, verdict="pass", throughput=100.0,

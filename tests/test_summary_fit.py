@@ -2,7 +2,7 @@
 
 from pytest_dlperf.cases import Case
 from pytest_dlperf.reporting.summary import NOISY_NOTE, fit_columns, summary_lines
-from pytest_dlperf.results import CaseResult
+from pytest_dlperf.results.case import CaseResult
 
 
 def result(precision="fp32", batch=32, gpus=1, throughput=100.0, cv=0.01, scaling=None):

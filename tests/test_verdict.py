@@ -1,6 +1,6 @@
 import pytest
 
-from pytest_dlperf.stats import summarize
+from pytest_dlperf.gate.stats import summarize
 
 
 def test_summary_statistics():

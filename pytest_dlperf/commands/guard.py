@@ -3,7 +3,7 @@
 A worker of ours watches its controller itself (:mod:`pytest_dlperf.worker.watchdog`); a
 training script of someone else's cannot be asked to.  So the controller starts the command
 through this small process, ``python -I -S guard.py COMMAND...``, as the leader of the run's
-process group (:func:`pytest_dlperf.process.run_command`):
+process group (:func:`pytest_dlperf.launch.process.run_command`):
 
 * it starts the command as its child, in the same process group, and waits for whichever ends first:
   the command or the controller (its parent, watched through a pidfd: the kernel wakes it,
@@ -30,7 +30,7 @@ import signal
 import sys
 import time
 
-RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # pytest_dlperf.process.RUN_ID_VARIABLE
+RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # pytest_dlperf.launch.process.RUN_ID_VARIABLE
 GRACE_SECONDS = 5.0
 POLL_SECONDS = 0.5
 #: The exit status where the command cannot be started, as a shell's ("command not found").
@@ -164,7 +164,7 @@ def main() -> None:
 
 
 def wrap(command: list[str], python: str = sys.executable) -> list[str]:
-    """``command`` run under the guard (what :func:`pytest_dlperf.process.run_command` starts)."""
+    """``command`` run under the guard (what :func:`pytest_dlperf.launch.process.run_command` starts)."""
     return [python, "-I", "-S", os.path.abspath(__file__), "--", *command]
 
 

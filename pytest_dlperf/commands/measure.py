@@ -1,6 +1,6 @@
 """Measuring a command case: fresh runs of the command through a launcher, its log read into windows.
 
-The method is the built-in cases' (:mod:`pytest_dlperf.runs`): skip the first
+The method is the built-in cases' (:mod:`pytest_dlperf.launch.workers`): skip the first
 ``warmup_steps`` logged steps, group the next ones into ``repeats`` windows of ``steps``
 logged steps, a window's throughput being its samples over its seconds (never a mean of
 per-step rates), and the case's figure the median of all windows of all runs.  Where each
@@ -8,7 +8,7 @@ rank logs, a window is the median of the ranks' (``scope: global``, every rank p
 job's figure) or their sum (``scope: rank``).  A log with only a final figure (the
 ``final`` parser, or a DLLogger summary line) gives one figure per run, and the result says so.
 
-Each run is one process group (:func:`pytest_dlperf.process.run_command`), started under a
+Each run is one process group (:func:`pytest_dlperf.launch.process.run_command`), started under a
 watching parent that takes it down if the controller dies (:mod:`.guard`), with a time limit
 that follows its log as it grows (:mod:`.follow`) where ``--dlperf-timeout`` or the command's
 ``timeout`` fixes none; a crash, an out-of-memory error, a hung command and a timeout are told
@@ -26,15 +26,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import process
 from ..cases import Case
-from ..launchers import Launcher, LocalLauncher
+from ..launch import process
+from ..launch.launchers import Launcher, LocalLauncher
+from ..launch.workers import CaseError, FailureKind, RunParams, status_text
 from ..protocol import Progress
-from ..runs import Attempt, CaseError, RunParams, status_text
-from ..stats import summarize
+from ..results.runs import CommandLine, RankRecord, RunRecord, RunStatus
 from . import guard, parsers
 from .follow import LogFollower
 from .spec import CommandSpec
+
 #: Out-of-memory errors as frameworks print them.
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "std::bad_alloc", "resource_exhausted", "memoryerror",
                "cannot allocate memory")
@@ -82,7 +83,8 @@ def windows_of(records: list[parsers.Record], warmup: int, steps: int, repeats: 
     return out
 
 
-def _combine(per_rank: dict[int, list[dict[str, Any]]], scope: str, world: int) -> tuple[list[dict[str, Any]], list[str]]:
+def combine_ranks(per_rank: dict[int, list[dict[str, Any]]], scope: str,
+                  world: int) -> tuple[list[dict[str, Any]], list[str]]:
     """The job's windows from each logging rank's: their median (global figures) or their sum (per-rank ones)."""
     ranks = sorted(per_rank)
     count = min(len(per_rank[r]) for r in ranks)
@@ -188,12 +190,12 @@ def fixed_timeout(spec: CommandSpec, params: RunParams) -> float | None:
     return params.timeout or spec.timeout
 
 
-def _log_tail(paths: list[Path]) -> str:
+def log_tail(paths: list[Path]) -> str:
     blocks = [f"\n--- last lines of {p} ---\n{process.tail(p)}" for p in paths if process.tail(p)]
     return "".join(blocks[:2])
 
 
-def failure(run: Run, outcome: process.CommandOutcome, follower: LogFollower) -> tuple[str, str]:
+def failure(run: Run, outcome: process.CommandOutcome, follower: LogFollower) -> tuple[FailureKind, str]:
     """(kind, message) for a run that ended without success: timeout or hung, out of memory, or a crash."""
     case, launcher = run.case, run.launcher
     paths = [outcome.run_dir / "stderr.log", outcome.run_dir / "stdout.log"]
@@ -204,33 +206,31 @@ def failure(run: Run, outcome: process.CommandOutcome, follower: LogFollower) ->
         paths = [p for p in (launcher.rank_stderr(outcome.run_dir, reported[0]),
                              launcher.rank_stdout(outcome.run_dir, reported[0])) if p] + paths
     if outcome.timed_out and fixed_timeout(run.spec, run.params) is not None:
-        return "timeout", (f"{case.id}: timed out after {outcome.time_limit:.0f} s (--dlperf-timeout, else the "
-                           f"command's timeout); its process group was killed{_log_tail(paths)}")
+        return FailureKind.TIMEOUT, (f"{case.id}: timed out after {outcome.time_limit:.0f} s (--dlperf-timeout, else "
+                                     f"the command's timeout); its process group was killed{log_tail(paths)}")
     if outcome.timed_out:
-        return "timeout", (f"{case.id}: the command {follower.hung(outcome.time_limit)}; its process group was "
-                           f"killed{_log_tail(paths)}")
+        return FailureKind.TIMEOUT, (f"{case.id}: the command {follower.hung(outcome.time_limit)}; its process group "
+                                     f"was killed{log_tail(paths)}")
     text = " ".join(process.tail(p, 60).lower() for p in paths)
     if any(marker in text for marker in OOM_MARKERS):
-        return "oom", (f"{case.id}: out of memory at batch size {case.batch_size}: {who} ended with "
-                       f"{status_text(outcome.returncode)}{_log_tail(paths)}")
-    return "crash", f"{case.id}: {who} ended with {status_text(outcome.returncode)}{_log_tail(paths)}"
+        return FailureKind.OOM, (f"{case.id}: out of memory at batch size {case.batch_size}: {who} ended with "
+                       f"{status_text(outcome.returncode)}{log_tail(paths)}")
+    return FailureKind.CRASH, f"{case.id}: {who} ended with {status_text(outcome.returncode)}{log_tail(paths)}"
 
 
 def run_record(index: int, run: Run, outcome: process.CommandOutcome, windows: list[dict[str, Any]],
-                ranks: list[dict[str, Any]], method: str, warnings: list[str]) -> dict[str, Any]:
-    """One run as the session results keep it: the same keys as a worker's run, with the command line."""
+               ranks: list[RankRecord], method: str, warnings: list[str]) -> RunRecord:
+    """One run as the session results keep it: a worker's run's record, with the command line."""
     ok = outcome.returncode == 0 and not outcome.timed_out and bool(windows)
-    return {"index": index, "returncode": outcome.returncode,
-            "status": "ok" if ok else ("timeout" if outcome.timed_out else "crashed"),
-            "wall_seconds": round(outcome.wall_seconds, 3), "log_dir": str(outcome.run_dir),
-            "device": {"type": run.params.device}, "windows": windows, "timing": {}, "final_loss": None,
-            "warnings": warnings, "settings": run.spec.settings(run.case.settings_dict), "memory_cap": None,
-            "telemetry": None, "flops": None, "data": None, "ranks": ranks,
-            "command": {"argv": run.argv, "cwd": run.spec.cwd, "env": dict(run.spec.env), "parser": run.spec.parser,
-                        "method": method}}
+    status = RunStatus.OK if ok else (RunStatus.TIMEOUT if outcome.timed_out else RunStatus.CRASHED)
+    return RunRecord(index, status, outcome.returncode, round(outcome.wall_seconds, 3), str(outcome.run_dir),
+                     device={"type": run.params.device}, windows=windows, warnings=warnings,
+                     settings=run.spec.settings(run.case.settings_dict), ranks=ranks,
+                     command=CommandLine(tuple(run.argv), run.spec.cwd, dict(run.spec.env), run.spec.parser, method))
 
 
-def _measured(run: Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, list[str]]:
+def _measured(run: Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list[dict[str, Any]], list[RankRecord], str,
+                                                                           list[str]]:
     """(windows, per-rank records, method, notes) of a run whose log has records; ([], ...) when too few."""
     params, spec, case = run.params, run.spec, run.case
     steps = {r: [x for x in recs if not x.final] for r, recs in by_rank.items()}
@@ -244,11 +244,10 @@ def _measured(run: Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list[
                 for r, recs in steps.items()}
     if not all(per_rank.values()):
         return [], [], "windows", []
-    windows, notes = _combine(per_rank, spec.scope, case.gpus)
+    windows, notes = combine_ranks(per_rank, spec.scope, case.gpus)
     host = socket.gethostname()
-    ranks = [{"rank": r, "host": host, "device": run.params.device,
-              "throughput": summarize([w["throughput"] for w in ws]).median, "windows": ws,
-              "telemetry": None, "data": None} for r, ws in sorted(per_rank.items())] if len(per_rank) > 1 else []
+    ranks = [RankRecord(r, host, run.params.device, ws) for r, ws in sorted(per_rank.items())] \
+        if len(per_rank) > 1 else []
     if len(windows) < params.repeats:
         notes.append(f"the log had {len(windows)} full window(s) of {params.steps} logged steps, not {params.repeats}")
     return windows, ranks, "windows", notes
@@ -263,18 +262,19 @@ def _too_few(run: Run, by_rank: dict[int, list[parsers.Record]], read: list[Path
 
 
 def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
-            launcher: Launcher | None = None, on_progress=None, first_index: int = 0) -> Attempt:
-    """Run ``params.runs`` fresh runs of ``spec``'s command for ``case``; raise :class:`CaseError` if one fails.
+            launcher: Launcher | None = None, on_progress=None, first_index: int = 0) -> list[RunRecord]:
+    """Run ``params.runs`` fresh runs of ``spec``'s command for ``case``, their records in order; raise
+    :class:`CaseError` if one fails.
 
-    The same signature and result as :func:`pytest_dlperf.runs.measure`, so the session judges,
+    The same signature and result as :func:`pytest_dlperf.launch.workers.measure`, so the session judges,
     re-measures and reports a command case as any other.  ``on_progress(run_index, runs,
     progress, elapsed)`` is called about once a second with where the run's log is
     (:meth:`LogFollower.progress`).
     ``first_index``: the index of the first run (the session measures one run at a time,
-    :mod:`pytest_dlperf.sequential`).
+    :mod:`pytest_dlperf.gate.sequential`).
     """
     launcher = launcher or LocalLauncher()
-    runs: list[dict[str, Any]] = []
+    runs: list[RunRecord] = []
     for index in range(first_index, first_index + params.runs):
         run_dir = workdir / f"run{index}"
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -291,12 +291,12 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
             raise CaseError(message, kind, runs)
         if missing:
             raise CaseError(f"{case.id}: the {spec.parser} parser cannot count the steps of "
-                            f"{next(f.path for f in reads.values() if f.missing)}: {missing}", "error", runs)
+                            f"{next(f.path for f in reads.values() if f.missing)}: {missing}", FailureKind.ERROR, runs)
         if not by_rank:
             logs = [p for r in range(case.gpus) for p in run.logs(r)]
             raise CaseError(f"{case.id}: the {spec.parser} parser found no usable line in the command's log: it "
-                            f"looked for {run.parser.describe()}{_log_tail([p for p in logs if p.exists()])}",
-                            "error", runs)
+                            f"looked for {run.parser.describe()}{log_tail([p for p in logs if p.exists()])}",
+                            FailureKind.ERROR, runs)
         if not windows:
-            raise CaseError(_too_few(run, by_rank, [found.path for found in reads.values()]), "error", runs)
-    return Attempt.from_runs(runs, spec.unit, {"type": params.device})
+            raise CaseError(_too_few(run, by_rank, [found.path for found in reads.values()]), FailureKind.ERROR, runs)
+    return runs

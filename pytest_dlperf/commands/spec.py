@@ -4,7 +4,7 @@ A :class:`CommandSpec` is registered under a name in the model registry, so a co
 is collected, selected, skipped and judged as a built-in case is (its id reads
 ``ngc-rn50-amp-bs256-gpu8``, its markers are the same).  It has no model for our worker to
 build: the session measures it with :func:`pytest_dlperf.commands.measure.measure` instead
-(:mod:`pytest_dlperf.measurers`), which runs the command through the launchers and reads
+(:data:`pytest_dlperf.controller.throughput.MEASURERS`), which runs the command through the launchers and reads
 its log with a parser (:mod:`pytest_dlperf.commands.parsers`).
 
 The command is a list of arguments with placeholders (``str.format`` fields):
@@ -166,6 +166,30 @@ def check_command(who: str, command: Any, known: Sequence[str]) -> tuple[str, ..
     return tuple(command)
 
 
+def _precision_args(who: str, precisions: Mapping[str, Sequence[str]] | None,
+                    known: Sequence[str]) -> dict[str, tuple[str, ...]] | None:
+    """Each precision's arguments (None: any precision, no arguments), checked."""
+    if precisions is None:
+        return None
+    check_mapping(who, "precisions", precisions, "precisions to lists of arguments")
+    from ..cases import PRECISIONS
+
+    mapped = {}
+    for precision, args in precisions.items():
+        check_choice(who, "precisions key", precision, PRECISIONS)
+        mapped[precision] = check_command(f"{who}: precisions.{precision}", list(args), known) if args else ()
+    return mapped
+
+
+def _check_counts(who: str, timeout: float | None, startup_timeout: float | None, unlogged_steps: int) -> None:
+    for field, seconds in (("timeout", timeout), ("startup_timeout", startup_timeout)):
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0):
+            raise ValueError(f"{who}: {field} must be a positive number of seconds, not {seconds!r}")
+    if isinstance(unlogged_steps, bool) or not isinstance(unlogged_steps, int) or unlogged_steps < 0:
+        raise ValueError(f"{who}: unlogged_steps must be a non-negative integer (steps the script runs but never "
+                         f"logs), not {unlogged_steps!r}")
+
+
 def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit: str = "img/s",
                batch_size: int = 32, precisions: Mapping[str, Sequence[str]] | None = None,
                samples_per_step: int | str | None = None, scope: str = "global", cwd: str | None = None,
@@ -188,15 +212,7 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
     check_choice(who, "launch", launch, LAUNCHES)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"{who}: batch_size must be a positive integer, not {batch_size!r}")
-    mapped = None
-    if precisions is not None:
-        check_mapping(who, "precisions", precisions, "precisions to lists of arguments")
-        from ..cases import PRECISIONS
-
-        mapped = {}
-        for precision, args in precisions.items():
-            check_choice(who, "precisions key", precision, PRECISIONS)
-            mapped[precision] = check_command(f"{who}: precisions.{precision}", list(args), known) if args else ()
+    mapped = _precision_args(who, precisions, known)
     if isinstance(samples_per_step, bool) or not (samples_per_step is None or isinstance(samples_per_step, str)
                                                   or (isinstance(samples_per_step, int) and samples_per_step > 0)):
         raise ValueError(f"{who}: samples_per_step must be a positive integer or a template such as "
@@ -208,12 +224,7 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
         check_mapping(who, "env", env, "variable names to strings")
         if not all(isinstance(v, str) for v in env.values()):
             raise ValueError(f"{who}: env values must be strings")
-    for field, seconds in (("timeout", timeout), ("startup_timeout", startup_timeout)):
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0):
-            raise ValueError(f"{who}: {field} must be a positive number of seconds, not {seconds!r}")
-    if isinstance(unlogged_steps, bool) or not isinstance(unlogged_steps, int) or unlogged_steps < 0:
-        raise ValueError(f"{who}: unlogged_steps must be a non-negative integer (steps the script runs but never "
-                         f"logs), not {unlogged_steps!r}")
+    _check_counts(who, timeout, startup_timeout, unlogged_steps)
     options = parsers.check(who, parser, parser_options)
     samples = options.get("samples")
     if isinstance(samples, str):

@@ -15,31 +15,26 @@ A command registered with ``figure="time_to_train"`` is such a case:
 * the runs' times are judged as a built-in convergence case's are (the geometric mean and its
   interval against the entry's ``time_to_target``, lower is better:
   :func:`pytest_dlperf.convergence.verdict.judge_time`), and recorded alike
-  (:func:`pytest_dlperf.convergence.run.record`): the report's time-to-accuracy section shows them.
+  (:func:`pytest_dlperf.controller.convergence.record_time`): the report's time-to-accuracy section shows them.
+  The case kind that runs them is :class:`pytest_dlperf.controller.command.TimeToTrainKind`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import models
+from ..cases import Case
 from ..convergence.figures import RunFigures
-from ..convergence.run import UNIT, record
-from ..launchers import Launcher
-from ..results import CaseResult
-from ..runs import CaseError, RunParams
-from .measure import Read, Run, _log_tail, execute, failure, run_record
+from ..launch.launchers import Launcher
+from ..launch.workers import CaseError, FailureKind, RunParams
+from ..results.runs import RunRecord
+from .measure import Read, Run, execute, failure, log_tail, run_record
 from .parsers import Mark, Milestone
 from .spec import CommandSpec
-
-if TYPE_CHECKING:
-    from ..baseline import Entry
-    from ..cases import Case
-    from ..session import DlperfSession
 
 #: The goal of a time-to-train command, in words (MLPerf's mllog: ``run_stop`` with ``status`` ``success``).
 GOAL = "run_stop with status success"
@@ -103,11 +98,11 @@ def _figures(run: Run, wall_seconds: float) -> tuple[RunFigures | None, list[dic
 
 
 def measure_times(case: Case, spec: CommandSpec, params: RunParams, workdir: Path, launcher: Launcher,
-                  on_progress=None) -> tuple[list[dict[str, Any]], list[RunFigures]]:
+                  on_progress=None) -> tuple[list[RunRecord], list[RunFigures]]:
     """``params.runs`` fresh runs of the command (``{seed}`` 0, 1, ...), each run's record and figures; the first
     run that does not reach its target is the last one.  :class:`CaseError` for a run that crashed, hung or
     logged nothing a time to train is read from."""
-    runs: list[dict[str, Any]] = []
+    runs: list[RunRecord] = []
     figures: list[RunFigures] = []
     for index in range(params.runs):
         run_dir = workdir / f"run{index}"
@@ -124,38 +119,13 @@ def measure_times(case: Case, spec: CommandSpec, params: RunParams, workdir: Pat
         if found is None:
             logs = [p for r in range(case.gpus) for p in run.logs(r) if p.exists()]
             raise CaseError(f"{case.id}: the {spec.parser} parser found no time to train in the command's log: it "
-                            f"looked for {run.parser.describe_time_to_train()}{_log_tail(logs)}", "error", runs)
-        runs[-1]["convergence"] = dataclasses.asdict(found)
+                            f"looked for {run.parser.describe_time_to_train()}{log_tail(logs)}", FailureKind.ERROR,
+                            runs)
+        runs[-1].convergence = dataclasses.asdict(found)
         figures.append(found)
         if not found.reached:
             break
     return runs, figures
-
-
-def run_case(session: DlperfSession, case: Case, entry: Entry | None, nodeid: str,
-             properties: list[tuple[str, object]]) -> None:
-    """Run a time-to-train command case (``seeds`` runs, else ``--dlperf-runs``), judge its times to train and
-    record it; raise CaseFailed when it failed."""
-    spec = models.get_model_spec(case.model)
-    seeds = (entry.seeds if entry is not None and entry.seeds else None) or session.options.runs
-    params = dataclasses.replace(session.params_for(entry), runs=seeds)
-    result = CaseResult(id=case.id, nodeid=nodeid, case=case, unit=UNIT, parameters=params.to_dict())
-    session.results.append(result)
-    started = time.monotonic()
-    try:
-        session.live.start()
-        try:
-            runs, figures = measure_times(case, spec, params, session.case_dir(case), session.launcher,
-                                          on_progress=functools.partial(session.live.update, case.id, UNIT, 0))
-        finally:
-            session.live.finish()
-    except CaseError as exc:
-        raise result.record_error(exc.message, exc.runs, properties) from None
-    finally:
-        result.record_end(started)
-    goal = {"metric": figures[0].metric, "target": None, "reads": GOAL, "parser": spec.parser}
-    notes = sorted({note for run in runs for note in run.get("warnings") or ()})
-    record(session, case, entry, result, figures, runs, goal, GOAL, {"type": params.device}, notes, properties)
 
 
 def judged_by_time(case: Case, spec: models.ModelSpec) -> bool:

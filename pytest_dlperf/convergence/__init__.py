@@ -11,7 +11,8 @@ MLPerf Training scores time to a target accuracy (https://mlcommons.org/benchmar
   their median over the runs, each run with its own seed;
 * :mod:`.verdict`: target not reached fails; the time to target is gated against the
   baseline's, lower is better;
-* :mod:`.run`: runs a case through the session's launcher and records its result.
+* the case kind that runs one through the session's launcher and records its result is
+  :mod:`pytest_dlperf.controller.convergence`.
 
 The worker's side is :mod:`pytest_dlperf.worker.convergence`; the two meet at
 :class:`pytest_dlperf.protocol.ConvergenceSpec` and the worker result's ``convergence``.

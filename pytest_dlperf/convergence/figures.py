@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..stats import summarize
+from ..gate.stats import summarize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +45,7 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 def pooled(runs: Sequence[RunFigures]) -> dict[str, Any]:
     """The case's figures over its runs: medians where every run has the figure, each run's own, the
-    spread of the times to target (:func:`pytest_dlperf.stats.summarize`, as the throughput's windows)."""
+    spread of the times to target (:func:`pytest_dlperf.gate.stats.summarize`, as the throughput's windows)."""
     first = runs[0]
     times = [r.seconds_to_target for r in runs]
     reached = [t for t in times if t is not None]

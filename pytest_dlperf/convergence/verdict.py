@@ -4,7 +4,7 @@
   reached"), whatever the time;
 * the time to target of the runs (each run its own seed: the evidence MLPerf uses) is
   gated against the baseline's ``time_to_target`` with the throughput verdict's statistics
-  (:mod:`pytest_dlperf.evidence`): the geometric mean of the runs' times with its 98%
+  (:mod:`pytest_dlperf.gate.evidence`): the geometric mean of the runs' times with its 98%
   interval, on the log scale; lower is better.  The whole interval above ``baseline x (1 +
   tolerance)`` fails, wholly below ``x (1 - tolerance)`` is *improved*, wholly below the upper
   threshold passes; otherwise the case is *inconclusive* (its seeds are its runs: there is no
@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from .. import evidence as ev
-from ..results import Status
-from ..stats import summarize
-from ..verdict import Verdict, fmt_pct, inconclusive_fails
+from ..gate import evidence as ev
+from ..gate.format import fmt_pct
+from ..gate.stats import summarize
+from ..gate.verdict import Verdict, inconclusive_fails
+from ..results.case import Status
 from .figures import RunFigures
 
 
@@ -81,14 +82,15 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
     diff = est.value / expected.seconds - 1.0
     source = f"; source: {expected.source}" if expected.source else ""
     figure = f"{est.value:.1f} s ({est.interval_text()}; geometric mean)"
-    slow, fast = expected.seconds * (1.0 + expected.tolerance), expected.seconds * (1.0 - expected.tolerance)
+    slow = expected.seconds * (1.0 + expected.tolerance)
     against = f"the baseline {expected.seconds:.1f} s (tolerance {fmt_pct(expected.tolerance)}{source})"
-    if est.low > slow:
+    decision = ev.decide(est, expected.tolerance, lower_is_better=True)
+    if decision is ev.Decision.REGRESSION:
         return Verdict(Status.FAIL, f"{what}: {figure} is {fmt_pct(diff)} slower than {against}", diff)
-    if est.high < fast:
+    if decision is ev.Decision.IMPROVED:
         return Verdict(Status.IMPROVED, f"{what}: {figure} is {fmt_pct(-diff)} faster than {against}; improved: "
                                         "update the baseline", diff)
-    if est.high <= slow:
+    if decision is ev.Decision.PASS:
         sign = "+" if diff >= 0 else "-"
         return Verdict(Status.PASS, f"{what}: {figure} is within {fmt_pct(expected.tolerance)} of the baseline "
                                     f"{expected.seconds:.1f} s ({sign}{fmt_pct(abs(diff))}{source})", diff)

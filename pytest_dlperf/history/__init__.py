@@ -9,5 +9,8 @@
 - :mod:`.analysis`: per case, its trend, change points and the environment difference across each;
   a baseline from the last N sessions of this machine class;
 - :mod:`.text` and :mod:`.plot`: ``dlperf history`` lines, the report's section, the PNGs;
+- :mod:`.dashboard`, :mod:`.charts` and :mod:`.html`: the history site (what it shows as typed records, its
+  Plotly charts, its pages written whole);
+- :mod:`.command`: ``dlperf history``;
 - :mod:`.hooks`: what the pytest session does with them (options, writing, the gate).
 """

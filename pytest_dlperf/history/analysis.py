@@ -100,10 +100,6 @@ def analyze(points: Sequence[Point], *, alpha: float = changepoints.ALPHA, value
                        found.trend, found.newest_step, tuple(figures))
 
 
-def analyze_all(points: Iterable[Point], *, alpha: float = changepoints.ALPHA) -> list[CaseHistory]:
-    return [analyze(group, alpha=alpha) for _, group in sorted(series(points).items())]
-
-
 @dataclasses.dataclass(frozen=True)
 class HistoryBaseline:
     """``--dlperf-baseline-from-history N``: a case's expected figure from its last sessions here."""

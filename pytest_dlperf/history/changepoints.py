@@ -7,11 +7,17 @@ sides, keep the split only when a permutation test finds it significant, and go 
 both sides until no split is.  Here:
 
 - the split of a segment is ruptures' binary segmentation with the least-squares cost
-  (``ruptures.Binseg(model="l2")``, https://centre-borelli.github.io/ruptures-docs/): the split
-  that most reduces the squared deviations from each side's mean, i.e. a step in the mean;
+  (``ruptures.Binseg``, https://centre-borelli.github.io/ruptures-docs/): the split that most
+  reduces the squared deviations from each side's mean, i.e. a step in the mean.  The cost is
+  ruptures' ``l2`` computed from cumulative sums (:class:`_CostL2Sums`, the same values as
+  ``CostL2`` in constant time per segment instead of a pass over it);
 - its significance is a permutation test (:func:`scipy.stats.permutation_test`) of the same
   statistic maximized over every admissible split, so that the search for the best split is
-  part of the null distribution (as E-divisive's own test);
+  part of the null distribution (as E-divisive's own test).  It is curtailed (Besag and Clifford,
+  "Sequential Monte Carlo p-values", Biometrika 78(2), 1991): the first ``FIRST_PERMUTATIONS``
+  permutations stop it once ``ALPHA`` is out of reach whatever the rest would give, so a segment
+  without a change costs a tenth of the test; a split that may be significant gets all
+  ``PERMUTATIONS``, and the decision is the one the full test would take on the same draws;
 - the step's size is the relative difference of the two sides' means, with the 95% interval of
   Welch's t-test (:func:`scipy.stats.ttest_ind`, unequal variances);
 - a slow drift, which bisection reports as a step somewhere in its middle, is also measured as a
@@ -26,6 +32,7 @@ within three nights when it is smaller.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -38,6 +45,8 @@ ALPHA = 0.01
 MIN_SIZE = 3
 #: Permutations of a split's test: p-values resolve to 1/1000.
 PERMUTATIONS = 999
+#: The first stage of the curtailed test: after these, a split whose p-value cannot reach ALPHA stops.
+FIRST_PERMUTATIONS = 99
 #: The gate looks at the newest 1 .. NEWEST figures as the start of a step ...
 NEWEST = 3
 #: ... against at least this many figures before them.
@@ -102,21 +111,64 @@ def _split_gain(x: np.ndarray, axis: int = -1, min_size: int = MIN_SIZE) -> np.n
     return np.max(k * (n - k) / n * (left - right) ** 2, axis=-1)
 
 
+@functools.cache
+def _cost_l2_sums():
+    """ruptures' ``l2`` cost (a segment's squared deviations from its mean) from cumulative sums."""
+    from ruptures.base import BaseCost
+
+    class _CostL2Sums(BaseCost):
+        model = "l2-sums"
+        min_size = 1
+
+        def fit(self, signal):
+            import numpy as np
+            x = self.signal = np.asarray(signal, dtype=float).reshape(len(signal), -1)
+            zero = np.zeros((1, x.shape[1]))
+            self.sums = np.concatenate([zero, np.cumsum(x, axis=0)])
+            self.squares = np.concatenate([zero, np.cumsum(x * x, axis=0)])
+            return self
+
+        def error(self, start, end):
+            total = self.sums[end] - self.sums[start]
+            return float(((self.squares[end] - self.squares[start]) - total * total / (end - start)).sum())
+
+    return _CostL2Sums
+
+
 def _best_split(segment: np.ndarray, min_size: int) -> int:
     import ruptures
 
-    algo = ruptures.Binseg(model="l2", min_size=min_size, jump=1).fit(segment.reshape(-1, 1))
+    cost = _cost_l2_sums()()
+    algo = ruptures.Binseg(custom_cost=cost, min_size=min_size, jump=1).fit(segment.reshape(-1, 1))
     return int(algo.predict(n_bkps=1)[0])
 
 
-def _split_pvalue(segment: np.ndarray, min_size: int, seed: int) -> float:
+def _split_pvalue(segment: np.ndarray, min_size: int, seed: int, alpha: float = ALPHA) -> float:
+    """The permutation p-value of the segment's best split, curtailed once ``alpha`` is out of reach.
+
+    The first ``FIRST_PERMUTATIONS`` permutations: where so many of them reach the observed gain
+    that the full test's p-value, ``(exceeding + 1) / (PERMUTATIONS + 1)``, would be above
+    ``alpha`` even if none of the rest did, the test stops with the first stage's own p-value;
+    otherwise the rest are drawn and the p-value is the full test's.
+    """
     import numpy as np
     from scipy import stats
 
-    result = stats.permutation_test(
-        (segment,), lambda x, axis: _split_gain(x, axis, min_size), permutation_type="pairings",
-        vectorized=True, n_resamples=PERMUTATIONS, alternative="greater", rng=np.random.default_rng(seed))
-    return float(result.pvalue)
+    rng = np.random.default_rng(seed)
+    observed = float(_split_gain(segment, min_size=min_size))
+    tie = abs(observed) * 1e-12  # permutations equal to the observed gain up to rounding count as reaching it
+
+    def exceeding(resamples: int) -> int:
+        result = stats.permutation_test(
+            (segment,), lambda x, axis: _split_gain(x, axis, min_size), permutation_type="pairings",
+            vectorized=True, n_resamples=resamples, alternative="greater", rng=rng)
+        return int(np.sum(result.null_distribution >= observed - tie))
+
+    first = exceeding(FIRST_PERMUTATIONS)
+    if (first + 1) / (PERMUTATIONS + 1) > alpha:
+        return (first + 1) / (FIRST_PERMUTATIONS + 1)
+    rest = exceeding(PERMUTATIONS - FIRST_PERMUTATIONS)
+    return (first + rest + 1) / (PERMUTATIONS + 1)
 
 
 def find(values: Sequence[float], *, alpha: float = ALPHA, min_size: int = MIN_SIZE) -> list[Step]:
@@ -134,7 +186,7 @@ def find(values: Sequence[float], *, alpha: float = ALPHA, min_size: int = MIN_S
         if np.ptp(segment) == 0:
             continue
         split = _best_split(segment, min_size)
-        pvalue = _split_pvalue(segment, min_size, seed=start * 7919 + end)
+        pvalue = _split_pvalue(segment, min_size, seed=start * 7919 + end, alpha=alpha)
         if pvalue <= alpha:
             found.append((start + split, pvalue))
             segments += [(start, start + split), (start + split, end)]

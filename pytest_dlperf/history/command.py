@@ -43,7 +43,8 @@ def add_parser(commands) -> None:
     history.set_defaults(func=cmd_history)
 
 
-def cmd_history(args: argparse.Namespace) -> int:
+def _checked(args: argparse.Namespace) -> list:
+    """``dlperf history``'s arguments, checked before the store is read; the site's link patterns."""
     if args.last is not None and args.last < 2:
         raise StoreError(f"--last: {args.last} is not allowed; expected an integer >= 2")
     if not 0 < args.alpha < 1:
@@ -70,6 +71,11 @@ def cmd_history(args: argparse.Namespace) -> int:
             raise StoreError(f"--html: {exc}" if isinstance(exc, html.SiteError) else str(exc)) from None
     elif args.link:
         raise StoreError("--link: links are written into the site: give --html DIR too")
+    return links
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    links = _checked(args)
     store = store_for(args.url)
     if isinstance(store, SQLiteStore) and not store.path.is_file():
         raise StoreError(f"{store.url}: no such history file (--dlperf-history writes it)")

@@ -9,15 +9,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import environment
 from ..cases import Case, OptionError
-from ..results import Expected
+from ..results.case import CaseResult, Expected
 from . import analysis, changepoints, dashboard, text
 from .dashboard import LinkPattern
 from .records import case_rows, machine_class, session_row
 from .store import StoreError, store_for
+
+if TYPE_CHECKING:
+    from ..options import Options
+    from . import html
 
 #: The default tolerance of a baseline from history, where --dlperf-tolerance gives none.
 DEFAULT_TOLERANCE = 0.05
@@ -47,7 +51,7 @@ class HistoryBaselines:
                         figures=found.figures, memory_gbs=found.memory_gbs, core_gflops=found.core_gflops)
 
 
-def check(options: Any, root: Any) -> HistoryBaselines | None:
+def check(options: Options, root: Path) -> HistoryBaselines | None:
     """Before any case: the history options make sense and the store opens (its schema created on first use).
 
     Returns the baselines from history when ``--dlperf-baseline-from-history`` asks for them.
@@ -88,7 +92,7 @@ def check(options: Any, root: Any) -> HistoryBaselines | None:
     return HistoryBaselines(count, machine, analysis.baselines(points, count))
 
 
-def save_references(options: Any, root: Any) -> HistoryBaselines | None:
+def save_references(options: Options, root: Path) -> HistoryBaselines | None:
     """With ``--dlperf-save-baseline`` and ``--dlperf-history``: each case's last
     :data:`SAVE_REFERENCE_SESSIONS` sessions on this machine class, read before this session adds its own,
     so that a baseline measured while the host ran slower than in those sessions says so
@@ -106,7 +110,7 @@ def save_references(options: Any, root: Any) -> HistoryBaselines | None:
     return HistoryBaselines(SAVE_REFERENCE_SESSIONS, machine, found) if found else None
 
 
-def write_site(options: Any) -> Any:
+def write_site(options: Options) -> html.SiteSummary:
     """``--dlperf-history-html DIR``: the whole store's history as a static site (:func:`.html.write_site`),
     after this session's rows were written.  Returns its :class:`~.html.SiteSummary`; raises OSError."""
     from . import html
@@ -130,13 +134,13 @@ class Recorded:
     gate_failures: list[str] = dataclasses.field(default_factory=list)
 
 
-def record(session: Any, env: Mapping[str, Any], document: dict[str, Any], *, analyze: bool) -> Recorded:
-    """Append the session's judged cases to the store; with ``analyze``, put each case's history (trend,
-    change points, newest step) in the results ``document`` and apply the gate.  Raises OSError."""
-    opts = session.options
-    device = session.probed_device or opts.device
+def record(opts: Options, device: str, results: list[CaseResult], env: Mapping[str, Any], document: dict[str, Any],
+           *, analyze: bool) -> Recorded:
+    """Append the session's judged cases (``results``, measured on ``device``) to the store; with ``analyze``, put
+    each case's history (trend, change points, newest step) in the results ``document`` and apply the gate.
+    Raises OSError."""
     row = session_row(env, device)
-    cases = case_rows(session.results)
+    cases = case_rows(results)
     done = Recorded()
     try:
         with store_for(opts.history_url).open() as store:

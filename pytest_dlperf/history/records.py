@@ -19,12 +19,11 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import math
-import statistics
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..baseline import counted_probe
+from ..results.case import CaseResult
 
 #: The fields of a session that :func:`environment_changes` compares across a change point, with their labels.
 COMPARED = (("torch", "torch"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("nccl", "NCCL"), ("driver", "driver"),
@@ -76,7 +75,7 @@ class CaseRow:
     baseline: float | None = None
     tolerance: float | None = None
     #: The median memory bandwidth its counted runs' probe measured (GB/s; schema version 2), the
-    #: reference that marks a later run on a slower host busy (:mod:`pytest_dlperf.evidence`).
+    #: reference that marks a later run on a slower host busy (:mod:`pytest_dlperf.gate.figures`).
     memory_gbs: float | None = None
     #: The median core speed its counted runs' core probe measured (GFLOP/s; schema version 3), likewise.
     core_gflops: float | None = None
@@ -113,7 +112,7 @@ def finite(value: float | None) -> bool:
 
 def machine_class(device: str, env: Mapping[str, Any]) -> str:
     """This session's machine class: the GPU model and count, else the CPU model and its CPUs."""
-    from ..machines import this_machine  # the controller's machine comparison, one place
+    from ..baseline.machines import this_machine  # the controller's machine comparison, one place
 
     machine = this_machine(device, env)
     if machine.kind == "cuda":
@@ -140,42 +139,34 @@ def session_row(env: Mapping[str, Any], device: str, *, created: _dt.datetime | 
         nccl=versions.get("nccl"), git_commit=commit, git_branch=git.get("branch"), environment=dict(env))
 
 
-def run_medians(attempt: Mapping[str, Any]) -> tuple[float, ...]:
-    """The median of each run's windows in an attempt (``CaseResult.attempts[-1]``)."""
-    out = []
-    for run in attempt.get("runs") or []:
-        figures = [w["throughput"] for w in run.get("windows") or [] if w.get("throughput") is not None]
-        if figures:
-            out.append(float(statistics.median(figures)))
-    return tuple(out)
-
-
-def case_rows(results: Iterable[Any]) -> list[CaseRow]:
-    """The judged cases of a session's results (typed :class:`~pytest_dlperf.results.CaseResult`): measured,
+def case_rows(results: Iterable[CaseResult]) -> list[CaseRow]:
+    """The judged cases of a session's results (typed :class:`~pytest_dlperf.results.case.CaseResult`): measured,
     inconclusive or failed ones (:data:`WRITTEN_VERDICTS`); skipped, remote and data-only cases are no figure
     of training throughput."""
     rows = []
     for result in results:
-        verdict = getattr(result.verdict, "value", result.verdict)
+        verdict = None if result.verdict is None else result.verdict.value
         if verdict not in WRITTEN_VERDICTS:
             continue
-        runs = run_medians(result.attempts[-1]) if result.attempts else ()
+        runs = tuple(run.median for run in result.attempts[-1].runs if run.median is not None) if result.attempts \
+            else ()
         baseline = None if result.baseline is None else result.baseline.throughput
         tolerance = None if result.baseline is None else result.baseline.tolerance
         convergence = result.convergence or {}
         if convergence:  # a time-to-accuracy case: its figure is the time to target, and so is its baseline's
             expected = convergence.get("baseline") or {}
             baseline, tolerance = expected.get("seconds"), expected.get("tolerance")
-        evidence = result.evidence or {}
-        busy = [r for r in evidence.get("runs") or [] if r.get("busy")]
+        evidence = result.evidence
+        busy = evidence.busy if evidence is not None else []
         rows.append(CaseRow(
             case_id=result.id, case=result.case.to_dict(), unit=result.unit, throughput=result.throughput,
             runs=runs, verdict=verdict, baseline=baseline, tolerance=tolerance,
-            memory_gbs=counted_probe(result.evidence, "memory_gbs"),
-            core_gflops=counted_probe(result.evidence, "core_gflops"),  # as a saved baseline entry keeps it
+            # The median of the counted runs' host probes, as a saved baseline entry keeps them.
+            memory_gbs=evidence.probe_median("memory_gbs") if evidence is not None else None,
+            core_gflops=evidence.probe_median("core_gflops") if evidence is not None else None,
             message=result.message or None,
-            busy=busy[-1]["busy"] if busy and evidence.get("estimate") is None else None,
-            busy_runs=len(busy) if evidence else None,
+            busy=busy[-1].busy if busy and evidence.estimate is None else None,
+            busy_runs=len(busy) if evidence is not None else None,
             scaling_efficiency=None if result.scaling is None else result.scaling.efficiency,
             mfu=(result.flops or {}).get("mfu"), time_to_target=convergence.get("seconds_to_target")))
     return rows

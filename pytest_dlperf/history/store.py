@@ -148,7 +148,9 @@ class Store:
 
         def read(cursor) -> list[Point]:
             cursor.execute(self._sql(sql), params)
-            return [_point(row) for row in cursor.fetchall()]
+            sessions: dict[tuple, SessionRow] = {}  # a session's row and a case's settings are read once each
+            settings: dict[str, dict] = {}
+            return [_point(row, sessions, settings) for row in cursor.fetchall()]
 
         return self._guarded(lambda: self._transaction(read))
 
@@ -341,11 +343,20 @@ def _case_values(session_id: str, case: CaseRow) -> tuple:
             case.time_to_target)
 
 
-def _point(row: Sequence[Any]) -> Point:
+def _point(row: Sequence[Any], sessions: dict[tuple, SessionRow], settings: dict[str, dict]) -> Point:
+    """A row of ``_SELECT`` as a Point; ``sessions`` and ``settings`` hold what earlier rows parsed (a session's
+    row repeats for each of its cases, a case's settings for each of its nights: shared, never modified)."""
     n = len(_SESSION_COLUMNS)
-    values = dict(zip(_SESSION_COLUMNS, row[:n]))
-    values["environment"] = json.loads(values["environment"] or "{}")
+    key = tuple(row[:n])
+    session = sessions.get(key)
+    if session is None:
+        values = dict(zip(_SESSION_COLUMNS, key))
+        values["environment"] = json.loads(values["environment"] or "{}")
+        session = sessions[key] = SessionRow(**values)
     case = dict(zip(_CASE_COLUMNS[1:], row[n:]))
-    case["case"] = json.loads(case.pop("case_json"))
+    text = case.pop("case_json")
+    if text not in settings:
+        settings[text] = json.loads(text)
+    case["case"] = settings[text]
     case["runs"] = tuple(json.loads(case["runs"]))
-    return Point(SessionRow(**values), CaseRow(**case))
+    return Point(session, CaseRow(**case))

@@ -19,7 +19,7 @@ def sparkline(figures: Sequence[float]) -> str:
     return "".join(BARS[min(len(BARS) - 1, int((f - low) / (high - low) * len(BARS)))] for f in figures)
 
 
-def _figure(value: float) -> str:
+def figure_text(value: float) -> str:
     return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
 
 
@@ -28,7 +28,7 @@ def change_line(history: CaseHistory, point: ChangePoint) -> str:
     commit = f", git {session.short_commit}" if session.short_commit else ""
     changes = "; ".join(point.changes) or "no environment difference recorded"
     return (f"change point at session {step.index + 1} of {len(history.points)} ({session.date} UTC{commit}): "
-            f"{step.describe()}, {_figure(step.before)} -> {_figure(step.after)} {history.unit or ''}".rstrip()
+            f"{step.describe()}, {figure_text(step.before)} -> {figure_text(step.after)} {history.unit or ''}".rstrip()
             + f"; {changes}")
 
 
@@ -36,14 +36,14 @@ def gate_line(history: CaseHistory, step: Step) -> str:
     count = len(history.points) - step.index
     newest = "the newest figure starts" if count == 1 else f"the newest {count} figures start"
     return (f"{history.case_id} on {history.machine}: {newest} a downward step of {step.describe()} "
-            f"from {_figure(step.before)} to {_figure(step.after)} {history.unit or ''}".rstrip())
+            f"from {figure_text(step.before)} to {figure_text(step.after)} {history.unit or ''}".rstrip())
 
 
 def case_lines(history: CaseHistory) -> list[str]:
     figures = history.figures
     last = figures[-TREND_LENGTH:]
     lines = [f"{history.case_id} on {history.machine}: {len(figures)} session(s), {history.unit or ''}".rstrip(),
-             f"  last {len(last)}: {sparkline(last)}  {' '.join(_figure(f) for f in last)}"]
+             f"  last {len(last)}: {sparkline(last)}  {' '.join(figure_text(f) for f in last)}"]
     lines += [f"  {change_line(history, point)}" for point in history.change_points]
     if not history.change_points:
         lines.append("  no change point")
@@ -96,7 +96,7 @@ def markdown_section(history: Mapping[str, Any] | None) -> list[str]:
         if case.get("newest_step"):
             points += f"<br>**newest figures start a step of {_pct(case['newest_step']['change'])}**"
         drift = "" if not case.get("drift") else f"{_pct(case['drift']['total'])} over {case['drift']['sessions']}"
-        last = " ".join(_figure(f) for f in case["last"])
+        last = " ".join(figure_text(f) for f in case["last"])
         lines.append(f"| {case['id']} ({case['machine']}) | {case['sessions']} | {sparkline(case['last'])} {last} | "
                      f"{points} | {drift} |")
     return lines + [""]

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..registry import Registry
 from .validation import check_callable, check_choice, check_mapping
 
 #: Throughput units.  ``samples/s`` is the generic one: a sample is whatever one batch row is.
@@ -116,8 +117,13 @@ def module_available(module: str) -> bool:
         return False
 
 
-_REGISTRY: dict[str, ModelSpec] = {}
-_TASKS: dict[str, Task] = {}
+def _taken(name: str, existing: ModelSpec, new: ModelSpec) -> str:
+    return f"model {name!r} is already registered by {existing.source}; {new.source} registers it again"
+
+
+#: The registered models: a name given again by the file that gave it (a conftest imported twice) replaces it.
+MODELS: Registry[ModelSpec] = Registry("model", same=lambda old, new: old.source == new.source, taken=_taken)
+TASKS: Registry[Task] = Registry("task", same=lambda old, new: True)
 OPTIMIZERS = ("sgd", "adamw")
 
 
@@ -131,19 +137,17 @@ def register_task(task: Task) -> Task:
     check_choice(who, "unit", task.unit, UNITS)
     check_choice(who, "optimizer", task.optimizer, OPTIMIZERS)
     check_mapping(who, "defaults", task.defaults, "setting names to values")
-    _TASKS[task.name] = task
-    return task
+    return TASKS.add(task.name, task)
 
 
 def list_tasks() -> list[str]:
-    return sorted(_TASKS)
+    return sorted(TASKS)
 
 
 def get_task(name: str) -> Task:
-    try:
-        return _TASKS[name]
-    except KeyError:
-        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(_TASKS))}") from None
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(sorted(TASKS))}")
+    return TASKS[name]
 
 
 def register_model(
@@ -175,83 +179,82 @@ def register_model(
     docs/models.md is the whole contract.
     """
 
+    given = dict(task=task, make_batch=make_batch, loss=loss, unit=unit, optimizer=optimizer, batch_size=batch_size,
+                 defaults=defaults, channels_last=channels_last, requires=requires, items_per_sample=items_per_sample,
+                 description=description)
+
     def decorator(fn: Callable) -> Callable:
         check_name(name if name is not None else getattr(fn, "__name__", None))
-        spec = _build_spec(name or fn.__name__, fn)
-        existing = _REGISTRY.get(spec.name)
-        if existing is not None and existing.source != spec.source:
-            raise ValueError(
-                f"model {spec.name!r} is already registered by {existing.source}; "
-                f"{spec.source} registers it again"
-            )
-        _REGISTRY[spec.name] = spec
+        add_spec(_build_spec(name or fn.__name__, fn, **given))
         return fn
-
-    def _build_spec(model_name: str, fn: Callable) -> ModelSpec:
-        who = f"model {model_name!r}"
-        base = None
-        if task is not None:
-            if task not in _TASKS:
-                raise ValueError(f"{who}: unknown task {task!r}; known tasks: {', '.join(sorted(_TASKS))}")
-            base = _TASKS[task]
-        check_callable(who, "factory", fn)
-        if defaults is not None:
-            check_mapping(who, "defaults", defaults, "setting names to values")
-        if requires is not None:
-            check_mapping(who, "requires", requires, "importable modules to the extras that provide them")
-        batch_fn = make_batch if make_batch is not None else (base.make_batch if base else None)
-        loss_fn = loss if loss is not None else (base.loss if base else None)
-        if batch_fn is None or loss_fn is None:
-            raise ValueError(f"{who}: give a task, or both make_batch and loss; known tasks: "
-                             f"{', '.join(sorted(_TASKS))}")
-        check_callable(who, "make_batch", batch_fn)
-        check_callable(who, "loss", loss_fn)
-        the_unit = unit or (base.unit if base else "img/s")
-        check_choice(who, "unit", the_unit, UNITS)
-        # The task's count of units per row goes with the task's unit (tokens per sequence
-        # means nothing to a model that reports seq/s instead).
-        per_sample = items_per_sample if items_per_sample is not None else (
-            base.items_per_sample if base and the_unit == base.unit else None)
-        if per_sample is not None:
-            check_callable(who, "items_per_sample", per_sample)
-        the_optimizer = optimizer or (base.optimizer if base else "sgd")
-        check_choice(who, "optimizer", the_optimizer, OPTIMIZERS)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"{who}: batch_size must be a positive integer, not {batch_size!r}")
-        merged_defaults = dict(base.defaults) if base else {}
-        merged_defaults.update(defaults or {})
-        return ModelSpec(
-            name=model_name,
-            factory=fn,
-            make_batch=batch_fn,
-            loss=loss_fn,
-            unit=the_unit,
-            optimizer=the_optimizer,
-            batch_size=batch_size,
-            defaults=merged_defaults,
-            channels_last=channels_last if channels_last is not None else bool(base and base.channels_last),
-            requires=dict(requires or {}),
-            items_per_sample=per_sample,
-            description=description or (inspect.getdoc(fn) or "").split("\n")[0],
-            source=_source_file(fn),
-            module=getattr(fn, "__module__", None),
-            task=task,
-        )
 
     if factory is not None:
         return decorator(factory)
     return decorator
 
 
+def _build_spec(model_name: str, fn: Callable, *, task: str | None, make_batch: Callable | None, loss: Callable | None,
+                unit: str | None, optimizer: str | None, batch_size: int, defaults: Mapping[str, Any] | None,
+                channels_last: bool | None, requires: Mapping[str, str] | None,
+                items_per_sample: Callable[[Mapping[str, Any]], int] | None, description: str) -> ModelSpec:
+    """The checked spec of a model :func:`register_model` registers (``fn``: its factory)."""
+    who = f"model {model_name!r}"
+    base = None
+    if task is not None:
+        if task not in TASKS:
+            raise ValueError(f"{who}: unknown task {task!r}; known tasks: {', '.join(sorted(TASKS))}")
+        base = TASKS[task]
+    check_callable(who, "factory", fn)
+    if defaults is not None:
+        check_mapping(who, "defaults", defaults, "setting names to values")
+    if requires is not None:
+        check_mapping(who, "requires", requires, "importable modules to the extras that provide them")
+    batch_fn = make_batch if make_batch is not None else (base.make_batch if base else None)
+    loss_fn = loss if loss is not None else (base.loss if base else None)
+    if batch_fn is None or loss_fn is None:
+        raise ValueError(f"{who}: give a task, or both make_batch and loss; known tasks: "
+                         f"{', '.join(sorted(TASKS))}")
+    check_callable(who, "make_batch", batch_fn)
+    check_callable(who, "loss", loss_fn)
+    the_unit = unit or (base.unit if base else "img/s")
+    check_choice(who, "unit", the_unit, UNITS)
+    # The task's count of units per row goes with the task's unit (tokens per sequence
+    # means nothing to a model that reports seq/s instead).
+    per_sample = items_per_sample if items_per_sample is not None else (
+        base.items_per_sample if base and the_unit == base.unit else None)
+    if per_sample is not None:
+        check_callable(who, "items_per_sample", per_sample)
+    the_optimizer = optimizer or (base.optimizer if base else "sgd")
+    check_choice(who, "optimizer", the_optimizer, OPTIMIZERS)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"{who}: batch_size must be a positive integer, not {batch_size!r}")
+    merged_defaults = dict(base.defaults) if base else {}
+    merged_defaults.update(defaults or {})
+    return ModelSpec(
+        name=model_name,
+        factory=fn,
+        make_batch=batch_fn,
+        loss=loss_fn,
+        unit=the_unit,
+        optimizer=the_optimizer,
+        batch_size=batch_size,
+        defaults=merged_defaults,
+        channels_last=channels_last if channels_last is not None else bool(base and base.channels_last),
+        requires=dict(requires or {}),
+        items_per_sample=per_sample,
+        description=description or (inspect.getdoc(fn) or "").split("\n")[0],
+        source=_source_file(fn),
+        module=getattr(fn, "__module__", None),
+        task=task,
+    )
+
+
+
 def add_spec(spec: ModelSpec) -> ModelSpec:
     """Register a spec built elsewhere (a command case: :mod:`pytest_dlperf.commands`) under its name;
     ``ValueError`` when another file registered that name."""
     check_name(spec.name)
-    existing = _REGISTRY.get(spec.name)
-    if existing is not None and existing.source != spec.source:
-        raise ValueError(f"{spec.name!r} is already registered by {existing.source}; {spec.source} registers it again")
-    _REGISTRY[spec.name] = spec
-    return spec
+    return MODELS.add(spec.name, spec)
 
 
 def name_pattern() -> str:
@@ -279,14 +282,13 @@ def _source_file(fn: Callable) -> str | None:
 
 
 def list_models() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(MODELS)
 
 
 def get_model_spec(name: str) -> ModelSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownModelError(name, _REGISTRY) from None
+    if name not in MODELS:
+        raise UnknownModelError(name, MODELS)
+    return MODELS[name]
 
 
 def create_model(name: str, settings: Mapping[str, Any] | None = None):
@@ -297,12 +299,11 @@ def create_model(name: str, settings: Mapping[str, Any] | None = None):
 
 def snapshot() -> dict[str, ModelSpec]:
     """A copy of the registry, to restore after a session that registered models of its own."""
-    return dict(_REGISTRY)
+    return MODELS.snapshot()
 
 
 def restore(saved: Mapping[str, ModelSpec]) -> None:
-    _REGISTRY.clear()
-    _REGISTRY.update(saved)
+    MODELS.restore(saved)
 
 
 def ensure_registered(name: str, source: str | None, module: str | None) -> ModelSpec:
@@ -313,8 +314,8 @@ def ensure_registered(name: str, source: str | None, module: str | None) -> Mode
     anything else (a ``conftest.py``) is imported from its path, with its folder on
     ``sys.path`` as pytest's default import mode has it.
     """
-    if name in _REGISTRY:
-        return _REGISTRY[name]
+    if name in MODELS:
+        return MODELS[name]
     if module and module != "__main__" and _module_is_file(module, source):
         importlib.import_module(module)
     elif source:

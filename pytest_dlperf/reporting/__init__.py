@@ -1,6 +1,6 @@
 """Reporting: what a session's results become for people and other tools.
 
-Every module here reads the typed per-case record (:class:`pytest_dlperf.results.CaseResult`);
+Every module here reads the typed per-case record (:class:`pytest_dlperf.results.case.CaseResult`);
 only the results document's own parts (environment, options, baseline) stay a dict.
 
 * :mod:`.summary`: the terminal summary table and the grids, cells and utilization rows the

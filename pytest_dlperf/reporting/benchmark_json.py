@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from .. import environment
-from ..results import CaseResult
+from ..results.case import CaseResult
 
 PLUGIN_NAME = "dlperf-benchmark-json"
 
@@ -72,7 +72,7 @@ def windows(result: CaseResult) -> list[dict[str, Any]]:
     """The measured windows of the attempt the case was judged on (the last), over all its runs."""
     if not result.attempts:
         return []
-    return [w for run in result.attempts[-1].get("runs", []) for w in run.get("windows", []) if w.get("samples")]
+    return [w for run in result.attempts[-1].runs for w in run.windows if w.get("samples")]
 
 
 def extra_info(result: CaseResult, measured: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..results import CaseResult
+from ..results.case import CaseResult
 from .plot_data import slug
 
 DPI = 100

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..results import CaseResult, Status, gpu_utilizations, host_metric, telemetry_summaries
+from ..gate.figures import HOST_PROBES
+from ..results.case import CaseResult, Status
+from ..results.telemetry import gpu_utilizations, host_metric, telemetry_summaries
 
 
 def properties(result: CaseResult) -> list[tuple[str, Any]]:
@@ -45,25 +47,25 @@ def properties(result: CaseResult) -> list[tuple[str, Any]]:
 
 def evidence_properties(result: CaseResult) -> list[tuple[str, Any]]:
     """The runs as evidence: the throughput verdict, the interval, runs counted and not, other processes' CPU."""
-    evidence = result.evidence or {}
+    evidence = result.evidence
     props: list[tuple[str, Any]] = []
     if result.throughput_verdict is not None:
         props.append(("dlperf_throughput_verdict", result.throughput_verdict.value))
-    estimate = evidence.get("estimate")
-    if estimate:
-        props += [("dlperf_ci_low", round(estimate["low"], 3)), ("dlperf_ci_high", round(estimate["high"], 3)),
-                  ("dlperf_runs", estimate["runs"])]
-    runs = evidence.get("runs") or []
-    if runs:
-        props.append(("dlperf_runs_busy", sum(1 for r in runs if r.get("busy"))))
-    others = [run["interference"]["other_cpu_percent"] for attempt in result.attempts
-              for run in attempt.get("runs") or [] if run.get("interference")]
+    estimate = evidence.estimate if evidence is not None else None
+    if estimate is not None:
+        props += [("dlperf_ci_low", round(estimate.low, 3)), ("dlperf_ci_high", round(estimate.high, 3)),
+                  ("dlperf_runs", estimate.runs)]
+    figures = evidence.figures if evidence is not None else []
+    if figures:
+        props.append(("dlperf_runs_busy", len(evidence.busy)))
+    others = [run.interference["other_cpu_percent"] for attempt in result.attempts for run in attempt.runs
+              if run.interference]
     if others:
         props.append(("dlperf_other_cpu_percent_max", round(max(others), 1)))
-    for key in ("memory_gbs", "core_gflops"):  # the host probes (pytest_dlperf.evidence.HOST_PROBES)
-        probes = [r[key] for r in runs if r.get(key)]
+    for probe in HOST_PROBES:
+        probes = [f.probe(probe) for f in figures if f.probe(probe)]
         if probes:
-            props.append((f"dlperf_{key}_min", round(min(probes), 2)))
+            props.append((f"dlperf_{probe.key}_min", round(min(probes), 2)))
     return props
 
 

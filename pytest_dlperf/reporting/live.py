@@ -24,8 +24,8 @@ import time
 import warnings
 from typing import Any
 
+from ..gate.format import fmt_value
 from ..protocol import Progress
-from ..verdict import fmt_value
 
 SAVE_CURSOR, RESTORE_AND_CLEAR = "\x1b7", "\x1b8\x1b[K"
 

@@ -10,7 +10,7 @@ results document (``--dlperf-json``, schema ``results.schema.json``), so that th
 
 This module holds the document's own parts (the title, the environment, the logs) and
 the entry points; the document's cases are read once as typed records
-(:func:`pytest_dlperf.results.cases_from`) and the sections about them are rendered by
+(:func:`pytest_dlperf.results.case.cases_from`) and the sections about them are rendered by
 :mod:`pytest_dlperf.reporting.markdown_tables`.  Each run's log folder is copied next to
 the report (``report.md`` -> ``report-logs/``) and linked relatively, so the report and its
 logs can be moved or published together.
@@ -30,7 +30,7 @@ from typing import Any
 from .. import jsonio
 from ..environment import strip_ansi
 from ..history import text as history_text
-from ..results import CaseResult, cases_from
+from ..results.case import CaseResult, cases_from
 from . import convergence
 from . import summary as report
 from .markdown_tables import (comparison_section, fmt_bytes, get_path, link, method_section, table,
@@ -88,14 +88,14 @@ def find_runs(results: Sequence[CaseResult], search_dirs: Sequence[str | os.Path
     runs = []
     for result in results:
         for a, attempt in enumerate(result.attempts):
-            for position, run in enumerate(attempt.get("runs") or []):
-                recorded = run.get("log_dir")
+            for run in attempt.runs:
+                recorded = run.log_dir
                 if not recorded:
                     continue
                 candidates = [Path(recorded)] if os.path.isabs(recorded) else \
                     [Path(d) / recorded for d in search_dirs]
                 source = next((c for c in candidates if c.is_dir()), None)
-                entry = RunLogs(result.id, a, run.get("index", position), recorded, source)
+                entry = RunLogs(result.id, a, run.index, recorded, source)
                 if source is not None:
                     entry.files = _log_files(source)
                 runs.append(entry)

@@ -2,7 +2,7 @@
 
 :mod:`pytest_dlperf.reporting.markdown` lays out the report (title, environment, logs) and
 writes it; the sections here render what the cases measured, from
-:class:`~pytest_dlperf.results.CaseResult` objects: the method (step counts, runs, data,
+:class:`~pytest_dlperf.results.case.CaseResult` objects: the method (step counts, runs, data,
 tolerance), the throughput and speedup grids per model, the comparison with the baseline,
 the windows' spread, FLOPs / MFU / telemetry, and each case's verdict.
 
@@ -16,8 +16,9 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..results import CaseResult, gpu_metric, host_metric, telemetry_summaries
-from ..verdict import fmt_pct, fmt_value
+from ..gate.format import fmt_pct, fmt_value
+from ..results.case import CaseResult
+from ..results.telemetry import gpu_metric, host_metric, telemetry_summaries
 from . import summary as report
 
 # The method's parameters: (key in a case's "parameters", what it means).
@@ -90,8 +91,8 @@ def _distinct(results: Sequence[CaseResult], value: Callable[[CaseResult], Any])
 
 def _data_backend(result: CaseResult) -> str:
     """Where a case's batches came from: its ``data`` setting, else synthetic (one batch, on the device)."""
-    runs = [run for attempt in result.attempts for run in attempt.get("runs") or []]
-    effective = next((run["settings"].get("data") for run in runs if run.get("settings")), None)
+    runs = [run for attempt in result.attempts for run in attempt.runs]
+    effective = next((run.settings.get("data") for run in runs if run.settings), None)
     return result.case.settings_dict.get("data") or effective or "synthetic"
 
 

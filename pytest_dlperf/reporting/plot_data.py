@@ -1,6 +1,6 @@
 """The plots' data: what each ``--dlperf-plot`` PNG shows, worked out from typed records alone.
 
-Pure functions of :class:`~pytest_dlperf.results.CaseResult` lists, no matplotlib, so they
+Pure functions of :class:`~pytest_dlperf.results.case.CaseResult` lists, no matplotlib, so they
 can be tested and reused without drawing anything (:mod:`pytest_dlperf.reporting.plots`
 draws them):
 
@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..cases import Case
-from ..results import CaseResult, Status
+from ..results.case import CaseResult, Status
 
 
 def slug(text: str) -> str:

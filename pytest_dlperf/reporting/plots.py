@@ -1,7 +1,7 @@
 """PNG plots of a session's cases (``--dlperf-plot DIR``, ``dlperf plot``): drawing and writing them.
 
 Two kinds, both drawn from the typed cases alone (a session's, or a results file's read
-back with :func:`pytest_dlperf.results.cases_from`), so a results file written earlier can
+back with :func:`pytest_dlperf.results.case.cases_from`), so a results file written earlier can
 be plotted again:
 
 - throughput vs GPUs, one PNG per model x precision: the measured medians with the spread
@@ -26,7 +26,7 @@ import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..results import CaseResult, Status
+from ..results.case import CaseResult, Status
 from . import convergence
 from .plot_data import (Bar, ComparisonPlot, ScalingLine, ScalingPlot, comparison_plots, fmt_figure, left_out_note,
                         scaling_plots)

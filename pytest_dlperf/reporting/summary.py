@@ -6,7 +6,7 @@ measured median, the baseline and the difference in percent, with FAIL / ERROR /
 and CPU utilization, peak RSS, from the workers' telemetry), then regressions,
 improvements, cases without a baseline and skipped cases, each with its one-line reason.
 
-Every function here reads typed records (:class:`~pytest_dlperf.results.CaseResult`).  The
+Every function here reads typed records (:class:`~pytest_dlperf.results.case.CaseResult`).  The
 layout (:func:`model_grids`), the cells and the utilization rows are shared with the
 Markdown report (:mod:`pytest_dlperf.reporting.markdown_tables`), which renders the same figures.
 """
@@ -18,10 +18,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from ..cases import Case
+from ..gate.format import fmt_value
+from ..gate.verdict import REASON
+from ..results.case import CaseResult, Scaling, Status
+from ..results.telemetry import gpu_unavailable_reason, gpu_utilizations, host_metric, telemetry_summaries
 from . import convergence
-from ..results import (CaseResult, Scaling, Status, gpu_unavailable_reason, gpu_utilizations, host_metric,
-                       telemetry_summaries)
-from ..verdict import REASON, fmt_value
 
 MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +", Status.INCONCLUSIVE: " ~"}
 
@@ -247,7 +248,7 @@ def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = Non
                     lines.append(f"  {r.id}: {r.message}")
                 elif r.verdict is Status.ERROR:  # a crash's message goes on with the log's last lines: its first
                     lines.append(f"  {r.message.splitlines()[0]}")
-                else:  # the verdict's headline, then its reasons, one fact each (pytest_dlperf.verdict.REASON)
+                else:  # the verdict's headline, then its reasons, one fact each (pytest_dlperf.gate.verdict.REASON)
                     first, *reasons = r.message.split(REASON)
                     lines.append(f"  {first}")
                     lines.extend(f"      {reason}" for reason in reasons)

@@ -27,12 +27,14 @@ figures in the result's ``convergence`` (``docs/result-format.md``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
 from typing import Any
 
-from ..protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
+from ..protocol import ConvergenceSpec, WorkerResult, WorkerSpec, WorkerStatus
+from .lifecycle import Held, ProgressFile, launched_at, timing
 
 #: Stop reasons, by precedence when the ranks disagree (an all-reduce keeps the largest).
 STOPS = ("", "seconds", "epochs", "diverged", "target")
@@ -119,6 +121,29 @@ def _agree(code: int, distributed: bool, device) -> int:
     return int(flag.item())
 
 
+@dataclasses.dataclass
+class Schedule:
+    """A convergence run's steps: per epoch, between evaluations, of the warm-up and of the whole budget."""
+
+    global_batch: int
+    steps_per_epoch: int
+    eval_every: int
+    warmup: int
+    max_steps: int | None  # None: the budget is in seconds only
+    peak_lr: float
+
+    @classmethod
+    def of(cls, goal: ConvergenceSpec, global_batch: int, train_images: int) -> Schedule:
+        steps_per_epoch = train_images // global_batch
+        max_steps = math.ceil(goal.max_epochs * steps_per_epoch) if goal.max_epochs else None
+        return cls(global_batch, steps_per_epoch, goal.eval_every or steps_per_epoch,
+                   round(goal.warmup_epochs * steps_per_epoch), max_steps, goal.lr * global_batch / 256)
+
+    @property
+    def evals_total(self) -> int | None:
+        return math.ceil(self.max_steps / self.eval_every) if self.max_steps else None
+
+
 def run(spec: WorkerSpec, result: WorkerResult) -> None:
     """Train ``spec.case`` to ``spec.convergence``; fill ``result`` (rank 0: its ``convergence``)."""
     import torch
@@ -126,109 +151,132 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
 
     from .. import data
     from .distributed import ProcessGroup
-    from .main import ProgressFile
     from .prepare import prepare
-    from .training import AUTOCAST, TrainingStep, make_optimizer
 
     goal: ConvergenceSpec = spec.convergence
     ranks, model_spec, settings, device, _ = prepare(spec, result)
-    case = spec.case
-    global_batch = case.batch_size * ranks.world_size
+    global_batch = spec.case.batch_size * ranks.world_size
     result.samples_per_step = global_batch
-    launched = float(spec.launched_at) if spec.launched_at is not None else time.time()
-
-    seed = spec.run_index
-    torch.manual_seed(seed)
+    launched = launched_at(spec)
+    torch.manual_seed(spec.run_index)
     train_dir, val_dir = os.path.join(spec.data_dir or "", "train"), os.path.join(spec.data_dir or "", "val")
     classes = datasets.ImageFolder(train_dir).classes
     if len(classes) > int(settings.get("num_classes", len(classes))):
         raise data.DataError(f"{train_dir} has {len(classes)} classes; the model has num_classes "
                              f"{settings['num_classes']}")
     train_images = len(datasets.ImageFolder(train_dir).samples)
-    steps_per_epoch = train_images // global_batch
-    if steps_per_epoch < 1:
+    schedule = Schedule.of(goal, global_batch, train_images)
+    if schedule.steps_per_epoch < 1:
         raise data.DataError(f"{train_dir} has {train_images} images, fewer than one global batch ({global_batch})")
-
     distributed = ranks.distributed or spec.distributed
-    group = ProcessGroup(ranks, device) if distributed else None
-    source = step = plain = None
-    try:
-        source = data.make_source(data.backend_of(settings), train_dir, settings, case.batch_size, device,
-                                  rank=ranks.rank, world_size=ranks.world_size, workers=spec.data_workers)
-        if getattr(source, "sampler", None) is not None:
-            source.sampler.seed = seed  # DistributedSampler shuffles by seed + epoch
-        step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None, source=source)
-        peak = goal.lr * global_batch / 256
-        step.optimizer = make_optimizer(model_spec.optimizer, step.model.parameters(), device)
-        validation = Validation(val_dir, classes, int(settings["image_size"]), device, ranks.rank,
-                                ranks.world_size, step.channels_last)
-        plain = step.model.module if hasattr(step.model, "module") else step.model
-        eval_every = goal.eval_every or steps_per_epoch
-        warmup = round(goal.warmup_epochs * steps_per_epoch)
-        max_steps = math.ceil(goal.max_epochs * steps_per_epoch) if goal.max_epochs else None
-        evals_total = math.ceil(max_steps / eval_every) if max_steps else None
-        progress = ProgressFile(spec.progress_path if ranks.rank == 0 else None, 0, evals_total or 0)
-        progress(phase="measuring", windows_done=0)
-        curve: list[dict[str, Any]] = []
-        windows: list[dict[str, Any]] = []
-        done, reached_at, stopped, train_loss = 0, None, "", None
-        start = time.perf_counter()
-        marks = {"first_step": time.time()}
-        while not stopped:
-            t0 = time.perf_counter()
-            count = eval_every if max_steps is None else min(eval_every, max_steps - done)
-            for _ in range(count):
-                for param_group in step.optimizer.param_groups:
-                    param_group["lr"] = learning_rate(done, peak=peak, warmup_steps=warmup, total_steps=max_steps)
-                step()
-                done += 1
-            step.sync()
-            seconds = time.perf_counter() - t0
-            windows.append({"steps": count, "samples": count * global_batch, "seconds": seconds,
-                            "throughput": count * global_batch / seconds})
-            train_loss = float(step.last_loss) if step.last_loss is not None else None
-            metrics = validation.evaluate(plain, AUTOCAST.get(case.precision), distributed)
-            elapsed = time.perf_counter() - start
-            curve.append({"seconds": elapsed, "samples": done * global_batch, "epoch": done / steps_per_epoch,
-                          "step": done, **{k: _finite(v) for k, v in metrics.items()},
-                          "train_loss": _finite(train_loss)})
-            if goal.reached(metrics[goal.metric]):
-                code = STOPS.index("target")
-            elif _finite(train_loss) is None or _finite(metrics["loss"]) is None:
-                code = STOPS.index("diverged")
-            elif max_steps is not None and done >= max_steps:
-                code = STOPS.index("epochs")
-            elif goal.max_seconds is not None and elapsed >= goal.max_seconds:
-                code = STOPS.index("seconds")
-            else:
-                code = 0
-            stopped = STOPS[_agree(code, distributed, device)]
-            if stopped == "target":
-                reached_at = curve[-1]
-            remaining = (max_steps - done) if max_steps is not None else \
-                max(0, round(((goal.max_seconds or 0) - elapsed) / max(seconds / count, 1e-9)))
-            progress(seconds / count, 0 if stopped else remaining, windows_done=len(curve),
-                     last_throughput=windows[-1]["throughput"])
-        total = time.perf_counter() - start
-    finally:
-        if source is not None:
-            source.close()
-        step = plain = None  # the DDP model goes before its process group: see ProcessGroup.close
-        if group is not None:
-            group.close()
+    with Held(ProcessGroup(ranks, device) if distributed else None) as held:
+        validation = _start(spec, held, model_spec, settings, device, ranks, train_dir, val_dir, classes)
+        trained = _train(spec, goal, held, validation, schedule, distributed, device, ranks)
+    curve, windows, marks = trained.curve, trained.windows, trained.marks
     result.windows = windows
-    result.final_loss = _finite(train_loss)
-    result.timing = {"setup_seconds": marks["first_step"] - launched, "warmup_seconds": 0.0,
-                     "measured_seconds": sum(w["seconds"] for w in windows),
-                     "total_seconds": time.time() - launched, "convergence_seconds": total}
+    result.final_loss = _finite(trained.train_loss)
+    result.timing = timing(launched, marks, windows, total=time.time(), warmup_seconds=0.0,
+                           convergence_seconds=trained.seconds)
     if ranks.rank == 0:
+        reached_at = trained.reached_at
         result.convergence = {
-            "metric": goal.metric, "target": goal.target, "reached": reached_at is not None, "stopped": stopped,
+            "metric": goal.metric, "target": goal.target, "reached": reached_at is not None,
+            "stopped": trained.stopped,
             "seconds_to_target": reached_at["seconds"] if reached_at else None,
             "epochs_to_target": reached_at["epoch"] if reached_at else None,
             "samples_to_target": reached_at["samples"] if reached_at else None,
-            "final": curve[-1][goal.metric], "curve": curve, "seconds": total, "samples": done * global_batch,
-            "epochs": done / steps_per_epoch, "throughput": done * global_batch / total, "seed": seed,
-            "lr": peak, "global_batch": global_batch,
+            "final": curve[-1][goal.metric], "curve": curve, "seconds": trained.seconds,
+            "samples": trained.steps * global_batch, "epochs": trained.steps / schedule.steps_per_epoch,
+            "throughput": trained.steps * global_batch / trained.seconds, "seed": spec.run_index,
+            "lr": schedule.peak_lr, "global_batch": global_batch,
         }
-    result.status = Status.OK
+    result.status = WorkerStatus.OK
+
+
+def _start(spec: WorkerSpec, held: Held, model_spec, settings: dict[str, Any], device, ranks, train_dir: str,
+           val_dir: str, classes: list[str]) -> Validation:
+    """The train split's source (seeded with the run's index), the training step and its optimizer, in ``held``;
+    returns this rank's shard of the validation split."""
+    from .. import data
+    from .training import TrainingStep, make_optimizer
+
+    case, seed = spec.case, spec.run_index
+    held.source = data.make_source(data.backend_of(settings), train_dir, settings, case.batch_size, device,
+                                   rank=ranks.rank, world_size=ranks.world_size, workers=spec.data_workers)
+    if getattr(held.source, "sampler", None) is not None:
+        held.source.sampler.seed = seed  # DistributedSampler shuffles by seed + epoch
+    held.step = TrainingStep(model_spec, case, settings, device, wrap=held.group.wrap if held.group else None,
+                             source=held.source)
+    held.step.optimizer = make_optimizer(model_spec.optimizer, held.step.model.parameters(), device)
+    held.model = held.step.model.module if hasattr(held.step.model, "module") else held.step.model
+    return Validation(val_dir, classes, int(settings["image_size"]), device, ranks.rank, ranks.world_size,
+                      held.step.channels_last)
+
+
+@dataclasses.dataclass
+class Trained:
+    """What a convergence run's training loop reached."""
+
+    curve: list[dict[str, Any]]
+    windows: list[dict[str, Any]]
+    marks: dict[str, float]
+    steps: int
+    seconds: float  # of training and evaluation, from the first step
+    stopped: str  # one of STOPS
+    reached_at: dict[str, Any] | None  # the curve's point that reached the target
+    train_loss: float | None
+
+
+def _train(spec: WorkerSpec, goal: ConvergenceSpec, held: Held, validation: Validation, schedule: Schedule,
+           distributed: bool, device, ranks) -> Trained:
+    """Train and evaluate until the target, the budget or a loss that is no longer finite (all ranks agreeing)."""
+    from .training import AUTOCAST
+
+    progress = ProgressFile(spec.progress_path if ranks.rank == 0 else None, 0, schedule.evals_total or 0)
+    progress(phase="measuring", windows_done=0)
+    max_steps, batch = schedule.max_steps, schedule.global_batch
+    trained = Trained([], [], {"first_step": time.time()}, 0, 0.0, "", None, None)
+    start = time.perf_counter()
+    while not trained.stopped:
+        t0 = time.perf_counter()
+        count = schedule.eval_every if max_steps is None else min(schedule.eval_every, max_steps - trained.steps)
+        for _ in range(count):
+            for param_group in held.step.optimizer.param_groups:
+                param_group["lr"] = learning_rate(trained.steps, peak=schedule.peak_lr, warmup_steps=schedule.warmup,
+                                                  total_steps=max_steps)
+            held.step()
+            trained.steps += 1
+        held.step.sync()
+        seconds = time.perf_counter() - t0
+        trained.windows.append({"steps": count, "samples": count * batch, "seconds": seconds,
+                                "throughput": count * batch / seconds})
+        trained.train_loss = float(held.step.last_loss) if held.step.last_loss is not None else None
+        metrics = validation.evaluate(held.model, AUTOCAST.get(spec.case.precision), distributed)
+        elapsed = time.perf_counter() - start
+        trained.curve.append({"seconds": elapsed, "samples": trained.steps * batch,
+                              "epoch": trained.steps / schedule.steps_per_epoch, "step": trained.steps,
+                              **{k: _finite(v) for k, v in metrics.items()},
+                              "train_loss": _finite(trained.train_loss)})
+        trained.stopped = STOPS[_agree(_stop_code(goal, metrics, trained, max_steps, elapsed), distributed, device)]
+        if trained.stopped == "target":
+            trained.reached_at = trained.curve[-1]
+        remaining = (max_steps - trained.steps) if max_steps is not None else \
+            max(0, round(((goal.max_seconds or 0) - elapsed) / max(seconds / count, 1e-9)))
+        progress(seconds / count, 0 if trained.stopped else remaining, windows_done=len(trained.curve),
+                 last_throughput=trained.windows[-1]["throughput"])
+    trained.seconds = time.perf_counter() - start
+    return trained
+
+
+def _stop_code(goal: ConvergenceSpec, metrics: dict[str, float], trained: Trained, max_steps: int | None,
+               elapsed: float) -> int:
+    """This rank's reason to stop after an evaluation (:data:`STOPS`' index; 0: go on)."""
+    if goal.reached(metrics[goal.metric]):
+        return STOPS.index("target")
+    if _finite(trained.train_loss) is None or _finite(metrics["loss"]) is None:
+        return STOPS.index("diverged")
+    if max_steps is not None and trained.steps >= max_steps:
+        return STOPS.index("epochs")
+    if goal.max_seconds is not None and elapsed >= goal.max_seconds:
+        return STOPS.index("seconds")
+    return 0

@@ -77,7 +77,7 @@ class ProcessGroup:
         NVIDIA's recipe). Bucket views do the same arithmetic without the copies (torch's DDP notes
         recommend them). The buffers are still broadcast every forward, as NVIDIA's DDP runs do: that
         and the reducer's hooks are DDP's own cost, which a scaling efficiency over a plain 1-GPU
-        process includes (:attr:`pytest_dlperf.results.Scaling.reference_kind`).
+        process includes (:attr:`pytest_dlperf.results.case.Scaling.reference_kind`).
         """
         from torch.nn.parallel import DistributedDataParallel
 

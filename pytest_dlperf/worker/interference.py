@@ -32,7 +32,7 @@ last (never inside a timed window; chained like the telemetry sampler, :meth:`st
   bandwidth flat, the probe followed them (r = 0.90).
 
 Clock throttling is already sampled by the telemetry (``throttle_reasons``); the controller
-reads it from there (:mod:`pytest_dlperf.evidence`).
+reads it from there (:mod:`pytest_dlperf.gate.figures`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil
 
-RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.process.RUN_ID_VARIABLE
+RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.launch.process.RUN_ID_VARIABLE
 
 
 def own_processes() -> list[psutil.Process]:

@@ -36,8 +36,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ..protocol import Progress, Status, WorkerResult, WorkerSpec, result_file
+from ..protocol import WorkerResult, WorkerSpec, WorkerStatus, result_file
 from .interference import Interference
+from .lifecycle import Held, ProgressFile, launched_at, timing
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -47,31 +48,6 @@ def is_oom(exc: BaseException) -> bool:
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
-class ProgressFile:
-    """Rank 0's ``progress.json`` (:class:`~pytest_dlperf.protocol.Progress`); other ranks write none.
-
-    Called with what changed; it keeps the last step time and the rest.  Never called inside
-    a measured window: a write is a file, a rename and an fsync.
-    """
-
-    def __init__(self, path: str | None, warmup_total: int, windows_total: int):
-        self.path = path
-        self.state: dict[str, Any] = {"step_seconds": None, "remaining_steps": None, "warmup_total": warmup_total,
-                                      "windows_total": windows_total}
-
-    def __call__(self, step_seconds: float | None = None, remaining_steps: int | None = None, **where: Any) -> None:
-        if not self.path:
-            return
-        from ..jsonio import write_atomic
-
-        if step_seconds is not None:
-            self.state["step_seconds"] = step_seconds
-        if remaining_steps is not None:
-            self.state["remaining_steps"] = remaining_steps
-        self.state.update(where)
-        write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()))
 
 
 def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_per_step: int,
@@ -102,25 +78,7 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
     measured_total = steps * repeats
     marks: dict[str, float] = {"first_step": time.time()}
     if warmup_steps:
-        start = time.perf_counter()
-        step()
-        step.sync()
-        shown = time.perf_counter()
-        report(shown - start, warmup_steps - 1 + measured_total, phase="warm-up", warmup_done=1)
-        # Time the second half of the warm-up: past autotuning and allocator growth.
-        half = max(1, warmup_steps // 2)
-        t_half = time.perf_counter()
-        for i in range(1, warmup_steps):
-            if i == half:
-                step.sync()
-                t_half = time.perf_counter()
-            step()
-            if time.perf_counter() - shown >= 1.0:
-                shown = time.perf_counter()
-                report(None, warmup_steps - 1 - i + measured_total, warmup_done=i + 1)
-        step.sync()
-        if warmup_steps > 1:
-            report((time.perf_counter() - t_half) / (warmup_steps - half), measured_total)
+        warm_up(step, warmup_steps, measured_total, report)
     report(None, measured_total, phase="measuring", warmup_done=warmup_steps, windows_done=0)
     marks["warmup_done"] = time.time()
     windows = []
@@ -149,6 +107,29 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
         sampler.stop()
     marks["measured_done"] = time.time()
     return windows, marks
+
+
+def warm_up(step, warmup_steps: int, measured_total: int, report) -> None:
+    """``warmup_steps`` steps, telling ``report`` the first step's time, then where the warm-up is at most once a
+    second, then the time of a step of its second half (past autotuning and allocator growth)."""
+    start = time.perf_counter()
+    step()
+    step.sync()
+    shown = time.perf_counter()
+    report(shown - start, warmup_steps - 1 + measured_total, phase="warm-up", warmup_done=1)
+    half = max(1, warmup_steps // 2)
+    t_half = time.perf_counter()
+    for i in range(1, warmup_steps):
+        if i == half:
+            step.sync()
+            t_half = time.perf_counter()
+        step()
+        if time.perf_counter() - shown >= 1.0:
+            shown = time.perf_counter()
+            report(None, warmup_steps - 1 - i + measured_total, warmup_done=i + 1)
+    step.sync()
+    if warmup_steps > 1:
+        report((time.perf_counter() - t_half) / (warmup_steps - half), measured_total)
 
 
 def compile_steps(step, on_progress=None) -> dict[str, float]:
@@ -242,93 +223,92 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         from .convergence import run as converge
 
         return converge(spec, result)
-    from .. import data
-    from .distributed import ProcessGroup, global_windows, rank_identity
+    from .distributed import ProcessGroup
     from .prepare import prepare
-    from .training import TrainingStep
 
     ranks, model_spec, settings, device, device_info = prepare(spec, result)
-    case = spec.case
-    per_rank = model_spec.samples_per_batch(case.batch_size, settings)
+    per_rank = model_spec.samples_per_batch(spec.case.batch_size, settings)
     result.samples_per_step = per_rank * ranks.world_size
-
     group = ProcessGroup(ranks, device) if (ranks.distributed or spec.distributed) else None
-    sampler = _sampler(spec, device_info, ranks.local_rank, result.warnings)
-    data_only = spec.data_only
-    source = step = None
-    try:
-        if spec.max_memory:
-            from .memory import apply_cap
-
-            result.memory_cap = apply_cap(int(spec.max_memory), device)
-        source = _input_source(spec, settings, case.batch_size, device, ranks)
-        meter = data.WindowMeter(source, then=sampler) if source is not None else sampler
-        # No memory probe under a CPU memory cap: its 64 MiB would come out of what the case may use.
-        busy = Interference(then=meter, gpu_index=_nvml_index(device_info, ranks.local_rank),
-                            probe=not (spec.max_memory and device_info.get("type") == "cpu"))
-        if data_only:
-            step = data.DataOnlyStep(source, device)
-        else:
-            step = TrainingStep(model_spec, case, settings, device, wrap=group.wrap if group else None,
-                                source=source)
-        launched = float(spec.launched_at) if spec.launched_at is not None else time.time()
-        progress = ProgressFile(spec.progress_path if ranks.rank == 0 else None, spec.warmup_steps, spec.repeats)
-        compiled = None
-        if settings["compile"]:
-            progress(phase="compiling")
-            compiled = compile_steps(step, lambda seconds: progress(seconds, spec.total_steps))
-
-        windows, marks = time_windows(step, warmup_steps=spec.warmup_steps, steps=spec.steps,
-                                      repeats=spec.repeats, samples_per_step=per_rank,
-                                      on_progress=progress, barrier=group.barrier if group else None,
-                                      sampler=busy, between=busy.between)
-        result.interference = busy.summary()
-        mine: dict[str, Any] = {"windows": windows}
-        if source is not None:
-            mine["data"] = meter.rank_figures(windows)
-        if sampler is not None:
-            result.telemetry = mine["telemetry"] = sampler.summary()
-        if group is not None:
-            gathered = group.gather({**rank_identity(ranks, device_info), **mine})
-            result.ranks = gathered
-            result.windows = global_windows([g["windows"] for g in gathered], ranks.world_size)
-        else:
-            result.windows = windows
-        if source is not None:
-            per_rank = [g["data"] for g in result.ranks] if group is not None else [mine["data"]]
-            result.data = data.figures(source, "data-only" if data_only else "training", per_rank,
-                                       result.windows)
-    finally:
-        if sampler is not None:
-            sampler.stop()  # after an exception: the thread must not outlive the run
-        if source is not None:
-            source.close()
-        last_loss = step.last_loss if step is not None else None
-        step = None  # the DDP model goes before its process group: see ProcessGroup.close
-        if group is not None:
-            group.close()
-    result.timing = {
-        "setup_seconds": marks["first_step"] - launched,
-        "warmup_seconds": marks["warmup_done"] - marks["first_step"],
-        "measured_seconds": sum(w["seconds"] for w in result.windows),
-        "total_seconds": marks["measured_done"] - launched,
-    }
+    with Held(group, _sampler(spec, device_info, ranks.local_rank, result.warnings)) as held:
+        launched, marks, compiled = _measure(spec, result, held, model_spec, settings, device, device_info, ranks,
+                                             per_rank)
+    result.timing = timing(launched, marks, result.windows, total=marks["measured_done"])
     if compiled is not None:
-        result.timing.update(setup_seconds=compiled["started"] - launched,
-                             compile_seconds=compiled["compile_seconds"],
+        result.timing.update(setup_seconds=compiled["started"] - launched, compile_seconds=compiled["compile_seconds"],
                              compile_steps_seconds=compiled["compile_steps_seconds"])
-    loss = float(last_loss) if last_loss is not None else None
+    loss = float(held.last_loss) if held.last_loss is not None else None
     if loss is not None and not math.isfinite(loss):
         result.warnings.append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
     result.final_loss = loss
-    if ranks.rank == 0 and not data_only:
+    if ranks.rank == 0 and not spec.data_only:
         try:
-            result.flops = count_flops(model_spec, settings, case.precision, device_info, result.windows,
+            result.flops = count_flops(model_spec, settings, spec.case.precision, device_info, result.windows,
                                        ranks.world_size, spec.peak_tflops)
         except Exception as exc:  # noqa: BLE001 - a count that fails costs the figure, not the case
             result.warnings.append(f"FLOPs not counted: {type(exc).__name__}: {str(exc).strip()[:300]}")
-    result.status = Status.OK
+    result.status = WorkerStatus.OK
+
+
+def _measure(spec: WorkerSpec, result: WorkerResult, held: Held, model_spec, settings: dict[str, Any], device,
+             device_info: dict[str, Any], ranks, per_rank: int) -> tuple[float, dict[str, float], dict | None]:
+    """The run's data source, step, warm-up and windows (their figures, the ranks' and the loader's in ``result``):
+    (when it was launched, its time marks, its compile steps' timing or None)."""
+    from .. import data
+    from .training import TrainingStep
+
+    if spec.max_memory:
+        from .memory import apply_cap
+
+        result.memory_cap = apply_cap(int(spec.max_memory), device)
+    held.source = source = _input_source(spec, settings, spec.case.batch_size, device, ranks)
+    meter = data.WindowMeter(source, then=held.sampler) if source is not None else held.sampler
+    # No memory probe under a CPU memory cap: its 64 MiB would come out of what the case may use.
+    busy = Interference(then=meter, gpu_index=_nvml_index(device_info, ranks.local_rank),
+                        probe=not (spec.max_memory and device_info.get("type") == "cpu"))
+    if spec.data_only:
+        held.step = data.DataOnlyStep(source, device)
+    else:
+        held.step = TrainingStep(model_spec, spec.case, settings, device,
+                                 wrap=held.group.wrap if held.group else None, source=source)
+    launched = launched_at(spec)
+    progress = ProgressFile(spec.progress_path if ranks.rank == 0 else None, spec.warmup_steps, spec.repeats)
+    compiled = None
+    if settings["compile"]:
+        progress(phase="compiling")
+        compiled = compile_steps(held.step, lambda seconds: progress(seconds, spec.total_steps))
+    windows, marks = time_windows(held.step, warmup_steps=spec.warmup_steps, steps=spec.steps, repeats=spec.repeats,
+                                  samples_per_step=per_rank, on_progress=progress,
+                                  barrier=held.group.barrier if held.group else None, sampler=busy,
+                                  between=busy.between)
+    result.interference = busy.summary()
+    _gather(spec, result, held, meter, windows, device_info, ranks)
+    return launched, marks, compiled
+
+
+def _gather(spec: WorkerSpec, result: WorkerResult, held: Held, meter, windows: list[dict[str, Any]],
+            device_info: dict[str, Any], ranks) -> None:
+    """This rank's windows, loader figures and telemetry; with several ranks, every rank's on rank 0 and the
+    job's windows (all ranks' samples over the slowest's seconds)."""
+    from .. import data
+    from .distributed import global_windows, rank_identity
+
+    source, sampler, group = held.source, held.sampler, held.group
+    mine: dict[str, Any] = {"windows": windows}
+    if source is not None:
+        mine["data"] = meter.rank_figures(windows)
+    if sampler is not None:
+        result.telemetry = mine["telemetry"] = sampler.summary()
+    if group is not None:
+        gathered = group.gather({**rank_identity(ranks, device_info), **mine})
+        result.ranks = gathered
+        result.windows = global_windows([g["windows"] for g in gathered], ranks.world_size)
+    else:
+        result.windows = windows
+    if source is not None:
+        per_rank = [g["data"] for g in result.ranks] if group is not None else [mine["data"]]
+        result.data = data.figures(source, "data-only" if spec.data_only else "training", per_rank, result.windows)
 
 
 def _versions() -> dict[str, str | None]:
@@ -371,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             from .memory import is_cap_failure
 
             oom = oom or is_cap_failure(exc)
-        result.status = Status.OOM if oom else Status.ERROR
+        result.status = WorkerStatus.OOM if oom else WorkerStatus.ERROR
         result.error = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
                         "traceback": traceback.format_exc()[-8000:]}
     result.versions = _versions()

@@ -210,7 +210,7 @@ def _nvml_or_none(read: Callable[[], str]) -> str | None:
         return None
 
 
-def _unavailable_reason(nvml: Any, exc: Exception) -> str:
+def unavailable_reason(nvml: Any, exc: Exception) -> str:
     if isinstance(exc, nvml.NVMLError_LibraryNotFound):
         return "unavailable: NVML library not found"
     if isinstance(exc, nvml.NVMLError_DriverNotLoaded):
@@ -326,7 +326,7 @@ class Telemetry:
         try:
             nvml.nvmlInit()
         except nvml.NVMLError as exc:
-            self._gpu_reason = _unavailable_reason(nvml, exc)
+            self._gpu_reason = unavailable_reason(nvml, exc)
             _log_unavailable_once(self._gpu_reason)
             return None
         for key in self.gpu_indices:

@@ -1,7 +1,7 @@
 """A worker never outlives its controller: the parent watch every rank starts first.
 
 The controller tags each run's processes and kills their process group when a case ends,
-times out or is interrupted (:mod:`pytest_dlperf.process`).  A controller killed with
+times out or is interrupted (:mod:`pytest_dlperf.launch.process`).  A controller killed with
 SIGKILL cannot; so each worker watches its parent and the controller itself, and takes its
 own process group down when either goes away.
 """

@@ -1,25 +1,27 @@
-"""Measuring a case: ``runs`` fresh worker processes, one figure per run.
+"""A case's runs as fresh worker processes: :class:`RunParams` in, one :class:`~pytest_dlperf.results.runs.RunRecord`
+per run out, a failed run explained.
 
 The seeds' method is "skip 20 steps, average 100, run 5-7 times, take the median": here
 each run is a fresh process (warm-up, then ``repeats`` windows of ``steps`` steps), a run's
 figure is the median of its windows, and the case's figure the geometric mean of its runs'
-(:mod:`pytest_dlperf.evidence`); the windows of all runs are pooled only for their statistics.
+(:mod:`pytest_dlperf.gate.evidence`); the windows of all runs are pooled only for their statistics.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import signal
 from pathlib import Path
 from typing import Any
 
+from ..cases import Case
+from ..models import ModelSpec
+from ..protocol import ConvergenceSpec, WorkerResult, WorkerSpec, WorkerStatus
+from ..results.runs import RankRecord, RunRecord, RunStatus
 from . import process
-from .cases import Case
 from .launchers import Launcher, LocalLauncher, malloc_env
-from .models import ModelSpec
-from .protocol import ConvergenceSpec, Status, WorkerResult, WorkerSpec
-from .stats import Summary, summarize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +53,24 @@ class RunParams:
         return out
 
 
-class CaseError(Exception):
-    """A run that produced no measurement: crash, out of memory, timeout."""
+class FailureKind(str, enum.Enum):
+    """Why a case's runs ended without a measurement (:class:`CaseError`)."""
 
-    def __init__(self, message: str, kind: str, runs: list[dict[str, Any]]):
+    LAUNCHER = "launcher"  # the launcher could not start the ranks (its own words explain it)
+    TIMEOUT = "timeout"  # killed at its time limit, or a command that hung
+    OOM = "oom"  # out of memory: no failure for a batch size search's trial
+    ERROR = "error"  # an exception the worker reported, or a log the parser cannot read
+    CRASH = "crash"  # ended without a result
+    MAX_BATCH = "max-batch"  # a batch size max search found no batch
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class CaseError(Exception):
+    """A run that produced no measurement: crash, out of memory, timeout (``kind``)."""
+
+    def __init__(self, message: str, kind: FailureKind, runs: list[RunRecord]):
         super().__init__(message)
         self.message = message
         self.kind = kind
@@ -64,116 +80,26 @@ class CaseError(Exception):
 class RemoteRankZero(Exception):
     """This node ran some ranks of the job; rank 0, which reports the figures, ran elsewhere."""
 
-    def __init__(self, ranks: list[int], runs: list[dict[str, Any]]):
+    def __init__(self, ranks: list[int], runs: list[RunRecord]):
         super().__init__(f"ranks {ranks} ran here")
         self.ranks = ranks
         self.runs = runs
 
 
-@dataclasses.dataclass
-class Attempt:
-    summary: Summary
-    unit: str
-    runs: list[dict[str, Any]]
-    device: dict[str, Any]
-    warnings: list[str]
-
-    @classmethod
-    def from_runs(cls, runs: list[dict[str, Any]], unit: str, device: dict[str, Any]) -> Attempt:
-        """The attempt of ``runs`` (run records, in order): their windows pooled, their warnings once each."""
-        return cls(summarize([w["throughput"] for run in runs for w in run["windows"]]), unit, runs, device,
-                   sorted({w for run in runs for w in run.get("warnings") or ()}))
-
-    @property
-    def windows(self) -> list[dict[str, Any]]:
-        return [w for run in self.runs for w in run["windows"]]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"throughput": self.summary.median, "stats": self.summary.to_dict(), "runs": self.runs}
-
-    def flops(self, devices: int) -> dict[str, Any] | None:
-        """FLOPs of the attempt: the workers' count, TFLOP/s and MFU at the pooled median."""
-        from .worker import flops
-
-        counted = next((run["flops"] for run in self.runs if run.get("flops")), None)
-        if counted is None:
-            return None
-        achieved = flops.achieved_tflops(counted["flops_per_sample"], self.summary.median)
-        return {"flops_per_sample": counted["flops_per_sample"], "tflops": achieved,
-                "peak_tflops": counted["peak_tflops"], "mfu": flops.mfu(achieved, counted["peak_tflops"], devices)}
-
-    def data(self) -> dict[str, Any] | None:
-        """The loader's figures over all runs (``pytest_dlperf.data``); None for synthetic data."""
-        from . import data
-
-        return data.pool([run.get("data") for run in self.runs], self.summary.median)
-
-    def telemetry(self) -> dict[str, Any] | list[dict[str, Any]] | None:
-        """The first run's telemetry summary; for several ranks, one per rank (with its rank and hostname)."""
-        first = self.runs[0]
-        if first["ranks"]:
-            per_rank = [{"rank": r["rank"], "hostname": r["host"], **r["telemetry"]}
-                        for r in first["ranks"] if r.get("telemetry")]
-            return per_rank or None
-        return first.get("telemetry")
-
-    def ranks(self) -> list[dict[str, Any]]:
-        """Per rank over all runs: host, device and the median of its own windows."""
-        by_rank: dict[int, dict[str, Any]] = {}
-        for run in self.runs:
-            for rank in run["ranks"]:
-                entry = by_rank.setdefault(rank["rank"], {"rank": rank["rank"], "host": rank["host"],
-                                                          "device": rank["device"], "figures": []})
-                entry["figures"].extend(w["throughput"] for w in rank["windows"])
-        return [{"rank": r["rank"], "host": r["host"], "device": r["device"],
-                 "throughput": summarize(r["figures"]).median} for _, r in sorted(by_rank.items())]
-
-    def straggler(self, ranks: list[dict[str, Any]], threshold: float = 0.10) -> str | None:
-        """A note when the slowest of ``ranks`` (:meth:`ranks`) is more than ``threshold`` below the median rank."""
-        if len(ranks) < 2:
-            return None
-        slowest = min(ranks, key=lambda r: r["throughput"])
-        typical = summarize([r["throughput"] for r in ranks]).median
-        if slowest["throughput"] >= typical * (1 - threshold):
-            return None
-        return (f"straggler: rank {slowest['rank']} on {slowest['host']} ran at {slowest['throughput']:.1f} "
-                f"{self.unit}, {100 * (1 - slowest['throughput'] / typical):.0f}% below the median rank")
-
-
-def _result(document: dict[str, Any] | None) -> WorkerResult | None:
-    return WorkerResult.from_dict(document) if document is not None else None
-
-
-def _run_record(index: int, outcome: process.WorkerOutcome) -> dict[str, Any]:
+def run_record(index: int, outcome: process.WorkerOutcome) -> RunRecord:
     """One run as the session results keep it: rank 0's result, or how the run ended without one."""
-    result = _result(outcome.result)
-    return {
-        "index": index,
-        "returncode": outcome.returncode,
-        "status": result.status if result else ("timeout" if outcome.timed_out else "crashed"),
-        "wall_seconds": round(outcome.wall_seconds, 3),
-        "log_dir": str(outcome.run_dir),
-        "device": result and result.device,
-        "windows": (result and result.windows) or [],
-        "timing": (result and result.timing) or {},
-        "final_loss": result and result.final_loss,
-        "warnings": (result and result.warnings) or [],
-        "settings": result and result.settings,
-        "memory_cap": result and result.memory_cap,
-        "telemetry": result and result.telemetry,
-        "flops": result and result.flops,
-        "data": result and result.data,
-        "convergence": result and result.convergence,
-        "interference": result and result.interference,
-        "ranks": [_rank_summary(r) for r in (result and result.ranks) or []],
-    }
-
-
-def _rank_summary(rank: dict[str, Any]) -> dict[str, Any]:
-    figures = [w["throughput"] for w in rank["windows"]]
-    return {"rank": rank["rank"], "host": rank["host"], "device": rank["device"].get("name"),
-            "throughput": summarize(figures).median if figures else None, "windows": rank["windows"],
-            "telemetry": rank.get("telemetry"), "data": rank.get("data")}
+    result = outcome.result
+    if result is None:
+        return RunRecord(index, RunStatus.TIMEOUT if outcome.timed_out else RunStatus.CRASHED, outcome.returncode,
+                         round(outcome.wall_seconds, 3), str(outcome.run_dir))
+    return RunRecord(
+        index, RunStatus(result.status.value), outcome.returncode, round(outcome.wall_seconds, 3),
+        str(outcome.run_dir), device=result.device, windows=result.windows or [], timing=result.timing or {},
+        final_loss=result.final_loss, warnings=result.warnings or [], settings=result.settings,
+        memory_cap=result.memory_cap, telemetry=result.telemetry, flops=result.flops, data=result.data,
+        convergence=result.convergence, interference=result.interference,
+        ranks=[RankRecord(r["rank"], r["host"], r["device"].get("name"), r["windows"], r.get("telemetry"),
+                          r.get("data")) for r in result.ranks or []])
 
 
 def _tail_block(path) -> str:
@@ -185,7 +111,7 @@ _COMMUNICATION = ("connection reset by peer", "connection closed by peer", "brok
                   "gloo", "socket", "timed out", "barrier")
 
 
-def first_failed_rank(world: int, results: dict[int, dict[str, Any]],
+def first_failed_rank(world: int, results: dict[int, WorkerResult],
                       reported: tuple[int, int | None] | None) -> int | None:
     """The rank that most likely failed first.
 
@@ -197,8 +123,8 @@ def first_failed_rank(world: int, results: dict[int, dict[str, Any]],
     silent = [r for r in range(world) if r not in results] if world > 1 else []
     if silent:
         return reported[0] if reported and reported[0] in silent else silent[0]
-    errors = sorted(r for r, res in results.items() if res["status"] != Status.OK)
-    own = [r for r in errors if not any(w in results[r].get("error", {}).get("message", "").lower()
+    errors = sorted(r for r, res in results.items() if not res.ok)
+    own = [r for r in errors if not any(w in (results[r].error or {}).get("message", "").lower()
                                         for w in _COMMUNICATION)]
     if own:
         return own[0]
@@ -235,7 +161,7 @@ def _timeout_message(case: Case, outcome: process.WorkerOutcome, launcher: Launc
 
 
 def failure_message(case: Case, outcome: process.WorkerOutcome,
-                    launcher: Launcher | None = None, timeout_given: bool = True) -> tuple[str, str]:
+                    launcher: Launcher | None = None, timeout_given: bool = True) -> tuple[FailureKind, str]:
     """(kind, message) for a run that produced no measurement.
 
     For several ranks it names the rank that failed first: one whose result says so, or
@@ -247,7 +173,7 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
     agent_text = process.tail(outcome.stderr_path, 200)
     explained = launcher.explain(agent_text) if not results else None
     if explained and not outcome.timed_out:
-        return "launcher", f"{case.id}: {explained}"
+        return FailureKind.LAUNCHER, f"{case.id}: {explained}"
     reported = launcher.failed_rank(agent_text)
     failed = first_failed_rank(case.gpus, results, reported)
     who, stderr = "the worker", outcome.stderr_path
@@ -257,40 +183,41 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
         status = f" ({status_text(reported[1])})" if known else ""
         who = f"rank {failed}{status}"
         stderr = launcher.rank_stderr(outcome.run_dir, failed) or stderr
-    result = _result(results.get(failed) if failed is not None else outcome.result)
+    result = results.get(failed) if failed is not None else outcome.result
     if outcome.timed_out:
-        return "timeout", _timeout_message(case, outcome, launcher, timeout_given)
-    if result is not None and result.status == Status.OOM:
+        return FailureKind.TIMEOUT, _timeout_message(case, outcome, launcher, timeout_given)
+    if result is not None and result.status == WorkerStatus.OOM:
         device = result.device
         where = device.get("name") or device.get("type", "the device")
         if device.get("type") == "cuda" and device.get("index") is not None:
             where = f"cuda:{device['index']} ({where})"
         on_rank = f" (rank {failed})" if by_rank else ""
-        return "oom", (f"{case.id}: out of memory at batch size {case.batch_size} on {where}{on_rank}: "
+        return FailureKind.OOM, (f"{case.id}: out of memory at batch size {case.batch_size} on {where}{on_rank}: "
                        f"{result.error['message'].splitlines()[0]}")
-    if result is not None and result.status == Status.ERROR:
+    if result is not None and result.status == WorkerStatus.ERROR:
         err = result.error
-        return "error", f"{case.id}: {who} failed: {err['type']}: {err['message']}{_tail_block(stderr)}"
+        return FailureKind.ERROR, f"{case.id}: {who} failed: {err['type']}: {err['message']}{_tail_block(stderr)}"
     why = outcome.result_error or "wrote no result"
     if by_rank:
-        return "crash", f"{case.id}: {who} died; the job ended with {status_text(outcome.returncode)}" \
+        return FailureKind.CRASH, f"{case.id}: {who} died; the job ended with {status_text(outcome.returncode)}" \
                         f"{_tail_block(stderr)}"
-    return "crash", (f"{case.id}: the worker ended with {status_text(outcome.returncode)} "
+    return FailureKind.CRASH, (f"{case.id}: the worker ended with {status_text(outcome.returncode)} "
                      f"and {why}{_tail_block(stderr)}")
 
 
 def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
-            launcher: Launcher | None = None, on_progress=None, first_index: int = 0) -> Attempt:
-    """Run ``params.runs`` fresh workers for ``case``; raise :class:`CaseError` if one fails.
+            launcher: Launcher | None = None, on_progress=None, first_index: int = 0) -> list[RunRecord]:
+    """Run ``params.runs`` fresh workers for ``case``, their records in order; raise :class:`CaseError` if one
+    fails.
 
     A run whose rank 0 is on another node (the ``torchrun`` launcher across nodes) leaves
     no rank-0 result here: :class:`RemoteRankZero` carries what this node's ranks measured.
     ``on_progress(run_index, runs, progress, elapsed)`` is called about once a second while
-    a run goes on (:func:`pytest_dlperf.process.run_worker`).  ``first_index``: the index of
+    a run goes on (:func:`pytest_dlperf.launch.process.run_worker`).  ``first_index``: the index of
     the first run (its folder ``run<index>``), for a case measured one run at a time.
     """
     launcher = launcher or LocalLauncher()
-    runs: list[dict[str, Any]] = []
+    runs: list[RunRecord] = []
     for index in range(first_index, first_index + params.runs):
         run_dir = workdir / f"run{index}"
         plan = launcher.with_env(launcher.plan(case.gpus, params.device, run_dir), malloc_env(params.malloc))
@@ -301,12 +228,12 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
                                     extra_env=plan.env,
                                     on_progress=None if on_progress is None else
                                     functools.partial(on_progress, index, first_index + params.runs))
-        record = _run_record(index, outcome)
+        record = run_record(index, outcome)
         runs.append(record)
-        local_ok = outcome.rank_results and all(r["status"] == Status.OK for r in outcome.rank_results.values())
+        local_ok = outcome.rank_results and all(r.ok for r in outcome.rank_results.values())
         if outcome.result is None and local_ok and outcome.returncode == 0:
             raise RemoteRankZero(sorted(outcome.rank_results), runs)
-        if outcome.result is None or record["status"] != Status.OK or outcome.returncode != 0:
+        if outcome.result is None or not record.ok or outcome.returncode != 0:
             kind, message = failure_message(case, outcome, launcher, timeout_given=params.timeout is not None)
             raise CaseError(message, kind, runs)
-    return Attempt.from_runs(runs, spec.unit, runs[0]["device"] or {})
+    return runs

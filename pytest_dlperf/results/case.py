@@ -2,13 +2,14 @@
 
 A :class:`CaseResult` is what a session knows about a case once it ran, was skipped or
 failed: its verdict (a :class:`Status`), message, figures and where they came from.  The
-session builds it (:mod:`pytest_dlperf.session`), the reports read it
+session builds it (:mod:`pytest_dlperf.controller.session`), the reports read it
 (:mod:`pytest_dlperf.reporting`), and ``--dlperf-json`` writes it as one item of the
 results document's ``cases`` (``schemas/results.schema.json``; :meth:`CaseResult.to_dict`
 and :meth:`CaseResult.from_dict` are the only places that know its keys).
 
-The sub-documents the workers wrote (runs, windows, telemetry, FLOPs, loader figures) stay
-dicts: they are the workers' JSON, passed through (:mod:`pytest_dlperf.protocol`).
+Its runs are typed records (:mod:`.runs`), its evidence the gate's (:class:`pytest_dlperf.gate.evidence.Evidence`);
+the sub-documents the workers wrote (windows, telemetry, FLOPs, loader figures) stay dicts: they are
+the workers' JSON, passed through (:mod:`pytest_dlperf.protocol`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .cases import Case
+from ..cases import Case
+from ..gate.evidence import Evidence
+from .runs import AttemptRecord, RunRecord
 
 
 class CaseFailed(Exception):
@@ -33,7 +36,7 @@ class Status(str, enum.Enum):
     IMPROVED = "improved"
     NO_BASELINE = "no-baseline"
     FAIL = "fail"
-    INCONCLUSIVE = "inconclusive"  # undecided at the run budget (pytest_dlperf.sequential)
+    INCONCLUSIVE = "inconclusive"  # undecided at the run budget (pytest_dlperf.gate.sequential)
     ERROR = "error"
     SKIPPED = "skipped"
     REMOTE = "remote"  # a torchrun job across nodes: rank 0's node reports
@@ -62,7 +65,7 @@ class Expected:
     #: last N sessions' figures), for statistics that use their spread; None for a baseline file's figure.
     figures: tuple[float, ...] | None = None
     #: The memory bandwidth (GB/s) the baseline's runs measured, the reference that marks a run on a
-    #: slower host busy (:func:`pytest_dlperf.evidence.run_figures`); None where none was kept.
+    #: slower host busy (:func:`pytest_dlperf.gate.figures.run_figures`); None where none was kept.
     memory_gbs: float | None = None
     #: The core speed (GFLOP/s) the baseline's runs' core probe measured, likewise; None where none was kept.
     core_gflops: float | None = None
@@ -164,10 +167,10 @@ class CaseResult:
     verdict: Status | None = None  # None while the case runs
     message: str = ""
     throughput: float | None = None  # the judged median; None when nothing was measured
-    stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.stats)
+    stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.gate.stats)
     baseline: Expected | None = None
     difference: float | None = None  # measured / baseline - 1
-    attempts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    attempts: list[AttemptRecord] = dataclasses.field(default_factory=list)
     parameters: dict[str, Any] | None = None  # the RunParams the case ran with
     throughput_verdict: Status | None = None  # the throughput alone; verdict also counts the gates
     device: dict[str, Any] | None = None
@@ -183,18 +186,28 @@ class CaseResult:
     duration: float | None = None
     convergence: dict[str, Any] | None = None  # a convergence case: pytest_dlperf.convergence.figures.pooled
     judged: bool = False  # went through the throughput verdict: its figure fields are all written
-    evidence: dict[str, Any] | None = None  # the runs as evidence: estimate, interval, busy runs (.sequential)
+    evidence: Evidence | None = None  # the runs as evidence: estimate, interval, busy runs (pytest_dlperf.gate)
 
     # -- derived, so that no reader works them out again
 
-    def record_error(self, message: str, runs: list[dict[str, Any]],
+    def record_error(self, message: str, runs: list[RunRecord],
                      properties: list[tuple[str, object]]) -> CaseFailed:
         """Its runs ended without a measurement: recorded as an error (``properties``: the test's
         ``user_properties``); returns the exception that fails its test."""
-        self.attempts.append({"throughput": None, "runs": runs})
+        self.attempts.append(AttemptRecord(None, runs))
         self.verdict, self.message = Status.ERROR, message
         properties.append(("dlperf_verdict", Status.ERROR.value))
         return CaseFailed(message)
+
+    def record_runs(self, runs: list[RunRecord]) -> None:
+        """Runs judged by something other than a throughput (a time to target): kept without a pooled figure."""
+        self.attempts.append(AttemptRecord(None, runs))
+
+    def record_remote(self, message: str, runs: list[RunRecord], properties: list[tuple[str, object]]) -> None:
+        """This node ran some ranks of a torchrun job across nodes: rank 0's node measures, judges and reports."""
+        self.attempts.append(AttemptRecord(None, runs))
+        self.verdict, self.message = Status.REMOTE, message
+        properties.append(("dlperf_verdict", Status.REMOTE.value))
 
     def record_end(self, started: float) -> None:
         """The case's duration since ``started`` (``time.monotonic()``); interrupted (Ctrl-C, SIGTERM)
@@ -229,7 +242,7 @@ class CaseResult:
             "verdict": None if self.verdict is None else self.verdict.value, "message": self.message,
             "unit": self.unit, "throughput": self.throughput, "stats": self.stats,
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
-            "difference": self.difference, "attempts": self.attempts,
+            "difference": self.difference, "attempts": [attempt.to_dict() for attempt in self.attempts],
         }
         if self.nodeid is None:
             del out["nodeid"]
@@ -242,7 +255,8 @@ class CaseResult:
             "flops": self.flops, "telemetry": self.telemetry, "data": self.data,
             "compile_seconds": self.compile_seconds,
             "gpu_utilization_gate": None if self.gpu_utilization_gate is None else self.gpu_utilization_gate.to_dict(),
-            "hardware_mismatch": self.hardware_mismatch, "evidence": self.evidence,
+            "hardware_mismatch": self.hardware_mismatch,
+            "evidence": None if self.evidence is None else self.evidence.to_dict(),
         }
         for name in _JUDGED:
             if self.judged or judged[name] is not None:
@@ -260,14 +274,15 @@ class CaseResult:
             verdict=typed("verdict", Status), message=data.get("message", ""),
             throughput=data.get("throughput"), stats=data.get("stats"),
             baseline=typed("baseline", Expected.from_dict), difference=data.get("difference"),
-            attempts=list(data.get("attempts") or []), parameters=data.get("parameters"),
+            attempts=[AttemptRecord.from_dict(a) for a in data.get("attempts") or []],
+            parameters=data.get("parameters"),
             throughput_verdict=typed("throughput_verdict", Status), device=data.get("device"),
             ranks=data.get("ranks"), scaling=typed("scaling", Scaling.from_dict), flops=data.get("flops"),
             telemetry=data.get("telemetry"), data=data.get("data"), compile_seconds=data.get("compile_seconds"),
             gpu_utilization_gate=typed("gpu_utilization_gate", GateResult.from_dict),
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
-            evidence=data.get("evidence"),
+            evidence=typed("evidence", Evidence.from_dict),
         )
 
 
@@ -279,53 +294,3 @@ def cases_from(document: Mapping[str, Any]) -> list[CaseResult]:
 def as_dicts(results: Iterable[CaseResult | Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Dicts of results (typed ones converted), for the JSON edge."""
     return [r.to_dict() if isinstance(r, CaseResult) else dict(r) for r in results]
-
-
-# -- readers of the workers' telemetry summaries, shared by the gates and the reports
-
-NO_GPU_REQUESTED = "no GPU requested"
-
-
-def telemetry_summaries(record: CaseResult | Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The record's telemetry summaries: one, or one per rank; none when telemetry was off."""
-    telemetry = record.telemetry if isinstance(record, CaseResult) else record.get("telemetry")
-    if not telemetry:
-        return []
-    return list(telemetry) if isinstance(telemetry, list) else [telemetry]
-
-
-def gpu_utilizations(summaries: Iterable[Mapping[str, Any]]) -> list[tuple[int | None, float, float]]:
-    """(rank, mean %, max %) of NVML's GPU utilization of every sampled GPU."""
-    out = []
-    for summary in summaries:
-        for device in summary.get("gpu", {}).get("devices", {}).values():
-            util = device.get("utilization_gpu")
-            if util:
-                out.append((summary.get("rank"), util["mean"], util["max"]))
-    return out
-
-
-def gpu_unavailable_reason(summaries: Iterable[Mapping[str, Any]]) -> str | None:
-    """Why a case that sampled GPUs has no GPU figures (NVML missing, ...); None otherwise."""
-    for summary in summaries:
-        gpu = summary.get("gpu", {})
-        if not gpu.get("available") and gpu.get("reason") not in (None, NO_GPU_REQUESTED):
-            return gpu["reason"]
-    return None
-
-
-def host_metric(summaries: Iterable[Mapping[str, Any]], name: str, how: str) -> float | None:
-    """A host metric over the ranks: the mean of their means (``how="mean"``) or the highest max."""
-    values = [s["host"][name][how] for s in summaries if name in s.get("host", {})]
-    if not values:
-        return None
-    return max(values) if how == "max" else sum(values) / len(values)
-
-
-def gpu_metric(summaries: Iterable[Mapping[str, Any]], name: str, how: str) -> float | None:
-    """An NVML metric over every sampled GPU: the mean of their means (``how="mean"``) or the highest max."""
-    values = [device[name][how] for s in summaries for device in s.get("gpu", {}).get("devices", {}).values()
-              if isinstance(device.get(name), Mapping)]
-    if not values:
-        return None
-    return max(values) if how == "max" else sum(values) / len(values)

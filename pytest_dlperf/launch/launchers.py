@@ -22,7 +22,7 @@ reads its rank from the launcher's variables (:mod:`pytest_dlperf.worker.distrib
 
 A launcher is a :class:`Launcher` subclass registered under its ``name``
 (:func:`register_launcher`); :func:`get_launcher` makes one by name.  Its :meth:`~Launcher.plan`
-says how one run is started (a :class:`LaunchPlan`); :mod:`pytest_dlperf.process` starts it.
+says how one run is started (a :class:`LaunchPlan`); :mod:`pytest_dlperf.launch.process` starts it.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import TypeVar
+
+from ..registry import Registry
 
 WORKER = ["-m", "pytest_dlperf.worker"]
 #: Variables every rank needs, wherever the launcher starts it.
@@ -100,7 +102,9 @@ def malloc_env(mode: str, environ: dict[str, str] | None = None) -> dict[str, st
     return {"GLIBC_TUNABLES": ":".join(filter(None, [current, *added]))} if added else {}
 
 
-_REGISTRY: dict[str, type[Launcher]] = {}
+#: The launchers, by name, in the order they are documented.
+LAUNCHER_CLASSES: Registry[type[Launcher]] = Registry(
+    "launcher", taken=lambda name, old, new: f"a launcher named {name!r} is registered already ({old.__name__})")
 _L = TypeVar("_L", bound="type[Launcher]")
 
 
@@ -108,9 +112,7 @@ def register_launcher(cls: _L) -> _L:
     """Class decorator: make ``cls`` the launcher ``get_launcher(cls.name)`` returns."""
     if not cls.name:
         raise ValueError(f"{cls.__name__} has no name")
-    if cls.name in _REGISTRY:
-        raise ValueError(f"a launcher named {cls.name!r} is registered already ({_REGISTRY[cls.name].__name__})")
-    _REGISTRY[cls.name] = cls
+    LAUNCHER_CLASSES.add(cls.name, cls)
     return cls
 
 
@@ -381,13 +383,9 @@ class MpiLauncher(Launcher):
 
 
 #: The built-in launchers' names, in the order they are documented.
-LAUNCHERS = tuple(_REGISTRY)
+LAUNCHERS = tuple(LAUNCHER_CLASSES)
 
 
 def get_launcher(name: str, extra_args: list[str] | None = None, **torchrun) -> Launcher:
     """The launcher named ``name`` with ``extra_args``; ``torchrun`` options go to the torchrun launcher."""
-    try:
-        cls = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown launcher {name!r}; expected one of {', '.join(_REGISTRY)}") from None
-    return cls.create(extra_args, **torchrun)
+    return LAUNCHER_CLASSES.get(name).create(extra_args, **torchrun)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import models
-from .cases import Case
+from .. import models
+from ..cases import Case
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +41,7 @@ def gpu_sized_warning(case: Case, requested: str, device: str) -> str | None:
     if requested != "auto" or device != "cpu":
         return None
     try:
-        from .worker.flops import count_training_flops
+        from ..worker.flops import count_training_flops
 
         spec = models.get_model_spec(case.model)
         counted = count_training_flops(spec, spec.settings(case.settings_dict))

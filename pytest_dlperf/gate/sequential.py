@@ -19,12 +19,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
+from ..results.case import Expected
+from ..results.runs import Attempt
 from . import evidence as ev
-from .results import Expected
-from .runs import Attempt
-from .stats import summarize
+from . import figures as fig
+from .evidence import Evidence, StopReason
 
 #: The longest wait before the run after a busy one (never longer than that run took).
 BUSY_WAIT = 5.0
@@ -43,50 +43,20 @@ class Budget:
     first_runs: int = 1  # --dlperf-runs: runs before the first decision
     max_runs: int = 10  # --dlperf-max-runs
     max_seconds: float | None = None  # --dlperf-max-seconds
-    max_interference: float | None = ev.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
-    max_bandwidth_drop: float | None = ev.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop: named beyond it
-    max_core_drop: float | None = ev.MAX_CORE_DROP  # --dlperf-max-core-drop: named beyond it
+    max_interference: float | None = fig.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
+    max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop: named beyond it
+    max_core_drop: float | None = fig.MAX_CORE_DROP  # --dlperf-max-core-drop: named beyond it
 
     @property
     def probe_drops(self) -> dict[str, float | None]:
-        return {ev.MEMORY.key: self.max_bandwidth_drop, ev.CORE.key: self.max_core_drop}
-
-
-@dataclasses.dataclass
-class Evidence:
-    """What the runs showed: every run's figure, the estimate from the evidence runs and the decision."""
-
-    figures: list[ev.RunFigure]
-    estimate: ev.Estimate | None  # from the runs that are evidence; None when every run was busy
-    decision: ev.Decision
-    stopped: str  # "decided", "max-runs", "time budget" or "busy"
-    #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
-    #: understate the case (see :func:`assess`).
-    busy_counted: bool = False
-    #: What the counted runs' host probes say against the baseline's (:func:`pytest_dlperf.evidence.probe_notes`).
-    probes: list[str] = dataclasses.field(default_factory=list)
-
-    @property
-    def busy(self) -> list[ev.RunFigure]:
-        return [f for f in self.figures if f.busy]
-
-    @property
-    def busy_estimate(self) -> float | None:
-        """The median of the busy runs, shown when no run was evidence."""
-        return summarize([f.value for f in self.busy]).median if self.busy else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"decision": self.decision.value, "stopped": self.stopped,
-                "estimate": None if self.estimate is None else self.estimate.to_dict(),
-                "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures],
-                "probes": list(self.probes)}
+        return {fig.MEMORY.key: self.max_bandwidth_drop, fig.CORE.key: self.max_core_drop}
 
 
 #: Evidence runs a regression needs before it is declared (while the run budget allows them).
 REGRESSION_RUNS = 2
 
 
-def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
+def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
            tolerance: float) -> tuple[ev.Estimate | None, ev.Decision, bool]:
     """The estimate from the runs that are evidence, what it decides (no baseline: pass), and whether the busy
     runs are in it.
@@ -114,7 +84,7 @@ def assess(figures: Sequence[ev.RunFigure], expected: Expected | None, baseline_
     return estimate, decision, False
 
 
-def out_of_budget(evidence: Evidence, unconfirmed: bool, why: str) -> Evidence:
+def out_of_budget(evidence: Evidence, unconfirmed: bool, why: StopReason) -> Evidence:
     """The evidence when the budget ends: a regression that fewer than :data:`REGRESSION_RUNS` evidence
     runs show (the others busy, or a budget of one run) is not confirmed, so undecided: the
     verdict is inconclusive, and with its estimate below the threshold it fails by default,
@@ -123,12 +93,6 @@ def out_of_budget(evidence: Evidence, unconfirmed: bool, why: str) -> Evidence:
     if unconfirmed:
         evidence.decision = ev.Decision.UNDECIDED
     return evidence
-
-
-def merge(attempts: Sequence[Attempt]) -> Attempt:
-    """One attempt of every run so far: their windows pooled (the windows' statistics), runs in order."""
-    return Attempt.from_runs([run for attempt in attempts for run in attempt.runs], attempts[0].unit,
-                             attempts[0].device)
 
 
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
@@ -143,7 +107,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     its figure and spread come from as many runs of a quiet machine as were asked for.
 
     ``probe_runs``: the baseline's runs' host probe readings (by key), for the probes' own spread
-    (:func:`pytest_dlperf.evidence.probe_notes`).
+    (:func:`pytest_dlperf.gate.figures.probe_notes`).
 
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided
@@ -151,19 +115,20 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     """
     tolerance = expected.tolerance if expected is not None else 0.05
     references = {probe.key: getattr(expected, probe.key, None) if expected is not None else None
-                  for probe in ev.HOST_PROBES}
+                  for probe in fig.HOST_PROBES}
     started = time.monotonic()
     attempts: list[Attempt] = []
     while True:
         index = len(attempts)
         attempts.append(measure_one(index))
-        attempt = merge(attempts)
-        figures = ev.run_figures(attempt.runs, budget.max_interference)
+        attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
+                                    attempts[0].device)
+        figures = fig.run_figures(attempt.runs, budget.max_interference)
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance)
-        notes = ev.probe_notes(figures, references, probe_runs, budget.probe_drops)
-        evidence = Evidence(figures, estimate, decision, "decided", busy_counted, notes)
+        notes = fig.probe_notes(figures, references, probe_runs, budget.probe_drops)
+        evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted, notes)
         # A regression needs REGRESSION_RUNS runs that agree: one fresh run can be an outlier the spread
         # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose
         # five runs spread 9%).  Fine and improved cases are decided on their first run.
@@ -174,12 +139,12 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         # A busy host stays busy for a while: two busy runs in a row end the case (a baseline being saved
         # measures on within its budget instead: it needs its counted runs).
         if not counted_runs and len(figures) >= BUSY_RUNS and all(f.busy for f in figures[-BUSY_RUNS:]):
-            return attempt, out_of_budget(evidence, unconfirmed, "busy")
+            return attempt, out_of_budget(evidence, unconfirmed, StopReason.BUSY)
         if len(attempts) >= budget.max_runs:
-            return attempt, out_of_budget(evidence, unconfirmed, "max-runs")
+            return attempt, out_of_budget(evidence, unconfirmed, StopReason.MAX_RUNS)
         elapsed = time.monotonic() - started
         per_run = elapsed / len(attempts)
         if budget.max_seconds is not None and elapsed + per_run > budget.max_seconds:
-            return attempt, out_of_budget(evidence, unconfirmed, "time budget")
+            return attempt, out_of_budget(evidence, unconfirmed, StopReason.TIME_BUDGET)
         if figures and figures[-1].busy:
-            sleep(min(BUSY_WAIT, attempt.runs[-1].get("wall_seconds") or BUSY_WAIT))
+            sleep(min(BUSY_WAIT, attempt.runs[-1].wall_seconds or BUSY_WAIT))

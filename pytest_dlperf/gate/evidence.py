@@ -1,15 +1,9 @@
-"""Runs as evidence: each fresh run's median, whether a named cause made it no evidence, and the interval.
+"""Runs as evidence: the case's figure from its runs' figures (:mod:`.figures`), with its interval, and the decision.
 
 A run is one fresh worker process.  Its windows are correlated (same process, same
 allocation, same neighbours), so the *runs* are the independent samples and a run's figure is
-the median of its windows (:class:`RunFigure`).  A run is *busy*, no evidence either way, only
-for a cause the message names (:func:`busy_reason`): other processes on the machine's CPUs
-while they were saturated, the hypervisor's steal, another process on the case's GPU, clock
-throttling for the machine's sake.  The host probes (:class:`HostProbe`: memory bandwidth and
-core speed, timed between windows) make no run busy and excuse nothing: a probe that drifts
-within its own noise proves nothing about the case, and a slowdown of the case's own code does
-not move them.  Where the counted runs' probes read far outside the baseline's own spread,
-the verdict says so beside its figures (:func:`probe_notes`).
+the median of its windows (:class:`~.figures.RunFigure`); a run measured on a busy machine is no
+evidence either way (:func:`~.figures.busy_reason`).
 
 :func:`estimate` gives the case's figure relative to its baseline with a confidence interval,
 on the log scale (throughput is a rate: slowdowns multiply, and its spread is relative):
@@ -17,7 +11,7 @@ on the log scale (throughput is a rate: slowdowns multiply, and its spread is re
 * the estimate is the geometric mean of the evidence runs' medians;
 * the spread ``sigma`` (the standard deviation of ``log(run median)``) is pooled from the
   session's runs (n - 1 degrees of freedom) and the baseline's own runs (m - 1) when it kept
-  three or more (a saved baseline keeps :data:`pytest_dlperf.sequential.SAVE_RUNS`); a baseline
+  three or more (a saved baseline keeps :data:`pytest_dlperf.gate.sequential.SAVE_RUNS`); a baseline
   without its runs (a published figure) adds a prior, :func:`prior_sigma`, worth
   :data:`PRIOR_DOF` runs, so that one or two runs never give a spread of zero;
 * the standard error of ``log(estimate / baseline)`` is ``sigma * sqrt(1/n + 1/m)`` (the
@@ -35,7 +29,9 @@ on the log scale (throughput is a rate: slowdowns multiply, and its spread is re
   :data:`RULED_OUT` x the tolerance (11.25% at 5%): the message then says what the runs rule out;
 * else undecided, and the session measures another run (:mod:`.sequential`).
 
-The operating characteristic of these rules under a known noise: ``benchmarks/verdict_simulation.py``.
+What the runs showed is one :class:`Evidence`: every run's figure, the estimate, the decision and why
+measuring stopped (:class:`StopReason`).  The operating characteristic of these rules under a known
+noise: ``benchmarks/verdict_simulation.py``.
 """
 
 from __future__ import annotations
@@ -47,7 +43,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .tolerance import NOISE_SIGMAS
+from .figures import HOST_PROBES, RunFigure
+
 
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2 = 1%.
 CONFIDENCE = 0.98
@@ -57,48 +54,15 @@ CONFIDENCE = 0.98
 #: and 0.1% of cases 15% slower pass; at 7%, 10% and 0.5% (benchmarks/verdict_simulation.py, 1,500 trials
 #: each; 2.0 left 28% of unchanged cases inconclusive at 7%, 2.5 passed 0.7% of 15% slowdowns at 5%).
 RULED_OUT = 2.25
+#: A tolerance set by hand is taken to be about this many times the noise its author expects: the prior spread
+#: of a baseline that kept no runs (:func:`prior_sigma`).
+NOISE_SIGMAS = 3
 #: Weight of the prior spread, in runs' worth of degrees of freedom (only without the baseline's own runs).
 PRIOR_DOF = 3
 #: The baseline runs from which its measured spread replaces the prior.
 MEASURED_SPREAD_RUNS = 3
 #: The least spread (CV between runs) the interval assumes, whatever the runs show.
 FLOOR_CV = 0.01
-#: Default: a run is busy when other processes used more than this much CPU (percent of one CPU)
-#: during its windows, while the machine's CPUs were saturated.
-MAX_INTERFERENCE = 50.0
-#: A machine counts as saturated when all processes together used this share of its CPUs.
-SATURATED = 0.9
-#: Clock throttling that comes from the machine's state, not the training itself, seen in
-#: more than this share of the telemetry's samples.
-THROTTLE_REASONS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
-THROTTLE_SHARE = 0.1
-#: Default: a host probe (memory bandwidth, core speed) is named beside the verdict where the counted runs'
-#: median read more than this far from the baseline's, and outside :data:`PROBE_SIGMAS` of the probe's own
-#: spread between the baseline's runs.
-MAX_BANDWIDTH_DROP = 0.10
-MAX_CORE_DROP = 0.10
-PROBE_SIGMAS = 3
-
-
-@dataclasses.dataclass(frozen=True)
-class HostProbe:
-    """A probe of what the host's other tenants can take from a run, timed by the worker between windows.
-
-    ``key`` names its figure in the run's ``interference``, in a baseline entry (the median of the
-    baseline's counted runs; their readings in ``probe_runs``) and on :class:`pytest_dlperf.results.Expected`.
-    """
-
-    key: str
-    what: str  # for messages: "memory bandwidth"
-    unit: str
-
-
-MEMORY = HostProbe("memory_gbs", "memory bandwidth", "GB/s")
-CORE = HostProbe("core_gflops", "core speed", "GFLOP/s")
-#: Every host probe, in the order messages name them.
-HOST_PROBES = (MEMORY, CORE)
-
-
 class Decision(str, enum.Enum):
     REGRESSION = "regression"
     PASS = "pass"
@@ -107,106 +71,6 @@ class Decision(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-@dataclasses.dataclass(frozen=True)
-class RunFigure:
-    """One run: its median, and why it is no evidence (None: it is)."""
-
-    index: int
-    value: float
-    busy: str | None = None
-    bandwidth: float | None = None  # the run's memory probe, GB/s (interference.memory_gbs)
-    core: float | None = None  # the run's core probe, GFLOP/s (interference.core_gflops)
-
-    def probe(self, probe: HostProbe) -> float | None:
-        """The run's figure of ``probe`` (:data:`MEMORY`, :data:`CORE`)."""
-        return self.bandwidth if probe is MEMORY else self.core
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "throughput": self.value, "busy": self.busy, "memory_gbs": self.bandwidth,
-                "core_gflops": self.core}
-
-
-def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
-                threshold: float | None = MAX_INTERFERENCE) -> str | None:
-    """Why a run's windows were measured on a busy machine, or None.  ``threshold`` None: never busy.
-
-    Other processes' CPU (or the hypervisor's steal) above ``threshold`` percent of one CPU
-    counts where the machine's CPUs were saturated (a process on an idle core takes nothing
-    from the case); other processes on the case's GPU always count; so does clock throttling
-    for the machine's sake (thermal, power brake) in more than 10% of the samples.
-    """
-    if threshold is None:
-        return None
-    reasons = []
-    if interference:
-        other, steal = interference.get("other_cpu_percent", 0.0), interference.get("steal_percent", 0.0)
-        capacity = 100.0 * interference.get("cpus", 1)
-        used = other + steal + interference.get("own_cpu_percent", 0.0)
-        if other + steal > threshold and used >= SATURATED * capacity:
-            what = f"other processes used {other:.0f}% CPU"
-            reasons.append(what + (f", steal {steal:.0f}%" if steal >= 1 else ""))
-        if interference.get("gpu_other_processes"):
-            reasons.append(f"{interference['gpu_other_processes']} other process(es) on the GPU")
-    summaries = telemetry if isinstance(telemetry, list) else [telemetry] if telemetry else []
-    for summary in summaries:
-        for device in ((summary or {}).get("gpu") or {}).get("devices", {}).values():
-            counts, samples = device.get("throttle_samples") or {}, max(1, (summary or {}).get("samples") or 1)
-            seen = [r for r in THROTTLE_REASONS if counts.get(r, 0) > THROTTLE_SHARE * samples]
-            if seen:
-                reasons.append(f"GPU clocks throttled ({', '.join(seen)})")
-    return "; ".join(dict.fromkeys(reasons)) or None
-
-
-def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | None],
-                spreads: Mapping[str, Sequence[float]] | None = None,
-                drops: Mapping[str, float | None] | None = None) -> list[str]:
-    """What the counted runs' host probes (their median) say against the baseline's, where they read far from
-    it: more than the probe's ``drops`` (:data:`MAX_BANDWIDTH_DROP`, :data:`MAX_CORE_DROP`; None: never named)
-    and outside :data:`PROBE_SIGMAS` of the probe's own spread between the baseline's runs (``spreads``: their
-    readings).  Nothing here decides: a faster host may hide a slowdown, a slower one may explain part of one.
-
-    ``references``: the baseline's probe figures, by :attr:`HostProbe.key`.
-    """
-    notes = []
-    for probe in HOST_PROBES:
-        reference = references.get(probe.key)
-        drop = (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
-        values = [f.probe(probe) for f in figures if not f.busy and f.probe(probe)]
-        if drop is None or not reference or not values:
-            continue
-        readings = [v for v in (spreads or {}).get(probe.key) or [] if v]
-        own = PROBE_SIGMAS * statistics.stdev(readings) / statistics.fmean(readings) if len(readings) >= 3 else 0.0
-        median = statistics.median(values)
-        change = median / reference - 1
-        if abs(change) <= max(drop, own):
-            continue
-        why = (f"outside {PROBE_SIGMAS} x its spread between the baseline's runs ({100 * own / PROBE_SIGMAS:.0f}% CV)"
-               if own else "")
-        if change > 0:
-            notes.append(f"the host's {probe.what} read {change:.0%} above the baseline's ({median:.1f} against "
-                         f"{reference:.1f} {probe.unit}{', ' + why if why else ''}): a slowdown may hide behind it")
-        else:
-            notes.append(f"the host's {probe.what} read {-change:.0%} below the baseline's ({median:.1f} against "
-                         f"{reference:.1f} {probe.unit}{', ' + why if why else ''}): another tenant of the host may "
-                         f"have slowed the runs")
-    return notes
-
-
-def run_figures(runs: Sequence[Mapping[str, Any]], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
-    """Each run record's (:func:`pytest_dlperf.runs.measure`) median of windows, whether it was busy
-    (:func:`busy_reason`: a named cause), and its host probes."""
-    out = []
-    for run in runs:
-        figures = [w["throughput"] for w in run.get("windows") or []]
-        if not figures:
-            continue
-        interference = run.get("interference") or {}
-        out.append(RunFigure(run.get("index", len(out)), statistics.median(figures),
-                             busy_reason(interference, run.get("telemetry"), threshold),
-                             interference.get(MEMORY.key), interference.get(CORE.key)))
-    return out
 
 
 def prior_sigma(tolerance: float) -> float:
@@ -249,6 +113,14 @@ class Estimate:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Estimate:
+        """An estimate as a results document keeps it (a figure alone, as a test gives one, is its own interval)."""
+        value = data["value"]
+        return cls(value, data.get("low", value), data.get("high", value), data.get("runs", 1), data.get("sigma", 0.0),
+                   data.get("dof", 0.0), data.get("baseline"), data.get("baseline_runs", 0),
+                   data.get("confidence", CONFIDENCE))
 
 
 def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], tolerance: float) -> tuple[float, float]:
@@ -300,12 +172,23 @@ def ruled_out(tolerance: float) -> float:
     return min(RULED_OUT * tolerance, tolerance + RULED_OUT_BEYOND, 0.9)
 
 
-def decide(est: Estimate, tolerance: float) -> Decision:
+def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False) -> Decision:
     """Regression or improved when the interval lies wholly beyond a threshold; pass when it lies above the
-    lower one, or the estimate does and the interval rules out :func:`ruled_out`; else undecided."""
+    lower one, or the estimate does and the interval rules out :func:`ruled_out`; else undecided.
+
+    ``lower_is_better`` (a time to target, :mod:`pytest_dlperf.convergence.verdict`): the thresholds swap
+    sides, a regression being the whole interval above ``baseline x (1 + tolerance)``; a pass needs the whole
+    interval below it (a case's seeds are all its runs: there is no further run to wait for).
+    """
     if est.baseline is None:
         return Decision.PASS
     low, high = est.baseline * (1 - tolerance), est.baseline * (1 + tolerance)
+    if lower_is_better:
+        if est.low > high:
+            return Decision.REGRESSION
+        if est.high < low:
+            return Decision.IMPROVED
+        return Decision.PASS if est.high <= high else Decision.UNDECIDED
     if est.high < low:
         return Decision.REGRESSION
     if est.low > high:
@@ -334,3 +217,68 @@ def runs_to_decide(est: Estimate, tolerance: float, limit: int = 100) -> int | N
         return None
     needed = math.ceil(1 / rest)
     return needed if needed <= limit else None
+
+
+class StopReason(str, enum.Enum):
+    """Why a case's runs stopped (:func:`pytest_dlperf.gate.sequential.measure_until_decided`)."""
+
+    DECIDED = "decided"
+    MAX_RUNS = "max-runs"  # --dlperf-max-runs
+    TIME_BUDGET = "time budget"  # --dlperf-max-seconds
+    BUSY = "busy"  # BUSY_RUNS busy runs in a row
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
+
+
+@dataclasses.dataclass
+class Evidence:
+    """What a case's runs showed: every run's figure, the estimate from the evidence runs and the decision."""
+
+    figures: list[RunFigure]
+    estimate: Estimate | None  # from the runs that are evidence; None when every run was busy
+    decision: Decision
+    stopped: StopReason
+    #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
+    #: understate the case (see :func:`pytest_dlperf.gate.sequential.assess`).
+    busy_counted: bool = False
+    #: What the counted runs' host probes say against the baseline's (:func:`probe_notes`).
+    probes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def busy(self) -> list[RunFigure]:
+        return [f for f in self.figures if f.busy]
+
+    @property
+    def counted(self) -> list[RunFigure]:
+        """The runs that are evidence: not measured on a busy machine."""
+        return [f for f in self.figures if not f.busy]
+
+    @property
+    def busy_estimate(self) -> float | None:
+        """The median of the busy runs, shown when no run was evidence."""
+        return statistics.median([f.value for f in self.busy]) if self.busy else None
+
+    def probe_median(self, key: str, *, busy_too: bool = False) -> float | None:
+        """The median host probe ``key`` (``memory_gbs``, ``core_gflops``) of the counted runs (with ``busy_too``,
+        of all of them), to 3 decimals; None where none probed."""
+        probe = next(p for p in HOST_PROBES if p.key == key)
+        readings = [f.probe(probe) for f in (self.figures if busy_too else self.counted) if f.probe(probe)]
+        return round(statistics.median(readings), 3) if readings else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision": self.decision.value, "stopped": StopReason(self.stopped).value,
+                "estimate": None if self.estimate is None else self.estimate.to_dict(),
+                "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures],
+                "probes": list(self.probes)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
+        estimate = data.get("estimate")
+        return cls([RunFigure.from_dict(r) for r in data.get("runs") or []],
+                   Estimate.from_dict(estimate) if estimate else None,
+                   Decision(data.get("decision", Decision.UNDECIDED.value)),
+                   StopReason(data.get("stopped", StopReason.DECIDED.value)), bool(data.get("busy_counted")),
+                   list(data.get("probes") or []))

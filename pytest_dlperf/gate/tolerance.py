@@ -1,7 +1,7 @@
 """What a saved baseline's measured noise lets its tolerance decide.
 
 A tolerance is what the user asks for (``--dlperf-tolerance``, default 5%); the noise is what the
-verdict's interval is for (:mod:`pytest_dlperf.evidence`).  ``--dlperf-save-baseline`` (and the
+verdict's interval is for (:mod:`pytest_dlperf.gate.evidence`).  ``--dlperf-save-baseline`` (and the
 baseline a session records for a machine that had none) keeps each case's counted runs (``runs``),
 so later verdicts pool their spread, and saves the tolerance asked for.  Where the runs varied so
 much that a later session could not decide an unchanged case within ``--dlperf-max-runs``, the save
@@ -16,9 +16,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
-#: A tolerance set by hand is taken to be about this many times the noise its author expects (the prior
-#: spread of a baseline that kept no runs, :func:`pytest_dlperf.evidence.prior_sigma`).
-NOISE_SIGMAS = 3
+from .evidence import CONFIDENCE, RULED_OUT, RULED_OUT_BEYOND, ruled_out, t_quantile
+
 #: The widest tolerance a baseline takes (the schema takes less than 1).
 MAX_SAVED_TOLERANCE = 0.9
 
@@ -27,8 +26,6 @@ def runs_to_pass(sigma: float, baseline_runs: int, tolerance: float, limit: int 
     """About how many runs a session needs to pass an unchanged case (its estimate on the baseline's figure)
     against a baseline of ``baseline_runs`` runs, where runs vary ``sigma`` (the standard deviation of
     log(run figure)); None where no number of runs up to ``limit`` would."""
-    from .evidence import CONFIDENCE, ruled_out, t_quantile
-
     margin = -math.log(1 - ruled_out(tolerance))
     for n in range(1, limit + 1):
         dof = max(1, baseline_runs - 1 + n - 1)
@@ -40,8 +37,6 @@ def runs_to_pass(sigma: float, baseline_runs: int, tolerance: float, limit: int 
 
 def decidable_tolerance(sigma: float, baseline_runs: int, runs: int) -> float:
     """The least tolerance at which ``runs`` session runs pass an unchanged case (rounded up to a whole percent)."""
-    from .evidence import CONFIDENCE, RULED_OUT, RULED_OUT_BEYOND, t_quantile
-
     dof = max(1, baseline_runs - 1 + runs - 1)
     half = t_quantile(0.5 + CONFIDENCE / 2, dof) * sigma * math.sqrt(1 / runs + 1 / max(1, baseline_runs))
     ruled = -math.expm1(-half)  # the slowdown the interval rules out: ruled_out(tolerance), inverted

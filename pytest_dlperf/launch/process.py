@@ -34,8 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import jsonio
-from .protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerSpec, result_rank
+from .. import jsonio
+from ..protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerResult, WorkerSpec, result_rank
 
 STDERR_TAIL_LINES = 30
 KILL_GRACE_SECONDS = 5.0
@@ -54,13 +54,13 @@ class WorkerOutcome:
     """What a finished (or killed) worker left behind."""
 
     returncode: int | None
-    result: dict[str, Any] | None  # rank 0's
+    result: WorkerResult | None  # rank 0's
     timed_out: bool
     time_limit: float | None
     run_dir: Path
     wall_seconds: float
     result_error: str | None = None
-    rank_results: dict[int, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    rank_results: dict[int, WorkerResult] = dataclasses.field(default_factory=dict)
 
     @property
     def stderr_path(self) -> Path:
@@ -224,11 +224,6 @@ def deadline_from(progress: Progress | None, current: float) -> float:
     return time.monotonic() + 3.0 * float(progress.step_seconds) * int(progress.remaining_steps) + 60.0
 
 
-def _deadline_from_progress(path: Path, current: float, last_seen: float) -> tuple[float, float]:
-    progress, seen = read_progress(path, last_seen)
-    return deadline_from(progress, current), seen
-
-
 def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: float | None,
                startup_timeout: float = 300.0, command: list[str] | None = None,
                extra_env: dict[str, str] | None = None,
@@ -296,39 +291,14 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
 
     start = time.monotonic()
     deadline = start + (timeout if timeout is not None else startup_timeout)
-    seen = 0.0
-    timed_out = False
     with open(run_dir / "stdout.log", "wb") as out, open(run_dir / "stderr.log", "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=child_env, cwd=cwd or os.getcwd())
         with _live_lock:
             _live_runs[proc.pid] = run_id
         try:
-            with _ExitWaiter(proc) as exited:
-                last = None
-                while not exited(POLL_SECONDS):
-                    fresh = None
-                    if progress_path is not None:
-                        fresh, seen = read_progress(progress_path, seen)
-                    last = fresh or last
-                    if timeout is None and fresh is not None:
-                        deadline = deadline_from(fresh, deadline)
-                    if follow is not None:
-                        followed, fresh = follow()
-                        last = fresh or last
-                        deadline = followed if timeout is None else deadline
-                    if on_progress is not None:
-                        on_progress(last, time.monotonic() - start)
-                    if time.monotonic() > deadline:
-                        timed_out = True
-                        kill_run(proc.pid, run_id)
-                        proc.wait()
-                        break
-                if not timed_out and progress_path is not None and on_progress is not None:
-                    # The run's last progress (its windows done), which a run shorter than a poll leaves unread.
-                    fresh, seen = read_progress(progress_path, seen)
-                    if fresh is not None:
-                        on_progress(fresh, time.monotonic() - start)
+            timed_out, deadline = _watch(proc, run_id, start, deadline, timeout is not None, progress_path,
+                                         on_progress, follow)
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.
@@ -343,16 +313,50 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start)
 
 
-def _read_results(run_dir: Path) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
-    results: dict[int, dict[str, Any]] = {}
+def _watch(proc: subprocess.Popen, run_id: str, start: float, deadline: float, fixed: bool,
+           progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
+           follow: Callable[[], tuple[float, Progress | None]] | None) -> tuple[bool, float]:
+    """Wait for ``proc``, looking at its progress once a second; kill its run at the deadline (moved by each
+    report unless the limit is ``fixed``).  Returns whether it timed out, and the deadline it ended with."""
+    seen = 0.0
+    with _ExitWaiter(proc) as exited:
+        last = None
+        while not exited(POLL_SECONDS):
+            fresh = None
+            if progress_path is not None:
+                fresh, seen = read_progress(progress_path, seen)
+            last = fresh or last
+            if not fixed and fresh is not None:
+                deadline = deadline_from(fresh, deadline)
+            if follow is not None:
+                followed, fresh = follow()
+                last = fresh or last
+                deadline = followed if not fixed else deadline
+            if on_progress is not None:
+                on_progress(last, time.monotonic() - start)
+            if time.monotonic() > deadline:
+                kill_run(proc.pid, run_id)
+                proc.wait()
+                return True, deadline
+        if progress_path is not None and on_progress is not None:
+            # The run's last progress (its windows done), which a run shorter than a poll leaves unread.
+            fresh, seen = read_progress(progress_path, seen)
+            if fresh is not None:
+                on_progress(fresh, time.monotonic() - start)
+    return False, deadline
+
+
+def _read_results(run_dir: Path) -> tuple[dict[int, WorkerResult], dict[int, str]]:
+    """Each rank's result (schema-checked, typed), and why a rank's could not be read."""
+    results: dict[int, WorkerResult] = {}
     errors: dict[int, str] = {}
     for path in sorted(run_dir.glob(f"{RESULT_PREFIX}*.json")):
         rank = result_rank(path.name)
         if rank is None:
             continue
         try:
-            results[rank] = jsonio.load(path, "result", "worker result")
-        except jsonio.DocumentError as exc:
+            results[rank] = WorkerResult.from_dict(jsonio.load(path, "result", "worker result"))
+        except (jsonio.DocumentError, TypeError) as exc:
             errors[rank] = str(exc)
     return results, errors
 

@@ -30,11 +30,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import baseline as baseline_mod
-from . import environment, jsonio
-from .baseline import Baseline, Entry
-from .cases import OptionError
-from .tolerance import Noisy
+from .. import environment, jsonio
+from ..cases import OptionError
+from ..gate.tolerance import Noisy
+from . import document as baseline_doc
+from . import hardware
+from .document import Baseline, Entry
+from .measured import from_measurements
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +56,7 @@ class Machine:
         return ", ".join([name, *([f"{self.cpus} CPUs"] if self.cpus else []), *([self.isa] if self.isa else [])])
 
     def words(self) -> list[str]:
-        normalize = environment.normalize_cpu_name if self.kind == "cpu" else environment.normalize_gpu_name
+        normalize = hardware.normalize_cpu_name if self.kind == "cpu" else hardware.normalize_gpu_name
         return normalize(self.model or "").split()
 
     def slug(self) -> str:
@@ -74,8 +76,8 @@ class Machine:
                 return False
             if other.isa is not None and self.isa is not None and set(other.isa.split()) != set(self.isa.split()):
                 return False  # the same name, another CPU: bf16 at a tenth of the speed, say
-            return environment.same_cpu_model(self.model, other.model)
-        return environment.same_gpu_model(self.model, other.model)
+            return hardware.same_cpu_model(self.model, other.model)
+        return hardware.same_gpu_model(self.model, other.model)
 
 
 def measured_on(loaded: Baseline) -> Machine | None:
@@ -152,12 +154,12 @@ class Selection:
 def load(path: str, device: str, record_root: str | os.PathLike, root: str | os.PathLike | None) -> Baseline:
     """``--dlperf-baseline``: a file as it is, or the file of a folder that describes this machine."""
     if not Path(path).is_dir():
-        return baseline_mod.load(path)
+        return baseline_doc.load(path)
     return select(path, this_machine(device, environment.collect(root)), record_root)
 
 
 def _files(folder: Path) -> list[Baseline]:
-    return [baseline_mod.load(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    return [baseline_doc.load(p) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
 def _best(machine: Machine, candidates: Iterable[tuple[Baseline, Machine | None]]) -> Baseline | None:
@@ -211,7 +213,7 @@ def _entries(reference: Baseline, chosen: Baseline | None, missing: str) -> list
     the chosen file's defaults, which need not be the reference's.
     """
     def own(entry: Entry, of: Baseline, **changes: Any) -> Entry:
-        steps = baseline_mod.method(dict(entry.overrides), of.defaults)
+        steps = baseline_doc.method(dict(entry.overrides), of.defaults)
         return dataclasses.replace(entry, overrides=steps, file=of.path, **changes)
 
     if chosen is reference:
@@ -234,7 +236,7 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
            default_tolerance: float, max_runs: int | None = None) -> tuple[int, list[Noisy]]:
     """Write the measured cases that ran unjudged into this machine's recorded baseline.
 
-    ``results``: the session's :class:`~pytest_dlperf.results.CaseResult`\\ s.  A new file for a
+    ``results``: the session's :class:`~pytest_dlperf.results.case.CaseResult`\\ s.  A new file for a
     machine no file described; an existing recorded file gains the cases it lacked (its figures
     stay: a recorded baseline is not a moving average).  Returns how many cases were written and
     which varied too much for their tolerance to be decided within ``max_runs``.
@@ -250,8 +252,8 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
     if not records:
         return 0, []
     noisy_cases: list[Noisy] = []
-    document = baseline_mod.from_measurements(records, env, tolerance=default_tolerance, noisy_cases=noisy_cases,
-                                              commands=loaded.commands, max_runs=max_runs)
+    document = from_measurements(records, env, tolerance=default_tolerance, noisy_cases=noisy_cases,
+                                 commands=loaded.commands, max_runs=max_runs)
     for case, entry in zip(document["cases"], entries):
         case.setdefault("tolerance", default_tolerance)  # its own: a recorded file's defaults may differ
         for key in ("min_scaling_efficiency", "min_gpu_utilization"):
@@ -266,5 +268,5 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
         document["provenance"]["notes"] = (
             f"Recorded by pytest-dlperf: the cases of {selection.folder} measured on a machine that no file of it "
             "describes. The next sessions of the folder on this machine gate against it; delete it to record anew.")
-    baseline_mod.save(selection.record_path, document)
+    baseline_doc.save(selection.record_path, document)
     return len(records), noisy_cases

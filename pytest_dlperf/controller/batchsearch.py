@@ -32,14 +32,27 @@ and says why it stopped.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .launchers import get_launcher
-from .runs import CaseError, measure
+from ..launch.launchers import get_launcher
+from ..launch.workers import CaseError, FailureKind, measure
 
-OK, OOM, ERROR = "ok", "oom", "error"
+
+class Outcome(str, enum.Enum):
+    """What a trial answers: it trained, it ran out of memory, or it failed otherwise."""
+
+    OK = "ok"
+    OOM = "oom"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+OK, OOM, ERROR = Outcome.OK, Outcome.OOM, Outcome.ERROR
 MAX_TRIALS = 12
 MAX_BATCH = 65536
 # Steps of one trial: warm-up, then one window (worker.main.time_windows's warmup_steps, steps, repeats).
@@ -57,12 +70,12 @@ class Trial:
     """One batch tried: its outcome (ok, oom or error), seconds and, for an error, the message."""
 
     batch_size: int
-    outcome: str
+    outcome: Outcome
     seconds: float
     message: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"batch_size": self.batch_size, "outcome": self.outcome, "seconds": round(self.seconds, 3)}
+        out = {"batch_size": self.batch_size, "outcome": Outcome(self.outcome).value, "seconds": round(self.seconds, 3)}
         if self.message is not None:
             out["message"] = self.message
         return out
@@ -114,7 +127,7 @@ class _Stop(Exception):
 class _Trials:
     """Runs and records trials, within the trial limit."""
 
-    def __init__(self, trial: Callable[[int], tuple[str, str | None]], max_trials: int,
+    def __init__(self, trial: Callable[[int], tuple[Outcome, str | None]], max_trials: int,
                  clock: Callable[[], float]):
         self.trial = trial
         self.max_trials = max_trials
@@ -151,7 +164,7 @@ def _bracket(trials: _Trials, start: int, max_batch: int) -> tuple[int, int | No
     raise _Stop(FAILED, f"out of memory even at batch size 1: {trials.done[-1].message}")
 
 
-def search(trial: Callable[[int], tuple[str, str | None]], start: int, *, max_batch: int = MAX_BATCH,
+def search(trial: Callable[[int], tuple[Outcome, str | None]], start: int, *, max_batch: int = MAX_BATCH,
            max_trials: int = MAX_TRIALS, clock: Callable[[], float] = time.monotonic) -> SearchResult:
     """The largest batch for which ``trial(batch)`` answers ``(OK, None)``, as the module describes.
 
@@ -186,7 +199,7 @@ def config_key(case, device: str, max_memory: int | None) -> tuple:
 class Searches:
     """A session's ``batch_size: "max"`` searches, run once per config and reused by its cases.
 
-    Each trial is one run of :func:`pytest_dlperf.runs.measure` with a local launcher.
+    Each trial is one run of :func:`pytest_dlperf.launch.workers.measure` with a local launcher.
     """
 
     def __init__(self, *, max_memory: int | None, max_trials: int):
@@ -200,7 +213,7 @@ class Searches:
     def resolve(self, case, spec, params, folder) -> tuple[Any, dict[str, Any]]:
         """``case`` at the largest batch that fits, and the search's record (``max_batch`` in the results).
 
-        Raises the measure function's error (a :class:`~pytest_dlperf.runs.CaseError`) with
+        Raises the measure function's error (a :class:`~pytest_dlperf.launch.workers.CaseError`) with
         kind ``"max-batch"`` when the search failed: a trial that crashed, or batch 1 out of memory.
         """
         key = self.key(case, params.device)
@@ -210,7 +223,7 @@ class Searches:
         result = self._results[key]
         record = dict(result.to_dict(), memory_cap=self.max_memory, cached=cached)
         if result.chosen is None:
-            raise CaseError(f"{case.id}: batch size max: {result.error}", "max-batch", [])
+            raise CaseError(f"{case.id}: batch size max: {result.error}", FailureKind.MAX_BATCH, [])
         return case.with_batch(result.chosen), record
 
     def _search(self, case, spec, params, folder) -> SearchResult:
@@ -220,12 +233,12 @@ class Searches:
         trial_params = dataclasses.replace(params, runs=1, launcher="local", max_memory=self.max_memory,
                                            **TRIAL_STEPS)
 
-        def trial(batch: int) -> tuple[str, str | None]:
+        def trial(batch: int) -> tuple[Outcome, str | None]:
             one = case.with_gpus(1).with_batch(batch)
             try:
                 measure(one, spec, trial_params, folder / f"bs{batch}", get_launcher("local"))
             except CaseError as exc:
-                return (OOM if exc.kind == "oom" else ERROR), exc.message
+                return (OOM if exc.kind is FailureKind.OOM else ERROR), exc.message
             return OK, None
 
         return search(trial, spec.batch_size, max_trials=self.max_trials)

@@ -18,16 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import baseline as baseline_mod
-from . import environment, jsonio, machines
-from .history import hooks as history_hooks
-from .reporting import markdown, plots, summary
-from .results import CaseResult, as_dicts
-from .session import params_summary
-from .tolerance import Noisy, summary_line
+from .. import baseline as baseline_mod
+from .. import environment, jsonio
+from ..baseline import machines
+from ..gate.tolerance import Noisy, summary_line
+from ..history import hooks as history_hooks
+from ..reporting import markdown, plots, summary
+from ..results.case import CaseResult, as_dicts
+from .session import DlperfSession
 
 if TYPE_CHECKING:
-    from .session import DlperfSession
+    from ..history.html import SiteSummary
 
 
 @dataclasses.dataclass
@@ -38,7 +39,7 @@ class Outputs:
     plot_files: list[Path] = dataclasses.field(default_factory=list)
     plot_notes: list[str] = dataclasses.field(default_factory=list)
     history: history_hooks.Recorded | None = None  # --dlperf-history: what was written, the gate's findings
-    history_site: Any = None  # --dlperf-history-html: the site written (pytest_dlperf.history.html.SiteSummary)
+    history_site: SiteSummary | None = None  # --dlperf-history-html: the site written
 
 
 def session_environment(session: DlperfSession) -> dict[str, Any]:
@@ -110,7 +111,8 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
     if opts.history_url and exitstatus != pytest.ExitCode.INTERRUPTED:
         analyze = bool(opts.history_gate or (opts.report_path and not history_hooks.changepoints.missing("")))
         attempt("--dlperf-history", lambda: setattr(outputs, "history", history_hooks.record(
-            session, outputs.environment, document, analyze=analyze)))
+            opts, session.probed_device or opts.device, session.results, outputs.environment, document,
+            analyze=analyze)))
         history_ok = not (opts.history_gate and outputs.history and outputs.history.gate_failures)
     if opts.json_path:
         attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))
@@ -229,7 +231,7 @@ def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
             references.append(baseline_mod.ProbeReference("the entry it replaces,", old.memory_gbs, old.core_gflops))
         # Where no run counted (every one busy, for the host's sake too), the probes of all of them: a host far
         # slower than the judged baseline's makes every run busy, and that is the minute to say so.
-        probes = {key: entry.get(key) or baseline_mod.counted_probe(result.evidence, key, busy_too=True)
+        probes = {key: entry.get(key) or (result.evidence.probe_median(key, busy_too=True) if result.evidence else None)
                   for key in baseline_mod.PROBE_FIELDS}
         reason = baseline_mod.slower_host(probes, references, entry.get("tolerance", default))
         if reason:
@@ -302,4 +304,65 @@ def header_lines(session: DlperfSession) -> list[str]:
         device = (f"auto -> cuda ({choice.cuda_count} visible)" if choice.kind == "cuda" else
                   "auto -> cpu (no CUDA device is visible: every case trains on the CPU)")
     env = environment.collect(session.config.rootpath)
-    return [f"dlperf: device {device}, {src}", f"dlperf: {environment.header_line(env)}"]
+    return [f"dlperf: device {device}, {src}", f"dlperf: {header_line(env)}"]
+
+
+def params_summary(results: list[CaseResult]) -> dict[str, int | None]:
+    """Each step count shared by every measured case of the session (None where they differ)."""
+    params = [r.parameters for r in results if r.parameters]
+    out: dict[str, int | None] = {}
+    for key in baseline_mod.STEP_DEFAULTS:
+        values = {p[key] for p in params}
+        out[key] = values.pop() if len(values) == 1 else None
+    return out
+
+
+# -- this machine in one line, for pytest's header
+
+
+def _gib(value: int | None) -> str:
+    return f"{value / 2**30:.0f} GiB" if value else "? GiB"
+
+
+def gpu_text(gpus: dict[str, Any]) -> str:
+    """ "8 x NVIDIA H100 80GB HBM3, driver 550.54.15 (CUDA 12.4)" or "no GPU: NVML library not found"."""
+    if not gpus.get("count"):
+        return f"no GPU: {gpus.get('reason') or 'none found'}"
+    text = f"{gpus['count']} x {gpus['model']}"
+    if gpus.get("driver"):
+        text += f", driver {gpus['driver']}"
+        if gpus.get("cuda_driver"):
+            text += f" (CUDA {gpus['cuda_driver']})"
+    return text
+
+
+def software_text(versions: dict[str, Any]) -> str:
+    """ "torch 2.4.0, CUDA 12.4, cuDNN 9.1.0" (or "CPU-only torch")."""
+    parts = [f"torch {versions.get('torch')}"]
+    if versions.get("cuda"):
+        parts.append(f"CUDA {versions['cuda']}")
+        if versions.get("cudnn"):
+            parts.append(f"cuDNN {versions['cudnn']}")
+    else:
+        parts.append("CPU-only torch")
+    return ", ".join(parts)
+
+
+def host_text(host: dict[str, Any]) -> str:
+    """ "AMD EPYC 7B13, 16 CPUs (8 cores), 125 GiB"."""
+    cores = f" ({host['cpu_cores']} cores)" if host.get("cpu_cores") else ""
+    return f"{host.get('cpu')}, {host.get('cpu_count')} CPUs{cores}, {_gib(host.get('memory_bytes'))}"
+
+
+def git_text(git: dict[str, Any] | None) -> str:
+    """ "git 3976bea0c1+dirty" or "not a git checkout"."""
+    if not git:
+        return "not a git checkout"
+    return f"git {git['short']}{'+dirty' if git.get('dirty') else ''}"
+
+
+def header_line(env: dict[str, Any]) -> str:
+    """One line for pytest's header: GPUs and driver; torch/CUDA/cuDNN; CPU and memory; git commit."""
+    gpus = env.get("gpus") or {}
+    return "; ".join([gpu_text(gpus), software_text(env.get("versions", {})), host_text(env.get("host", {})),
+                      git_text(env.get("git"))])

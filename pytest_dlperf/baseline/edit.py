@@ -16,11 +16,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import baseline as baseline_mod
-from . import jsonio
-from .cases import Case
-from .results import CaseResult
-from .verdict import fmt_value
+from .. import jsonio
+from ..cases import Case
+from ..gate.evidence import Evidence
+from ..gate.format import fmt_value
+from ..results.case import CaseResult
+from .document import DEFAULT_TOLERANCE, PROBE_FIELDS, STEP_FIELDS, VERSION_2_FIELDS, method, plain_case, record_method
+from .measured import ProbeReference, add_slower_host_note, drop_slower_host_note, kept_runs, slower_host
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:
@@ -60,7 +62,7 @@ def _entries(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _case(raw: Mapping[str, Any]) -> Case:
-    return baseline_mod.plain_case(Case.from_dict(raw))
+    return plain_case(Case.from_dict(raw))
 
 
 def _figure(entry: Mapping[str, Any]) -> str:
@@ -133,7 +135,8 @@ def merge_results(documents: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for rec in measured_records(document)[0]:
             case_id = _case(rec["case"]).id
             by_case[case_id] = copy.deepcopy(dict(rec))
-            counted = baseline_mod.counted_runs(rec.get("evidence"))
+            evidence = Evidence.from_dict(rec["evidence"]) if rec.get("evidence") else None
+            counted = [run.to_dict() for run in evidence.counted] if evidence is not None else []
             runs.setdefault(case_id, []).extend(
                 counted or [{"index": 0, "throughput": float(rec["throughput"]), "busy": None}])
     cases = []
@@ -178,7 +181,7 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
             raise jsonio.DocumentError(label, f"$.cases[{position}].throughput",
                                        f"{rec['throughput']!r} cannot be a baseline figure; expected a number "
                                        f"greater than 0 (at 3 decimals)")
-        params = {k: rec.get("parameters", {}).get(k) for k in (*baseline_mod.STEP_FIELDS, "runs")}
+        params = {k: rec.get("parameters", {}).get(k) for k in (*STEP_FIELDS, "runs")}
         entry = entries.get(case.id)
         if entry is None and not add:
             lines.append(f"not added (--no-add): {case.id}: {fmt_value(new)} {rec['unit']}")
@@ -194,27 +197,9 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
                                       "parameters": params})
             lines.append(f"updated {case.id}: {fmt_value(old)} -> {fmt_value(new)} {rec['unit']} "
                          f"({100 * (new / old - 1):+.1f}%)")
-        entry.update(throughput=new, unit=rec["unit"], source=source)
-        replaced = baseline_mod.ProbeReference("the entry it replaces,", entry.get("memory_gbs"),
-                                               entry.get("core_gflops"))
-        for key in ("runs", *baseline_mod.PROBE_FIELDS):
-            entry.pop(key, None)
-        entry.update(baseline_mod.run_medians(rec))  # the new figure's own runs and host probes, or none
-        baseline_mod.drop_slower_host_note(entry)
-        if same_machine:
-            tolerance = entry.get("tolerance", defaults.get("tolerance", baseline_mod.DEFAULT_TOLERANCE))
-            reason = baseline_mod.slower_host(entry, [replaced], tolerance)
-            if reason:
-                baseline_mod.add_slower_host_note(entry, reason)
-                lines.append(f"{case.id}: measured while the host ran slower: {reason}; a slowdown that size "
-                             "can pass against its figure (update it from several sessions' results: --from each)")
-        if any(key in entry for key in baseline_mod.VERSION_2_FIELDS):
+        lines.extend(_refresh(entry, rec, new, source, defaults, same_machine))
+        if any(key in entry for key in VERSION_2_FIELDS):
             document["schema_version"] = 2
-        # The entry stands for the step counts the figure was measured with (cmd_update has checked
-        # that they are the entry's own unless --force).
-        measured_with = {k: v for k, v in (rec.get("parameters") or {}).items()
-                         if k in baseline_mod.STEP_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
-        baseline_mod.record_method(entry, measured_with, defaults)
     touched = {c["case"] for c in record["updated"] + record["added"]}
     kept = [case_id for case_id in entries if case_id not in touched]
     if kept:
@@ -225,8 +210,35 @@ def updated_baseline(data: Mapping[str, Any], results: Mapping[str, Any], result
     return document, lines
 
 
+def _refresh(entry: dict[str, Any], rec: Mapping[str, Any], new: float, source: str, defaults: Mapping[str, Any],
+             same_machine: bool) -> list[str]:
+    """``entry`` with the figure ``new`` of the results record ``rec``: its runs and host probes, a note where the
+    host ran slower than when the entry was measured (``same_machine`` only), the step counts it stands for."""
+    lines = []
+    case_id = _case(rec["case"]).id
+    entry.update(throughput=new, unit=rec["unit"], source=source)
+    replaced = ProbeReference("the entry it replaces,", entry.get("memory_gbs"), entry.get("core_gflops"))
+    for key in ("runs", *PROBE_FIELDS):
+        entry.pop(key, None)
+    entry.update(kept_runs(rec))  # the new figure's own runs and host probes, or none
+    drop_slower_host_note(entry)
+    if same_machine:
+        tolerance = entry.get("tolerance", defaults.get("tolerance", DEFAULT_TOLERANCE))
+        reason = slower_host(entry, [replaced], tolerance)
+        if reason:
+            add_slower_host_note(entry, reason)
+            lines.append(f"{case_id}: measured while the host ran slower: {reason}; a slowdown that size "
+                         "can pass against its figure (update it from several sessions' results: --from each)")
+    # The entry stands for the step counts the figure was measured with (cmd_update has checked
+    # that they are the entry's own unless --force).
+    measured_with = {k: v for k, v in (rec.get("parameters") or {}).items()
+                     if k in STEP_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
+    record_method(entry, measured_with, defaults)
+    return lines
+
+
 def _steps(counts: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k} {counts.get(k, '?')}" for k in baseline_mod.STEP_FIELDS)
+    return ", ".join(f"{k} {counts.get(k, '?')}" for k in STEP_FIELDS)
 
 
 def method_mismatches(data: Mapping[str, Any], results: Mapping[str, Any], *, add: bool = True) -> list[str]:
@@ -241,9 +253,9 @@ def method_mismatches(data: Mapping[str, Any], results: Mapping[str, Any], *, ad
         entry = entries.get(case_id)
         if entry is None and not add:
             continue
-        expected = baseline_mod.method(entry, defaults)
-        measured = {k: v for k, v in (rec.get("parameters") or {}).items() if k in baseline_mod.STEP_FIELDS}
-        if all(measured.get(k) == expected[k] for k in baseline_mod.STEP_FIELDS):
+        expected = method(entry, defaults)
+        measured = {k: v for k, v in (rec.get("parameters") or {}).items() if k in STEP_FIELDS}
+        if all(measured.get(k) == expected[k] for k in STEP_FIELDS):
             continue
         where = f"$.cases[{positions[case_id]}]" if entry is not None else "$.defaults"
         theirs = "its entry's" if entry is not None else "the defaults'"

@@ -1,0 +1,264 @@
+"""The built-in log parsers (:mod:`.parsers` is their interface and registry): ``dllogger`` (NVIDIA's DLLogger
+lines), ``mllog`` (MLPerf's ``:::MLLOG`` events), ``regex`` (a pattern's named groups) and ``final`` (one
+figure per run).  They register themselves when :mod:`pytest_dlperf.commands` is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from .parsers import Mark, Milestone, Parser, Record, register_parser
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) and number > 0 else None
+
+
+def _json_after(line: str, prefix: str) -> Any:
+    at = line.find(prefix)
+    if at < 0:
+        return None
+    try:
+        return json.loads(line[at + len(prefix):])
+    except ValueError:
+        return None
+
+
+@register_parser
+class DLLoggerParser(Parser):
+    name = "dllogger"
+    options: ClassVar[Mapping[str, Any]] = {"key": "train.total_ips", "time_key": None, "final_key": None,
+                                            "time_to_train_key": None}
+    PREFIX = "DLLL "
+
+    def parse_line(self, line: str) -> list[Record | Mark]:
+        entry = _json_after(line, self.PREFIX)
+        if not isinstance(entry, dict) or not isinstance(entry.get("data"), dict):
+            return []
+        step, data = entry.get("step"), entry["data"]
+        if isinstance(step, list) and not step:  # the run's summary
+            found: list[Record | Mark] = []
+            seconds = _number(data.get(self.settings["time_to_train_key"])) if self.settings["time_to_train_key"] \
+                else None
+            if seconds is not None:
+                found.append(Mark(Milestone.TIME_TO_TRAIN, value=seconds))
+            figure = _number(data.get(self.settings["final_key"] or self.settings["key"]))
+            return found + ([Record(throughput=figure, final=True)] if figure else [])
+        if isinstance(step, bool) or not (isinstance(step, int) or (isinstance(step, list) and len(step) >= 2)):
+            return []  # PARAMETER lines, epoch summaries ([epoch])
+        index = step if isinstance(step, int) else step[-1]
+        index = index if isinstance(index, int) else None
+        if self.settings["time_key"]:
+            seconds = _number(data.get(self.settings["time_key"]))
+            return [Record(step_time=seconds, step=index)] if seconds else []
+        figure = _number(data.get(self.settings["key"]))
+        return [Record(throughput=figure, step=index)] if figure else []
+
+    def describe(self) -> str:
+        what = f"time_key {self.settings['time_key']!r}" if self.settings["time_key"] else \
+            f"key {self.settings['key']!r}"
+        return f"'DLLL {{json}}' lines with a step [epoch, iteration] and {what} in their data"
+
+    def describe_time_to_train(self) -> str:
+        return f"a 'DLLL {{json}}' summary line (step []) with {self.settings['time_to_train_key']!r} in its data"
+
+    @classmethod
+    def figure_problem(cls, figure: str, options: Mapping[str, Any]) -> str | None:
+        if figure == "time_to_train" and not options.get("time_to_train_key"):
+            return "parser 'dllogger' reads a time to train from its summary line's time_to_train_key: give it"
+        return None
+
+
+def _ms(event: Mapping[str, Any]) -> float | None:
+    """An MLLOG event's ``time_ms`` (milliseconds since the epoch), or None."""
+    value = event.get("time_ms")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@register_parser
+class MLLogParser(Parser):
+    """MLPerf's events, as ``mlperf_logging.mllog`` logs them (its ``constants``: run_start, block_start, ...).
+
+    One parser reads one rank's log from its start: it keeps the ``train_samples`` logged and
+    each open block, so that the block's stop gives a step of known seconds and samples.
+    """
+
+    name = "mllog"
+    #: ``samples``: what one block (or epoch) counts where its log says neither ``samples_count`` nor
+    #: ``train_samples`` (an integer; a command's template such as ``{global_batch}`` is filled per run).
+    options: ClassVar[Mapping[str, Any]] = {"key": "tracked_stats", "field": "throughput", "samples": None}
+    PREFIX = ":::MLLOG "
+    #: The interval events a logged step is read from, in the order they are preferred (a block holds epochs).
+    INTERVALS = (("block", "block_start", "block_stop"), ("epoch", "epoch_start", "epoch_stop"))
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.train_samples: int | None = None  # samples of one epoch, as the script logs them
+        self.global_batch: int | None = None
+        self.samples_done = 0  # samples of the blocks (or epochs) that ended so far, where the log says them
+        self._blocks = False  # the log has blocks: its epochs (inside them) are not counted
+        self._open: dict[str, tuple[float, Mapping[str, Any]]] = {}  # kind -> (start time_ms, its metadata)
+
+    def parse_line(self, line: str) -> list[Record | Mark]:
+        event = _json_after(line, self.PREFIX)
+        if not isinstance(event, dict) or not isinstance(event.get("key"), str):
+            return []
+        key, value = event["key"], event.get("value")
+        meta = event.get("metadata") if isinstance(event.get("metadata"), dict) else {}
+        when = _ms(event)
+        seconds = when / 1000.0 if when is not None else None
+        if key == self.settings["key"]:
+            figure = _number(value.get(self.settings["field"]) if isinstance(value, dict) else value)
+            step = meta.get("step")
+            return [Record(throughput=figure, step=_whole(step), kind="key")] if figure else []
+        if key == "train_samples":
+            self.train_samples = _whole(value) if _whole(value) and value > 0 else self.train_samples
+        elif key == "global_batch_size":
+            self.global_batch = _whole(value) if _whole(value) and value > 0 else self.global_batch
+        elif key == "run_start":
+            return [Mark(Milestone.RUN_START, time=seconds)]
+        elif key == "run_stop":
+            status = meta.get("status")
+            return [Mark(Milestone.RUN_STOP, time=seconds, status=status if isinstance(status, str) else None)]
+        elif key == "eval_accuracy":
+            accuracy = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+            epoch = meta.get("epoch_num")
+            count = _whole(meta.get("samples_count"))
+            return [Mark(Milestone.EVAL, time=seconds, value=accuracy,
+                         epoch=epoch if isinstance(epoch, int | float) and not isinstance(epoch, bool) else None,
+                         samples=count if count is not None else self.samples_done)]
+        for kind, opens, closes in self.INTERVALS:
+            if key == opens and when is not None:
+                self._open[kind] = (when, meta)
+                self._blocks = self._blocks or kind == "block"
+            elif key == closes and kind in self._open and when is not None:
+                started, first = self._open.pop(kind)
+                samples = self._samples(first, meta, kind)
+                if samples and (kind == "block" or not self._blocks):
+                    self.samples_done += samples
+                if when > started:
+                    return [Record(step_time=(when - started) / 1000.0, samples=samples,
+                                   step=_whole(first.get("first_epoch_num", first.get("epoch_num"))), kind=kind)]
+        return []
+
+    def _samples(self, first: Mapping[str, Any], last: Mapping[str, Any], kind: str) -> int | None:
+        """A block's samples: its running ``samples_count`` at stop less at start, else ``train_samples`` x its
+        ``epoch_count`` (an epoch: 1); None where the log says neither."""
+        began, ended = _whole(first.get("samples_count")), _whole(last.get("samples_count"))
+        if began is not None and ended is not None and ended > began:
+            return ended - began
+        if self.train_samples is None:
+            given = self.settings["samples"]
+            return int(given) if given is not None else None
+        count = first.get("epoch_count", 1) if kind == "block" else 1
+        return round(self.train_samples * count) if isinstance(count, int | float) and count > 0 else None
+
+    def finish(self, records: list[Record]) -> list[Record]:
+        """The events of ``key`` where the log has them, else its blocks, else its epochs."""
+        for kind in ("key", *(kind for kind, _, _ in self.INTERVALS)):
+            chosen = [r for r in records if r.kind == kind]
+            if chosen:
+                return chosen
+        return []
+
+    def missing(self, records: list[Record]) -> str | None:
+        if any(r.samples is None and r.throughput is None for r in records):
+            return ("its blocks do not say how many samples they hold (no train_samples event, no samples_count in "
+                    "their metadata): give the parser's samples option (an integer, or a template such as "
+                    "'{global_batch}')")
+        return None
+
+    def describe(self) -> str:
+        return (f"':::MLLOG {{json}}' events: block_start/block_stop (or epoch_start/epoch_stop) with their time_ms, "
+                f"or key {self.settings['key']!r} with a figure in value.{self.settings['field']}")
+
+    def describe_time_to_train(self) -> str:
+        return "':::MLLOG {json}' events run_start and run_stop (with metadata.status)"
+
+    @classmethod
+    def figure_problem(cls, figure: str, options: Mapping[str, Any]) -> str | None:
+        return None
+
+
+class _PatternParser(Parser):
+    required = ("pattern",)
+    groups: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def check(cls, who: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        checked = super().check(who, options)
+        pattern = checked["pattern"]
+        if not isinstance(pattern, str):
+            raise ValueError(f"{who}: pattern must be a regular expression (a string), not {pattern!r}")  # noqa: TRY004 - a registration mistake, as all of them
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{who}: pattern {pattern!r} is not a regular expression: {exc}") from None
+        if not set(compiled.groupindex) & set(cls.groups):
+            raise ValueError(f"{who}: pattern {pattern!r} needs a named group "
+                             f"{' or '.join(f'(?P<{g}>...)' for g in cls.groups)}")
+        return checked
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        self.pattern = re.compile(self.settings["pattern"])
+
+    def describe(self) -> str:
+        return f"lines matching {self.pattern.pattern!r}"
+
+
+@register_parser
+class RegexParser(_PatternParser):
+    name = "regex"
+    options: ClassVar[Mapping[str, Any]] = {"pattern": None}
+    groups = ("throughput", "step_time", "time_to_train")
+
+    def parse_line(self, line: str) -> list[Record | Mark]:
+        match = self.pattern.search(line)
+        if match is None:
+            return []
+        found = match.groupdict()
+        seconds_to_train = _number(found.get("time_to_train"))
+        if seconds_to_train is not None:
+            return [Mark(Milestone.TIME_TO_TRAIN, value=seconds_to_train, status=found.get("status"))]
+        figure, seconds = _number(found.get("throughput")), _number(found.get("step_time"))
+        if figure is None and seconds is None:
+            return []
+        whole = {k: int(v) for k, v in found.items() if k in ("step", "rank", "samples") and v and v.isdigit()}
+        return [Record(throughput=figure, step_time=None if figure else seconds, **whole)]
+
+    @classmethod
+    def figure_problem(cls, figure: str, options: Mapping[str, Any]) -> str | None:
+        groups = set(re.compile(options["pattern"]).groupindex)
+        if figure == "time_to_train" and "time_to_train" not in groups:
+            return f"pattern {options['pattern']!r} needs a named group (?P<time_to_train>...) (seconds)"
+        if figure == "throughput" and not groups & {"throughput", "step_time"}:
+            return f"pattern {options['pattern']!r} needs a named group (?P<throughput>...) or (?P<step_time>...)"
+        return None
+
+    def describe_time_to_train(self) -> str:
+        return self.describe()
+
+
+@register_parser
+class FinalParser(_PatternParser):
+    name = "final"
+    options: ClassVar[Mapping[str, Any]] = {"pattern": None}
+    groups = ("throughput",)
+
+    def parse_line(self, line: str) -> list[Record | Mark]:
+        match = self.pattern.search(line)
+        figure = _number(match.group("throughput")) if match else None
+        return [Record(throughput=figure, final=True)] if figure else []

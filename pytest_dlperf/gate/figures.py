@@ -1,0 +1,157 @@
+"""A run's figure: the median of its windows, whether a named cause made it no evidence, and its host probes.
+
+A run is *busy*, no evidence either way, only for a cause the message names (:func:`busy_reason`): other
+processes on the machine's CPUs while they were saturated, the hypervisor's steal, another process on the
+case's GPU, clock throttling for the machine's sake.  The host probes (:class:`HostProbe`: memory bandwidth
+and core speed, timed between windows) make no run busy and excuse nothing: a probe that drifts within its
+own noise proves nothing about the case, and a slowdown of the case's own code does not move them.  Where
+the counted runs' probes read far outside the baseline's own spread, the verdict says so beside its
+figures (:func:`probe_notes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..results.runs import RunRecord
+
+#: Default: a run is busy when other processes used more than this much CPU (percent of one CPU)
+#: during its windows, while the machine's CPUs were saturated.
+MAX_INTERFERENCE = 50.0
+#: A machine counts as saturated when all processes together used this share of its CPUs.
+SATURATED = 0.9
+#: Clock throttling that comes from the machine's state, not the training itself, seen in
+#: more than this share of the telemetry's samples.
+THROTTLE_REASONS = ("hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake")
+THROTTLE_SHARE = 0.1
+#: Default: a host probe (memory bandwidth, core speed) is named beside the verdict where the counted runs'
+#: median read more than this far from the baseline's, and outside :data:`PROBE_SIGMAS` of the probe's own
+#: spread between the baseline's runs.
+MAX_BANDWIDTH_DROP = 0.10
+MAX_CORE_DROP = 0.10
+PROBE_SIGMAS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class HostProbe:
+    """A probe of what the host's other tenants can take from a run, timed by the worker between windows.
+
+    ``key`` names its figure in the run's ``interference``, in a baseline entry (the median of the
+    baseline's counted runs; their readings in ``probe_runs``) and on :class:`pytest_dlperf.results.case.Expected`.
+    """
+
+    key: str
+    what: str  # for messages: "memory bandwidth"
+    unit: str
+
+
+MEMORY = HostProbe("memory_gbs", "memory bandwidth", "GB/s")
+CORE = HostProbe("core_gflops", "core speed", "GFLOP/s")
+#: Every host probe, in the order messages name them.
+HOST_PROBES = (MEMORY, CORE)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFigure:
+    """One run: its median, and why it is no evidence (None: it is)."""
+
+    index: int
+    value: float
+    busy: str | None = None
+    bandwidth: float | None = None  # the run's memory probe, GB/s (interference.memory_gbs)
+    core: float | None = None  # the run's core probe, GFLOP/s (interference.core_gflops)
+
+    def probe(self, probe: HostProbe) -> float | None:
+        """The run's figure of ``probe`` (:data:`MEMORY`, :data:`CORE`)."""
+        return self.bandwidth if probe is MEMORY else self.core
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "throughput": self.value, "busy": self.busy, "memory_gbs": self.bandwidth,
+                "core_gflops": self.core}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunFigure:
+        return cls(data["index"], data["throughput"], data.get("busy"), data.get(MEMORY.key), data.get(CORE.key))
+
+
+def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
+                threshold: float | None = MAX_INTERFERENCE) -> str | None:
+    """Why a run's windows were measured on a busy machine, or None.  ``threshold`` None: never busy.
+
+    Other processes' CPU (or the hypervisor's steal) above ``threshold`` percent of one CPU
+    counts where the machine's CPUs were saturated (a process on an idle core takes nothing
+    from the case); other processes on the case's GPU always count; so does clock throttling
+    for the machine's sake (thermal, power brake) in more than 10% of the samples.
+    """
+    if threshold is None:
+        return None
+    reasons = []
+    if interference:
+        other, steal = interference.get("other_cpu_percent", 0.0), interference.get("steal_percent", 0.0)
+        capacity = 100.0 * interference.get("cpus", 1)
+        used = other + steal + interference.get("own_cpu_percent", 0.0)
+        if other + steal > threshold and used >= SATURATED * capacity:
+            what = f"other processes used {other:.0f}% CPU"
+            reasons.append(what + (f", steal {steal:.0f}%" if steal >= 1 else ""))
+        if interference.get("gpu_other_processes"):
+            reasons.append(f"{interference['gpu_other_processes']} other process(es) on the GPU")
+    summaries = telemetry if isinstance(telemetry, list) else [telemetry] if telemetry else []
+    for summary in summaries:
+        for device in ((summary or {}).get("gpu") or {}).get("devices", {}).values():
+            counts, samples = device.get("throttle_samples") or {}, max(1, (summary or {}).get("samples") or 1)
+            seen = [r for r in THROTTLE_REASONS if counts.get(r, 0) > THROTTLE_SHARE * samples]
+            if seen:
+                reasons.append(f"GPU clocks throttled ({', '.join(seen)})")
+    return "; ".join(dict.fromkeys(reasons)) or None
+
+
+def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | None],
+                spreads: Mapping[str, Sequence[float]] | None = None,
+                drops: Mapping[str, float | None] | None = None) -> list[str]:
+    """What the counted runs' host probes (their median) say against the baseline's, where they read far from
+    it: more than the probe's ``drops`` (:data:`MAX_BANDWIDTH_DROP`, :data:`MAX_CORE_DROP`; None: never named)
+    and outside :data:`PROBE_SIGMAS` of the probe's own spread between the baseline's runs (``spreads``: their
+    readings).  Nothing here decides: a faster host may hide a slowdown, a slower one may explain part of one.
+
+    ``references``: the baseline's probe figures, by :attr:`HostProbe.key`.
+    """
+    notes = []
+    for probe in HOST_PROBES:
+        reference = references.get(probe.key)
+        drop = (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
+        values = [f.probe(probe) for f in figures if not f.busy and f.probe(probe)]
+        if drop is None or not reference or not values:
+            continue
+        readings = [v for v in (spreads or {}).get(probe.key) or [] if v]
+        own = PROBE_SIGMAS * statistics.stdev(readings) / statistics.fmean(readings) if len(readings) >= 3 else 0.0
+        median = statistics.median(values)
+        change = median / reference - 1
+        if abs(change) <= max(drop, own):
+            continue
+        why = (f"outside {PROBE_SIGMAS} x its spread between the baseline's runs ({100 * own / PROBE_SIGMAS:.0f}% CV)"
+               if own else "")
+        if change > 0:
+            notes.append(f"the host's {probe.what} read {change:.0%} above the baseline's ({median:.1f} against "
+                         f"{reference:.1f} {probe.unit}{', ' + why if why else ''}): a slowdown may hide behind it")
+        else:
+            notes.append(f"the host's {probe.what} read {-change:.0%} below the baseline's ({median:.1f} against "
+                         f"{reference:.1f} {probe.unit}{', ' + why if why else ''}): another tenant of the host may "
+                         f"have slowed the runs")
+    return notes
+
+
+def run_figures(runs: Sequence[RunRecord], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
+    """Each run's median of windows (:attr:`~pytest_dlperf.results.runs.RunRecord.median`), whether it was busy
+    (:func:`busy_reason`: a named cause), and its host probes."""
+    out = []
+    for run in runs:
+        median = run.median
+        if median is None:
+            continue
+        interference = run.interference or {}
+        out.append(RunFigure(run.index, median, busy_reason(interference, run.telemetry, threshold),
+                             interference.get(MEMORY.key), interference.get(CORE.key)))
+    return out

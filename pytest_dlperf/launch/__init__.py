@@ -1,0 +1,7 @@
+"""Launching a case's runs: how its ranks start, its processes, and what a run left.
+
+:mod:`.launchers` (``local`` / ``torchrun`` / ``slurm`` / ``mpi``: how a case's ranks start, a registry),
+:mod:`.process` (one run's process group and run id, its time limit from the worker's progress or its
+log, no orphans), :mod:`.workers` (a case's runs as fresh worker processes: :class:`RunParams` in, run
+records out, a failed run explained by the rank that failed first).
+"""

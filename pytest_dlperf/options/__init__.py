@@ -1,0 +1,317 @@
+"""Options: every ``--dlperf-*`` option and its ini twin, declared once (:data:`OPTIONS`).
+
+Each :class:`Option` of the table says its name, help, metavar and how its value is read (a
+:data:`~.readers.Reader`, :mod:`.readers`); from the table come pytest's options and ini names
+(:func:`add_options`), the parsed :class:`Options` of a session (one attribute per option, read and
+checked once, before any case is collected) and the Markdown reference (:func:`option_reference`,
+``dlperf options``, docs/options.md).  A value that does not read is an :class:`~pytest_dlperf.cases.OptionError`
+naming the option, which the plugin turns into a usage error.  The ini twin of ``--dlperf-foo-bar``
+is ``dlperf_foo_bar`` in pytest's ini file; the output paths (``--dlperf-json`` and the like) have none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .. import jsonio
+from ..cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
+from ..controller.batchsearch import MAX_TRIALS
+from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
+from ..gate.verdict import INCONCLUSIVE_POLICIES
+from ..launch.launchers import LAUNCHERS, MALLOC_MODES
+from .readers import (Given, Reader, choice, endpoint, folder, integer, link_patterns, listed, memory_size, number,
+                      plot_folder, record_folder, switch, text, words)
+
+DEVICES = ("auto", "cuda", "cpu")
+#: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
+MAX_RUNS = 10
+#: The options that name files or folders the session writes, checked before any case runs (``folder``: a folder).
+OUTPUTS = {"json": "json_path", "report": "report_path", "save-baseline": "save_baseline"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One ``--dlperf-NAME`` option: its help, how its value reads (:data:`Reader`), and its ini twin's type
+    (``ini`` None: no twin, as for the output paths).  Its value is the :class:`Options` attribute ``field``
+    (default: the name with ``_``)."""
+
+    name: str
+    help: str
+    metavar: str | None = None
+    read: Reader = text()
+    ini: str | None = "string"
+    action: str | None = None  # "append": repeatable; "store_true": a switch
+    field: str = ""
+
+    @property
+    def flag(self) -> str:
+        return f"--dlperf-{self.name}"
+
+    @property
+    def dest(self) -> str:
+        """pytest's name of the command-line option, and of its ini twin."""
+        return "dlperf_" + self.name.replace("-", "_")
+
+    @property
+    def attribute(self) -> str:
+        return self.field or self.name.replace("-", "_")
+
+
+def _switch(name: str, help: str) -> Option:
+    return Option(name, help, read=switch, ini="bool", action="store_true")
+
+
+#: Every option, in the order ``pytest --help`` and docs/options.md list them.
+OPTIONS = (
+    Option("baseline", "baseline JSON: its cases are collected and judged against it; or a folder of baselines, "
+                       "one per machine class: the file whose hardware matches this machine.", "PATH",
+           field="baseline_path"),
+    Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
+                              "describes, which the next session on this machine gates against (default "
+                              ".dlperf/baselines under the rootdir).", "DIR", record_folder),
+    Option("model", "models for cases without a baseline entry (comma list).", "NAMES", listed(parse_list),
+           action="append", field="models"),
+    Option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).", "LIST",
+           listed(parse_precisions), action="append", field="precisions"),
+    Option("batch-size", "per-device batch sizes for matrix cases (comma list; default: the model's); max: the "
+                         "largest that trains without running out of memory.", "LIST", listed(parse_batch_sizes),
+           action="append", field="batch_sizes"),
+    Option("gpus", "GPU counts (ranks) for matrix cases (comma list; default 1).", "LIST", listed(parse_ints),
+           action="append"),
+    Option("set", "a setting of matrix cases, KEY=VALUE (repeatable): seq_len=512, data=torchvision, "
+                  "channels_last=false, compile=true, image_size=160.", "KEY=VALUE", listed(parse_settings),
+           action="append", field="settings"),
+    Option("device", "where cases run: auto (CUDA when available), cuda or cpu.", "DEVICE", choice(DEVICES, "auto")),
+    Option("launcher", f"how a case's ranks start: {', '.join(LAUNCHERS)} (default local: torchrun on this node for "
+                       "N > 1).", "NAME", choice(LAUNCHERS, "local")),
+    Option("launcher-args", "extra arguments for srun / mpirun / torchrun (one string, split like a shell).", "ARGS",
+           words),
+    Option("nnodes", "nodes of a torchrun job across nodes (--dlperf-launcher torchrun; default 1).", "N",
+           integer(1, 1)),
+    Option("rdzv-endpoint", "HOST:PORT of the c10d rendezvous of a torchrun job across nodes.", "HOST:PORT", endpoint),
+    Option("rdzv-timeout", "seconds a torchrun job across nodes waits for all nodes to join (default 120).", "SECONDS",
+           number(0, default=120.0)),
+    Option("node-rank", "this node's rank in a torchrun job (default: from SLURM_NODEID, OMPI_COMM_WORLD_RANK or "
+                        "DLPERF_NODE_RANK, else 0).", "N", integer(0)),
+    Option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the baseline sets "
+                             "none, as a fraction (default: not gated).", "FRACTION", number(0, 1.5)),
+    Option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: 80%%), "
+                                  "when the baseline sets none (default: not gated; never gated where GPU telemetry is "
+                                  "unavailable).", "FRACTION", number(0, 1, high_inclusive=True)),
+    Option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", "N", integer(0)),
+    Option("steps", "steps per measured window (default 100; a baseline may set it).", "N", integer(1)),
+    Option("repeats", "measured windows per run (default 5; a baseline may set it).", "N", integer(1)),
+    Option("runs", "fresh worker processes each case runs before its first verdict; each run's figure is the median "
+                   "of its windows, the case's the geometric mean of its runs' (default 1; a baseline being saved "
+                   "measures 10 counted runs unless this says).", "K", integer(1)),
+    Option("confirm", "deprecated: --dlperf-max-runs is --dlperf-runs + N (kept for old command lines).", "N",
+           integer(0)),
+    Option("max-runs", "most fresh runs of a case before its verdict is inconclusive: after each run the case is "
+                       "decided (each way a one-sided test at 1%%), or measured again (default 10).", "N", integer(1)),
+    Option("max-seconds", "time budget of a case's runs: no run starts that would end past it (default: none).",
+           "SECONDS", number(0)),
+    Option("inconclusive", "which cases still undecided at the budget fail: pass (none: each is reported INCONCLUSIVE, "
+                           "with what would decide it; default), below (those whose estimate is below the threshold), "
+                           "fail (all).", "POLICY", choice(INCONCLUSIVE_POLICIES, "pass")),
+    Option("max-interference", "a run during whose windows other processes used more than this much CPU (percent of "
+                               "one CPU, on a saturated machine; or any other process on the GPU) is busy: not "
+                               "counted, and a second busy run in a row ends the case inconclusive (default 50; off: "
+                               "never).", "PERCENT", number(0, default=MAX_INTERFERENCE, off=True)),
+    Option("max-bandwidth-drop", "the verdict names the host's memory bandwidth where its runs' probe read this much "
+                                 "(a fraction) above or below the baseline's, and outside the probe's own spread "
+                                 "between the baseline's runs: a note, never a decision (default 0.1 for cases on the "
+                                 "CPU, off on GPUs; off: never named).", "FRACTION",
+           number(0, 1, default=MAX_BANDWIDTH_DROP, off=True)),
+    Option("max-core-drop", "likewise for the host's core speed (float32 products in numpy) (default 0.1 for cases on "
+                            "the CPU, off on GPUs; off: never named).", "FRACTION",
+           number(0, 1, default=MAX_CORE_DROP, off=True)),
+    Option("timeout", "seconds a worker may run before its process group is killed (default: adapts to the measured "
+                      "step time).", "SECONDS", number(0)),
+    Option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).", "FRACTION",
+           number(0, 1)),
+    _switch("require-baseline", "fail cases that have no baseline entry."),
+    Option("save-baseline", "write the measured medians as a baseline to PATH (atomically).", "PATH", ini=None),
+    Option("json", "write every case's windows, statistics, verdict and environment to PATH.", "PATH", ini=None,
+           field="json_path"),
+    Option("report", "write a Markdown report to PATH (environment, method, throughput and speedup tables, baseline "
+                     "comparison, telemetry), with each run's logs copied to <stem>-logs/ beside it.", "PATH", ini=None,
+           field="report_path"),
+    Option("plot", "write PNG plots to DIR: throughput vs GPUs per model and precision, measured vs baseline per unit "
+                   "(needs the plot extra: matplotlib).", "DIR", plot_folder, field="plot_dir"),
+    Option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).", "DIR"),
+    Option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives CPU cases and "
+                          "unlisted GPUs an MFU).", "TFLOPS", number(0)),
+    Option("max-memory", "cap the memory each worker's training may add, e.g. 2GiB or 1500MB: the CPU's address space "
+                         "beyond the framework's own, or a CUDA device's memory (batch size max on the CPU needs it).",
+           "SIZE", memory_size),
+    Option("max-batch-trials", f"most short trial runs of one batch size max search (default {MAX_TRIALS}).", "N",
+           integer(1, MAX_TRIALS)),
+    Option("malloc", "the workers' memory allocator: steady (default: glibc keeps what training frees for the next "
+                     "step instead of handing it back, so no run pays page faults another does not) or system (the "
+                     "environment's own settings, as a plain training script runs).", "MODE",
+           choice(MALLOC_MODES, "steady")),
+    _switch("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows."),
+    Option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
+                       "data=dali cases read.", "DIR", folder),
+    Option("convergence-data", "the data set of convergence cases (a baseline entry with a target): "
+                               "DIR/train/CLASS/IMAGE and DIR/val/CLASS/IMAGE (`dlperf dataset --learnable` writes "
+                               "one).", "DIR", folder),
+    Option("data-workers", "data loader workers (torchvision) or DALI threads per rank (default: the CPUs per rank "
+                           "less one, at most 8).", "N", integer(0)),
+    Option("history", "append every judged case of the session (figures, verdict, environment) to a history store: "
+                      "sqlite:///PATH or a path (SQLite), or postgresql://USER@HOST/DB.", "URL", field="history_url"),
+    Option("baseline-from-history", "judge cases without a baseline entry against their last N sessions on this "
+                                    "machine class in the --dlperf-history store.", "N", integer(2)),
+    _switch("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
+                            "significant downward step, even within the tolerance."),
+    Option("history-html", "at the end of the session, after writing the --dlperf-history store, write the whole "
+                           "store's history as a static site into DIR (as dlperf history URL --html DIR does): an "
+                           "overview of every case and a page per case, opened from file://.", "DIR", ini=None),
+    Option("history-html-link", "with --dlperf-history-html, link each night to what it kept: LABEL=PATTERN, a URL or "
+                                "a path with placeholders {session}, {date}, {commit}, ... (repeatable; dlperf history "
+                                "--help lists them), e.g. report=nights/{session}/report.md.", "LABEL=PATTERN",
+           link_patterns, ini="linelist", action="append", field="history_html_links"),
+    _switch("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image files "
+                         "read; the cases pass with a data-only verdict."),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Every option of :data:`OPTIONS` for ``pytest_addoption``, each with its ini twin ``dlperf_*`` (none for the
+    output paths)."""
+    group = parser.getgroup("dlperf", "deep-learning training throughput (pytest-dlperf)")
+    for option in OPTIONS:
+        kwargs: dict[str, Any] = {"action": option.action} if option.action else {}
+        if option.metavar:
+            kwargs["metavar"] = option.metavar
+        if option.action == "store_true":
+            kwargs["default"] = None
+        group.addoption(option.flag, dest=option.dest, help=option.help, **kwargs)
+        if option.ini is not None:
+            parser.addini(option.dest, help=option.help.replace("%%", "%"), type=option.ini, default=None)
+
+
+def given(config: pytest.Config, option: Option) -> Given:
+    """An option's value: the command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``)."""
+    value, base = config.getoption(option.dest), Path.cwd()
+    if (value is None or value == []) and option.ini is not None:
+        try:
+            value = config.getini(option.dest)
+        except ValueError:
+            value = None
+        if config.inipath is not None:
+            base = config.inipath.parent
+    if value == [] or value == "":
+        value = None
+    return Given(option.flag, value, base, Path(config.rootpath))
+
+
+def xdist_workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers this session's tests are spread over (0: none, or no xdist)."""
+    if getattr(config.option, "dist", "no") == "no":
+        return 0
+    return len(getattr(config.option, "tx", None) or ())
+
+
+class Options:
+    """The validated dlperf options of one session, one attribute per :data:`OPTIONS` entry (its ``attribute``),
+    and what follows from them (:meth:`settle`).  Raises :class:`~pytest_dlperf.cases.OptionError` naming the
+    option and what it expects."""
+
+    def __init__(self, config: pytest.Config):
+        raw = {option.name: given(config, option) for option in OPTIONS}
+        for option in OPTIONS:
+            setattr(self, option.attribute, option.read(raw[option.name]))
+        self.settle({name: g.value is not None for name, g in raw.items()})
+
+    def settle(self, was_given: dict[str, bool]) -> None:
+        """What the options' values mean together: the run budget, what was given, the checks across options."""
+        self.runs_given = was_given["runs"]  # a baseline being saved measures SAVE_RUNS runs where it is not
+        self.runs = self.runs or 1
+        self.max_runs_given = self.max_runs is not None or self.confirm is not None
+        if self.max_runs is not None and self.max_runs < self.runs:
+            raise OptionError(f"--dlperf-max-runs: {self.max_runs} is less than --dlperf-runs {self.runs}; expected "
+                              f"an integer >= {self.runs}")
+        self.max_runs = self.max_runs or (self.runs + self.confirm if self.confirm is not None
+                                          else max(self.runs, MAX_RUNS))
+        del self.confirm  # what it meant is in max_runs
+        # Not given: MAX_BANDWIDTH_DROP and MAX_CORE_DROP for cases on the CPU, off on GPUs (bandwidth_drop()).
+        self.bandwidth_drop_given = was_given["max-bandwidth-drop"]
+        self.core_drop_given = was_given["max-core-drop"]
+        if self.nnodes > 1 and self.launcher == "torchrun":
+            # Only the node of rank 0 judges: a re-measurement there alone would leave the
+            # other nodes waiting at a rendezvous that never comes.
+            self.max_runs = self.runs
+        if self.nnodes > 1 and self.launcher != "torchrun":
+            raise OptionError("--dlperf-nnodes: jobs across nodes need --dlperf-launcher torchrun "
+                              "(slurm and mpi take their nodes from the allocation or the hostfile)")
+
+    def check_not_distributed(self, config: pytest.Config) -> None:
+        """Cases (an active session's: the caller checks) never run under pytest-xdist: cases side by side would
+        measure each other, and an xdist worker collects no case (its controller judges none), so the session
+        would silently run none."""
+        workers = xdist_workers(config)
+        if workers:
+            raise OptionError(f"-n/--dist (pytest-xdist): this session spreads its tests over {workers} worker "
+                              "processes, but pytest-dlperf cases measure throughput and must run one at a time "
+                              "in this process; expected no distribution: add -n 0 (or -p no:xdist) to this "
+                              "command line")
+
+    def check_outputs(self) -> None:
+        """Every output path can be written: checked before the first case, not after the last."""
+        paths = [(f"--dlperf-{name}", getattr(self, attr), False) for name, attr in OUTPUTS.items()]
+        paths.append(("--dlperf-plot", self.plot_dir, True))
+        paths.append(("--dlperf-history-html", self.history_html, True))
+        for option, path, is_folder in paths:
+            if path:
+                try:
+                    jsonio.check_writable(path, folder=is_folder)
+                except OSError as exc:
+                    raise OptionError(f"{option}: {exc}") from None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.baseline_path or self.models)
+
+    def bandwidth_drop(self, device: str) -> float | None:
+        """``--dlperf-max-bandwidth-drop`` for cases on ``device``: as given, else MAX_BANDWIDTH_DROP on the
+        CPU and off on GPUs (their training hardly uses the host's memory bandwidth)."""
+        if self.bandwidth_drop_given or device == "cpu":
+            return self.max_bandwidth_drop
+        return None
+
+    def core_drop(self, device: str) -> float | None:
+        """``--dlperf-max-core-drop`` for cases on ``device``: as given, else MAX_CORE_DROP on the CPU and off on
+        GPUs (a GPU case's host threads mostly wait for the GPU)."""
+        if self.core_drop_given or device == "cpu":
+            return self.max_core_drop
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as the results document keeps them: those that have a value, never a password."""
+        out = {k: v for k, v in vars(self).items() if v not in (None, [])}
+        if self.history_url:
+            from ..history.store import redact
+
+            out["history_url"] = redact(str(self.history_url))
+        return out
+
+
+def option_reference() -> str:
+    """Every ``--dlperf-*`` option as a Markdown table (``dlperf options`` prints it; docs/options.md is it):
+    the option, its ini twin (``[pytest]`` / ``[tool.pytest.ini_options]``) where it has one, and its help."""
+    lines = ["# Options", "",
+             "Every option of pytest-dlperf, as `pytest --help` lists them (this page is what `dlperf options` "
+             "prints; a test keeps it so). Each option but the output paths has an ini twin, for `pytest.ini` or "
+             "`[tool.pytest.ini_options]`; a command-line option wins over its ini twin.", "",
+             "| option | ini | meaning |", "|---|---|---|"]
+    for option in OPTIONS:
+        shown = f"`{option.flag} {option.metavar}`" if option.metavar else f"`{option.flag}`"
+        ini = f"`{option.dest}`" if option.ini is not None else "-"
+        help_text = option.help.replace("%%", "%").replace("|", chr(92) + "|")
+        lines.append(f"| {shown} | {ini} | {help_text} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,85 @@
+"""What every kind of run does around its training, on each rank: rank 0's progress file, what the run holds
+and the order it lets go of it, and its timing.  Shared by a throughput run (:func:`pytest_dlperf.worker.main.run`)
+and a convergence run (:func:`pytest_dlperf.worker.convergence.run`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..protocol import Progress, WorkerSpec
+
+
+class ProgressFile:
+    """Rank 0's ``progress.json`` (:class:`~pytest_dlperf.protocol.Progress`); other ranks write none.
+
+    Called with what changed; it keeps the last step time and the rest.  Never called inside
+    a measured window: a write is a file, a rename and an fsync.
+    """
+
+    def __init__(self, path: str | None, warmup_total: int, windows_total: int):
+        self.path = path
+        self.state: dict[str, Any] = {"step_seconds": None, "remaining_steps": None, "warmup_total": warmup_total,
+                                      "windows_total": windows_total}
+
+    def __call__(self, step_seconds: float | None = None, remaining_steps: int | None = None, **where: Any) -> None:
+        if not self.path:
+            return
+        from ..jsonio import write_atomic
+
+        if step_seconds is not None:
+            self.state["step_seconds"] = step_seconds
+        if remaining_steps is not None:
+            self.state["remaining_steps"] = remaining_steps
+        self.state.update(where)
+        write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()))
+
+
+def launched_at(spec: WorkerSpec) -> float:
+    """When the controller started this run's process (``time.time()``), else now."""
+    return float(spec.launched_at) if spec.launched_at is not None else time.time()
+
+
+class Held:
+    """What a run holds while it trains, let go in one order whatever happened (:meth:`close`): the telemetry
+    sampler's thread (it must not outlive the run), the data source's workers, the model (the training step
+    and any other reference to it: a DDP model goes before its process group, see
+    :meth:`~pytest_dlperf.worker.distributed.ProcessGroup.close`), then the process group.
+
+    Used as ``with Held(group) as held:``, the run keeping its step and model only in ``held``.
+    """
+
+    def __init__(self, group: Any = None, sampler: Any = None):
+        self.group = group
+        self.sampler = sampler
+        self.source: Any = None
+        self.step: Any = None
+        self.model: Any = None  # another reference to the trained model (a convergence run's unwrapped one)
+        self.last_loss: float | None = None  # the step's last loss, kept when the step is let go
+
+    def __enter__(self) -> Held:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.sampler is not None:
+            self.sampler.stop()  # after an exception: the thread must not outlive the run
+        if self.source is not None:
+            self.source.close()
+        self.last_loss = self.step.last_loss if self.step is not None else None
+        self.step = self.model = None
+        if self.group is not None:
+            self.group.close()
+
+
+def timing(launched: float, marks: dict[str, float], windows: list[dict[str, Any]], *, total: float,
+           warmup_seconds: float | None = None, **extra: float) -> dict[str, float]:
+    """A result's ``timing``: setup (launch to the first step), warm-up, the windows' seconds, the run's total
+    (launch to ``total``, a ``time.time()``) and ``extra`` (compile, convergence seconds)."""
+    warmup = warmup_seconds if warmup_seconds is not None else marks["warmup_done"] - marks["first_step"]
+    return {"setup_seconds": marks["first_step"] - launched, "warmup_seconds": warmup,
+            "measured_seconds": sum(w["seconds"] for w in windows), "total_seconds": total - launched, **extra}
