@@ -258,3 +258,43 @@ def test_the_figure_check_catches_what_it_is_for():
 def test_every_figure_quoted_from_a_shipped_baseline_is_the_files(page):
     problems = quoted_figure_problems(page.read_text(), shipped_figures())
     assert not problems, f"{page.relative_to(ROOT)}:\n" + "\n".join(problems)
+
+
+# --------------------------------------------------------------------------- the package's modules the docs name
+
+
+def missing_module_names(text: str) -> list[str]:
+    """``pytest_dlperf/gate/verdict.py``, ``pytest_dlperf/commands/`` and ``pytest_dlperf.gate.verdict.judge_evidence``
+    a text names that the package does not have (a module moved or renamed since the text was written)."""
+    import importlib
+
+    missing = []
+    for path in sorted(set(re.findall(r"pytest_dlperf/[\w/]*(?:\.py)?", text))):
+        if not (ROOT / path).exists():
+            missing.append(path)
+    for dotted in sorted(set(re.findall(r"pytest_dlperf(?:\.\w+)+", text))):
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                found = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for name in parts[i:]:
+                found = getattr(found, name, None)
+            if found is None:
+                missing.append(dotted)
+            break
+    return missing
+
+
+def test_the_module_check_catches_a_moved_module():
+    assert missing_module_names("`pytest_dlperf.gate.verdict.judge_evidence`, `pytest_dlperf/gate/evidence.py`") == []
+    assert missing_module_names("`pytest_dlperf.verdict.judge_evidence` in `pytest_dlperf/verdict.py`, "
+                                "`pytest_dlperf.gate.verdict.judged`") == [
+        "pytest_dlperf/verdict.py", "pytest_dlperf.gate.verdict.judged", "pytest_dlperf.verdict.judge_evidence"]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_a_page_names_exists(page):
+    missing = missing_module_names(page.read_text())
+    assert not missing, f"{page.relative_to(ROOT)} names modules the package does not have: {missing}"

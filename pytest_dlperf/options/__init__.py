@@ -95,8 +95,8 @@ OPTIONS = (
     Option("rdzv-endpoint", "HOST:PORT of the c10d rendezvous of a torchrun job across nodes.", "HOST:PORT", endpoint),
     Option("rdzv-timeout", "seconds a torchrun job across nodes waits for all nodes to join (default 120).", "SECONDS",
            number(0, default=120.0)),
-    Option("node-rank", "this node's rank in a torchrun job (default: from SLURM_NODEID, OMPI_COMM_WORLD_RANK or "
-                        "DLPERF_NODE_RANK, else 0).", "N", integer(0)),
+    Option("node-rank", "this node's rank in a torchrun job (default: the first of DLPERF_NODE_RANK, SLURM_NODEID, "
+                        "OMPI_COMM_WORLD_RANK and NODE_RANK that is set, else 0).", "N", integer(0)),
     Option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the baseline sets "
                              "none, as a fraction (default: not gated).", "FRACTION", number(0, 1.5)),
     Option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: 80%%), "
