@@ -304,10 +304,12 @@ class Options:
 def option_reference() -> str:
     """Every ``--dlperf-*`` option as a Markdown table (``dlperf options`` prints it; docs/options.md is it):
     the option, its ini twin (``[pytest]`` / ``[tool.pytest.ini_options]``) where it has one, and its help."""
+    without = ", ".join(f"`{option.flag}`" for option in OPTIONS if option.ini is None)
     lines = ["# Options", "",
              "Every option of pytest-dlperf, as `pytest --help` lists them (this page is what `dlperf options` "
-             "prints; a test keeps it so). Each option but the output paths has an ini twin, for `pytest.ini` or "
-             "`[tool.pytest.ini_options]`; a command-line option wins over its ini twin.", "",
+             "prints; a test keeps it so). Each option has an ini twin, for `pytest.ini` or "
+             f"`[tool.pytest.ini_options]`, but {without} (a session's own outputs, given on its command line); "
+             "a command-line option wins over its ini twin.", "",
              "| option | ini | meaning |", "|---|---|---|"]
     for option in OPTIONS:
         shown = f"`{option.flag} {option.metavar}`" if option.metavar else f"`{option.flag}`"
