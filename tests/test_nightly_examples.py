@@ -203,3 +203,30 @@ def test_the_batch_script_runs_a_night_under_slurm_and_gates_on_it(slurm_cluster
         ("tiny-fp32-bs32-gpu1", "improved"), ("tiny-fp32-bs32-gpu1", "fail")], rows
     with sqlite3.connect(night / "history.db") as db:
         assert db.execute("SELECT count(*) FROM dlperf_sessions").fetchone() == (1,)
+
+
+# --------------------------------------------------------------------------- one command everywhere
+
+NIGHT_FLAGS = {"-p no:cacheprovider", "-m dlperf", "--dlperf-baseline", "--dlperf-json", "--dlperf-report",
+               "--dlperf-plot", "--junitxml", "--dlperf-history", "--dlperf-history-html"}
+
+
+def night_flags(text: str) -> set[str]:
+    """The options of the pytest command in ``text`` that writes the night's outputs (its first ``-m dlperf``
+    command that has ``--junitxml``)."""
+    commands = re.findall(r"pytest -p no:cacheprovider -m dlperf(?:[^\n]*\\\n|[^\n]*\n\s+--)*[^\n]*", text)
+    command = next((c for c in commands if "--junitxml" in c), None)
+    assert command, "no nightly pytest command found"
+    return ({"-p no:cacheprovider", "-m dlperf"} | set(re.findall(r"--dlperf-[a-z-]+|--junitxml", command)))
+
+
+def test_the_nightly_command_is_the_same_in_the_docs_and_every_job_file():
+    places = {"README.md": ROOT / "README.md", "docs/nightly.md": ROOT / "docs" / "nightly.md",
+              "github": WORKFLOW, "gitlab": GITLAB, "slurm": SBATCH}
+    found = {name: night_flags(path.read_text().replace(">-\n", "\n")) for name, path in places.items()}
+    assert all(flags == NIGHT_FLAGS for flags in found.values()), found
+
+
+def test_the_command_check_sees_a_missing_output():
+    text = WORKFLOW.read_text().replace(" --dlperf-plot out/plots", "")
+    assert night_flags(text) == NIGHT_FLAGS - {"--dlperf-plot"}
