@@ -1,5 +1,6 @@
 """The Markdown report (--dlperf-report, dlperf report): sections, tables, log links."""
 
+import json
 import re
 import shutil
 import signal
@@ -282,3 +283,12 @@ def test_an_interrupted_session_still_writes_the_results_and_the_report(dlperf):
     assert record["message"] == "hangs-fp32-bs4-gpu1: interrupted before the case finished"
     text = (dlperf.path / "report.md").read_text()
     assert "| hangs-fp32-bs4-gpu1 | error | hangs-fp32-bs4-gpu1: interrupted before the case finished |" in text
+
+
+def test_the_method_names_the_interval_the_sessions_verdicts_used():
+    kept = Path(__file__).resolve().parents[1] / "benchmarks/gpu-runs/2026-11-26-h200/verdict-sessions/0.03-unchanged-3.json"
+    document = json.loads(kept.read_text())
+    assert document["cases"][0]["evidence"]["estimate"]["confidence"] == 0.95  # judged under the rule of its day
+    assert "with a 95% interval" in section(markdown_report.render(document), "## Method")
+    document["cases"][0]["evidence"]["estimate"]["confidence"] = 0.98
+    assert "with a 98% interval" in section(markdown_report.render(document), "## Method")

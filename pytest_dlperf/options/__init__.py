@@ -95,8 +95,8 @@ OPTIONS = (
     Option("rdzv-endpoint", "HOST:PORT of the c10d rendezvous of a torchrun job across nodes.", "HOST:PORT", endpoint),
     Option("rdzv-timeout", "seconds a torchrun job across nodes waits for all nodes to join (default 120).", "SECONDS",
            number(0, default=120.0)),
-    Option("node-rank", "this node's rank in a torchrun job (default: from SLURM_NODEID, OMPI_COMM_WORLD_RANK or "
-                        "DLPERF_NODE_RANK, else 0).", "N", integer(0)),
+    Option("node-rank", "this node's rank in a torchrun job (default: the first of DLPERF_NODE_RANK, SLURM_NODEID, "
+                        "OMPI_COMM_WORLD_RANK and NODE_RANK that is set, else 0).", "N", integer(0)),
     Option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the baseline sets "
                              "none, as a fraction (default: not gated).", "FRACTION", number(0, 1.5)),
     Option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: 80%%), "
@@ -304,10 +304,12 @@ class Options:
 def option_reference() -> str:
     """Every ``--dlperf-*`` option as a Markdown table (``dlperf options`` prints it; docs/options.md is it):
     the option, its ini twin (``[pytest]`` / ``[tool.pytest.ini_options]``) where it has one, and its help."""
+    without = ", ".join(f"`{option.flag}`" for option in OPTIONS if option.ini is None)
     lines = ["# Options", "",
              "Every option of pytest-dlperf, as `pytest --help` lists them (this page is what `dlperf options` "
-             "prints; a test keeps it so). Each option but the output paths has an ini twin, for `pytest.ini` or "
-             "`[tool.pytest.ini_options]`; a command-line option wins over its ini twin.", "",
+             "prints; a test keeps it so). Each option has an ini twin, for `pytest.ini` or "
+             f"`[tool.pytest.ini_options]`, but {without} (a session's own outputs, given on its command line); "
+             "a command-line option wins over its ini twin.", "",
              "| option | ini | meaning |", "|---|---|---|"]
     for option in OPTIONS:
         shown = f"`{option.flag} {option.metavar}`" if option.metavar else f"`{option.flag}`"

@@ -16,6 +16,7 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..gate.evidence import CONFIDENCE
 from ..gate.format import fmt_pct, fmt_value
 from ..results.case import CaseResult
 from ..results.telemetry import gpu_metric, host_metric, telemetry_summaries
@@ -99,12 +100,15 @@ def _data_backend(result: CaseResult) -> str:
 def method_section(results: Sequence[CaseResult], options: Mapping[str, Any]) -> list[str]:
     """How the figures were taken: the step counts, runs, data, device and how cases are judged."""
     measured = [r for r in results if r.parameters]
+    # the interval the session's verdicts used (an older document's may differ from today's CONFIDENCE)
+    confidence = next((r.evidence.estimate.confidence for r in results
+                       if r.evidence is not None and r.evidence.estimate is not None), CONFIDENCE)
     lines = ["## Method", "",
              "Every step is real training (forward, loss, backward, optimizer step). Each run is a "
              "fresh process: it skips the warm-up steps, then times windows of steps between device "
              "synchronizations. A window's throughput is its samples over its seconds; a run's figure is "
-             "the median of its windows, and a case's the geometric mean of its runs' figures, with a 95% "
-             "interval; runs are added one at a time until the interval decides the verdict. Multi-GPU cases "
+             "the median of its windows, and a case's the geometric mean of its runs' figures, with a "
+             f"{round(100 * confidence)}% interval; runs are added one at a time until the interval decides the verdict. Multi-GPU cases "
              "are data-parallel (DDP): the global batch over the slowest rank's time.", ""]
     if not measured:
         return lines + ["No case was measured.", ""]
