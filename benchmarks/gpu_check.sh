@@ -147,7 +147,7 @@ OUT="$(cd "$OUT" && pwd)"
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
 PY="${DLPERF_PYTHON:-python3}"
-# A dry run has four times the budget and every step four times its limit: it checks what runs, not how
+# A dry run has four times the budget and every step four times its limit, and counts busy runs (--max-interference off): it checks what runs, not how
 # long, and its CPU versions run on machines that may be busy.
 SLACK=$( ((DRY)) && echo 4 || echo 1)
 BUDGET="${DLPERF_CHECK_BUDGET:-$((SLACK * ${COMMAND_BUDGETS[$((COMMAND - 1))]}))}"
@@ -450,7 +450,7 @@ command1() {
         --baseline-file "$STATE/verdict-baseline.json")
     DRY_CMD=("$PY" benchmarks/verdict_quality.py --model tiny --batch-size 8 --device cpu --slowdown 0.2
         --sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --budget 120 --verbose
-        --keep "$logs/verdict-sessions" --baseline-file "$STATE/verdict-baseline.json")
+        --max-interference off --keep "$logs/verdict-sessions" --baseline-file "$STATE/verdict-baseline.json")
     run_step verdicts "$(own_limit verdicts)" "$logs/verdicts.log" -- "${vq[@]}"
     if [[ -f "$STATE/verdict-baseline.json" ]]; then cp "$STATE/verdict-baseline.json" "$logs/"; fi
 
@@ -492,7 +492,7 @@ command2() {
         --verbose --keep "$logs/gpu-busy-sessions" --baseline-file "$STATE/verdict-baseline.json")
     DRY_CMD=("$PY" benchmarks/verdict_quality.py --model tiny --batch-size 8 --device cpu --sessions 0
         --gpu-busy-sessions 1 --tolerances 0.5 --baseline-runs 1 --max-runs 1 --steps 0,2,1 --verbose
-        --keep "$logs/gpu-busy-sessions" --baseline-file "$STATE/verdict-baseline.json")
+        --max-interference off --keep "$logs/gpu-busy-sessions" --baseline-file "$STATE/verdict-baseline.json")
     run_step gpu-busy "$(own_limit gpu-busy)" "$logs/gpu-busy.log" -- "${busy[@]}"
 
     # Where a one-rank DDP step's time goes against the plain step's, and why BERT's GPU idles.

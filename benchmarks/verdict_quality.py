@@ -359,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
             asked = ["--dlperf-tolerance", str(opts.save_tolerance)] if opts.save_tolerance is not None else []
             saved = session(folder, [*measure, *asked, "--dlperf-save-baseline", "base.json"], unchanged_cost, [],
                             opts.timeout, folder / "s0.json")
+            if not (folder / "base.json").exists():  # too few quiet runs: the plugin saves no entry measured busy
+                raise SystemExit(f"the baseline was not saved: {(saved.get('message') or 'see the session above').splitlines()[0]}; "
+                                 "run again when the machine is quiet (or with --max-interference off)")
             if opts.baseline_file is not None:
                 opts.baseline_file.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(folder / "base.json", opts.baseline_file)

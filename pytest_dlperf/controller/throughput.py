@@ -26,7 +26,7 @@ from .. import data, models
 from ..cases import Case
 from ..commands import measure as command_measure
 from ..commands.spec import CommandSpec
-from ..gate.sequential import Budget, Evidence, measure_until_decided, saved_runs_wanted, unsaved_reason
+from ..gate.sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided, unsaved_reason
 from ..gate.verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, scaling,
                             scaling_message, utilization_gate)
 from ..launch import workers
@@ -100,8 +100,8 @@ class ThroughputKind(CaseKind):
             return
         verdict, scale = judged
         record_judged(ctx, case, entry, result, attempt, evidence, verdict, scale)
-        if ctx.options.save_baseline:
-            refuse_to_save(result, evidence, saved_runs_wanted(ctx.options.runs, ctx.options.runs_given))
+        if ctx.options.save_baseline:  # the quiet runs an entry needs: never more than --dlperf-max-runs allows
+            refuse_to_save(result, evidence, min(saved_runs(ctx.options), ctx.options.max_runs))
         properties.extend(junit.properties(result))
         benchmark_json.add_case(ctx.config, result)
         if result.verdict is Status.FAIL:
@@ -136,7 +136,7 @@ def measure_runs(ctx: Context, case: Case, measured: Case, spec: ModelSpec, para
     own = expected.figures if expected is not None and expected.figures else (entry.runs if entry else ())
     # A baseline being saved measures SAVE_RUNS counted runs (or --dlperf-runs), re-measuring its busy runs
     # within the budget: one saved on a disturbed machine would poison every later verdict against it.
-    wanted = saved_runs_wanted(opts.runs, opts.runs_given) if opts.save_baseline and not opts.data_only else 0
+    wanted = saved_runs(opts) if opts.save_baseline and not opts.data_only else 0
     if wanted and not opts.max_runs_given:  # room to re-measure its busy runs
         budget = dataclasses.replace(budget, max_runs=max(budget.max_runs, wanted + wanted // 2))
     attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
@@ -232,6 +232,11 @@ def record_judged(ctx: Context, case: Case, entry: baseline_mod.Entry | None, re
     result.device, result.ranks, result.scaling = last.device, ranks, scale
     result.flops, result.data, result.compile_seconds = last.flops(case.gpus), loader, compiled
     result.gpu_utilization_gate, result.hardware_mismatch, result.baseline = gate, mismatch, expected
+
+
+def saved_runs(opts) -> int:
+    """Counted runs a baseline being saved measures: ``--dlperf-runs`` where given, else ``SAVE_RUNS``."""
+    return opts.runs if opts.runs_given else SAVE_RUNS
 
 
 def refuse_to_save(result: CaseResult, evidence: Evidence, wanted: int) -> None:

@@ -39,11 +39,6 @@ SAVE_RUNS = 10
 MIN_SAVED_RUNS = 3
 
 
-def saved_runs_wanted(runs: int, runs_given: bool) -> int:
-    """Counted runs a baseline being saved measures: ``--dlperf-runs`` where given, else :data:`SAVE_RUNS`."""
-    return runs if runs_given else SAVE_RUNS
-
-
 def unsaved_reason(evidence: Evidence, wanted: int) -> str | None:
     """Why a case measured for a baseline must not be saved (too few of its runs measured a quiet machine), or
     None.  It needs ``min(wanted, MIN_SAVED_RUNS)`` quiet runs."""
