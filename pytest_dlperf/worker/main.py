@@ -28,6 +28,7 @@ without building a model.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -311,7 +312,10 @@ def _gather(spec: WorkerSpec, result: WorkerResult, held: Held, meter, windows: 
         result.data = data.figures(source, "data-only" if spec.data_only else "training", per_rank, result.windows)
 
 
-def _versions() -> dict[str, str | None]:
+@functools.lru_cache(maxsize=1)
+def versions() -> dict[str, str | None]:
+    """The versions every result carries (torch, torchvision, CUDA): read once per process, or once in the fork
+    server for all its workers (the packages' metadata, a search of the installed distributions)."""
     from ..environment import dist_version
 
     out = {name: dist_version(name) for name in ("torch", "torchvision")}
@@ -354,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         result.status = WorkerStatus.OOM if oom else WorkerStatus.ERROR
         result.error = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
                         "traceback": traceback.format_exc()[-8000:]}
-    result.versions = _versions()
+    result.versions = dict(versions())
     from .. import jsonio
 
     jsonio.dump(Path(spec.result_dir) / result_file(ranks.rank), result.to_dict(), "result")
