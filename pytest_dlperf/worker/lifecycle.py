@@ -18,7 +18,8 @@ class ProgressFile:
     """Rank 0's ``progress.json`` (:class:`~pytest_dlperf.protocol.Progress`); other ranks write none.
 
     Called with what changed; it keeps the last step time and the rest.  Never called inside
-    a measured window: a write is a file, a rename and an fsync.
+    a measured window: a write is a file and a rename (no fsync: the controller reads it while the
+    run goes on, nobody after a crash).
     """
 
     def __init__(self, path: str | None, warmup_total: int, windows_total: int):
@@ -36,7 +37,7 @@ class ProgressFile:
         if remaining_steps is not None:
             self.state["remaining_steps"] = remaining_steps
         self.state.update(where)
-        write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()))
+        write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()), durable=False)
 
 
 def launched_at(spec: WorkerSpec) -> float:
