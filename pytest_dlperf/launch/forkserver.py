@@ -265,6 +265,12 @@ def start(spec: Path, env: dict[str, str], cwd: str, stdout: Path, stderr: Path)
     return None
 
 
+def servers() -> list[ForkServer]:
+    """The servers this process keeps now, the least recently used first (their ``pid`` and ``start_seconds``)."""
+    with _servers_lock:
+        return list(_servers.values())
+
+
 def close_all() -> None:
     """End every server this process started (at exit; a server also ends on its own when this process does)."""
     with _servers_lock:
