@@ -96,14 +96,17 @@ def leave(code: int) -> NoReturn:
     the project's 2-core machine; more than a run of ``tiny`` measures).  So: wait for the threads Python
     would wait for, run the ``atexit`` functions (multiprocessing's, which ends the data loader's
     processes; logging's), flush stdout and stderr, and exit.  Nothing the worker wrote is in a buffer by
-    then: its result, progress file and logs are closed files.
+    then: its result, progress file and logs are closed files.  The threads are waited for as the
+    interpreter does it (``threading._shutdown``: first the functions that tell thread pools to stop, as
+    ``torch.compile``'s compile workers' pool, then the join), or where a Python has no such function
+    not at all.
     """
     import atexit
     import threading
 
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
