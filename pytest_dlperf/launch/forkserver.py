@@ -252,7 +252,8 @@ def server_for(env: dict[str, str]) -> ForkServer:
 def start(spec: Path, env: dict[str, str], cwd: str, stdout: Path, stderr: Path) -> ForkedProcess | None:
     """The worker of ``spec`` forked by the server for ``env``, or None where no server can start it (the
     reason is written to ``stderr``, and the caller starts the worker as a process of its own)."""
-    request = ForkRequest(str(spec), env, cwd, str(stdout), str(stderr))
+    # The logs as this process names them (a Popen would open them here); the spec as the worker reads it, in cwd.
+    request = ForkRequest(str(spec), env, cwd, os.path.abspath(stdout), os.path.abspath(stderr))
     for attempt in range(2):  # a server found dead at the request is replaced once
         try:
             return server_for(env).start(request)

@@ -183,6 +183,7 @@ def become(request: ForkRequest, server: int) -> None:
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(request.cwd)  # first: the spec's path may be relative to it, as an exec'd worker's is
     stdin = os.open(os.devnull, os.O_RDONLY)
     stdout = os.open(request.stdout, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     stderr = os.open(request.stderr, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -192,7 +193,6 @@ def become(request: ForkRequest, server: int) -> None:
     os.environ.clear()
     os.environ.update(request.env)
     tag_run(request.env.get(RUN_ID_VARIABLE))
-    os.chdir(request.cwd)
     sys.path[0] = request.cwd  # as ``python -m`` puts the working folder first
     sys.argv = [str(sys.modules[WORKER].__file__).replace("__init__.py", "__main__.py"), request.spec]
     reseed()
