@@ -274,12 +274,14 @@ RUN_ID_PLACEHOLDER = "x" * 32
 
 @dataclasses.dataclass(frozen=True)
 class ForkRequest:
-    """One line to the fork server (its stdin): fork a worker for the spec at ``spec``, with the environment
-    ``env``, in ``cwd``, its output appended to ``stdout`` and ``stderr``.  The server answers on its stdout,
-    one JSON object a line: ``{"ready": PID}`` once, then per request ``{"started": PID}`` (or ``{"failed":
-    WHY}``) and, when that worker has been reaped, ``{"ended": PID, "returncode": N}`` (negative: a signal)."""
+    """One line to the fork server (its stdin): fork a process that runs ``python -m MODULE ARGV`` (our worker,
+    ``argv`` its spec; or torchrun, whose ranks it forks in turn), with the environment ``env``, in ``cwd``,
+    its output appended to ``stdout`` and ``stderr``.  The server answers on its stdout, one JSON object a
+    line: ``{"ready": PID}`` once, then per request ``{"started": PID}`` (or ``{"failed": WHY}``) and, when
+    that process has been reaped, ``{"ended": PID, "returncode": N}`` (negative: a signal)."""
 
-    spec: str
+    module: str
+    argv: list[str]
     env: dict[str, str]
     cwd: str
     stdout: str

@@ -51,13 +51,19 @@ PROBE = textwrap.dedent('''
             return handle.read().decode().split("\\0")
 
 
+    def parent_of(pid):
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
     @register_model("probe", task="image-classification", batch_size=4, defaults={"image_size": 8, "num_classes": 2})
     def probe(settings):
         if getattr(torch, "probe_leak", None) == os.getpid():  # built again in the same run (to count its FLOPs)
             return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 2))
         environ = proc_environ()
         seen = {
-            "started": time.time(), "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0), "sid": os.getsid(0),
+            "started": time.time(), "rank": os.environ.get("RANK"), "pid": os.getpid(), "ppid": os.getppid(),
+            "grandparent": parent_of(os.getppid()), "grandparent_cmdline": cmdline(parent_of(os.getppid())), "pgid": os.getpgid(0), "sid": os.getsid(0),
             "parent": cmdline(os.getppid()),
             "torch_seed": torch.initial_seed(), "torch_draw": torch.rand(3).tolist(),
             "random": random.random(), "numpy": float(numpy.random.rand()),
@@ -180,6 +186,29 @@ def test_each_run_is_a_process_of_its_own(probed):
     assert fresh[0]["tunables"] == STEADY and fresh[0]["proc_tunables"]  # glibc cuts its own copy short
 
 
+def test_the_ranks_of_a_cpu_job_are_forked_each_a_process_of_its_own(probed):
+    # The 2-rank case alone measures its 1-rank reference first (RANK unset): a plain forked worker.
+    both = run_probe(probed, "--dlperf-gpus", "2")
+    one = [seen for seen in both if seen["rank"] is None]
+    ranks = [seen for seen in both if seen["rank"] is not None]
+    assert len(one) == 1 and sorted(seen["rank"] for seen in ranks) == ["0", "1"]
+    # torchrun's agent forked by a fork server (that of the ranks' start-time variables: OMP_NUM_THREADS is split
+    # between them where not set), each rank forked by the agent.
+    agent = ranks[0]["ppid"]
+    assert {seen["ppid"] for seen in ranks} == {agent} and agent not in (one[0]["pid"], one[0]["ppid"])
+    assert len({seen["grandparent"] for seen in ranks}) == 1
+    assert all("pytest_dlperf.worker.forkserver" in seen["grandparent_cmdline"] for seen in ranks)
+    assert all("pytest_dlperf.worker.forkserver" in seen["parent"] for seen in ranks)  # a fork of it: its command
+    # Each its own process, session (as torchrun starts a rank), random state and run-tagged environment.
+    assert len({seen["pid"] for seen in ranks}) == 2
+    assert all(seen["pgid"] == seen["sid"] == seen["pid"] for seen in ranks)
+    assert len({seen["torch_seed"] for seen in ranks + one}) == (1 if torch_seeds_are_fixed() else 3)
+    assert len({seen["random"] for seen in ranks + one}) == len({seen["numpy"] for seen in ranks + one}) == 3
+    assert all(seen["proc_run_id"] == seen["run_id"] != one[0]["run_id"] for seen in ranks)
+    assert all(seen["leaked_env"] is None and seen["leaked_module"] is None for seen in ranks)
+    assert all(seen["cuda_initialized"] is False for seen in ranks)
+
+
 def test_a_start_time_variable_gets_a_server_of_its_own(probed):
     steady = run_probe(probed)
     system = run_probe(probed, "--dlperf-malloc", "system")
@@ -206,7 +235,8 @@ def test_a_server_that_cannot_start_leaves_the_worker_to_start_on_its_own(tmp_pa
     (broken / "pynvml.py").write_text("raise RuntimeError('this pynvml is broken')\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(broken), os.environ.get("PYTHONPATH", "")]))
     stderr = tmp_path / "stderr.log"
-    assert forkserver.start(tmp_path / "spec.json", env, str(tmp_path), tmp_path / "stdout.log", stderr) is None
+    assert forkserver.start(["pytest_dlperf.worker", "spec.json"], env, str(tmp_path), tmp_path / "stdout.log",
+                            stderr) is None
     note = stderr.read_text()
     assert note.startswith("dlperf: no fork server (the fork server (pid ") and "exit status 1" in note
     assert "RuntimeError: this pynvml is broken" in note and "started as a process of its own" in note

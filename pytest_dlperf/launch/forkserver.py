@@ -3,9 +3,11 @@
 A fresh ``python -m pytest_dlperf.worker`` spends seconds importing torch, torchvision and ``torch._dynamo``
 before its first step.  A fork server has imported them once; each run's worker is forked from it, a
 process of its own in every way the method needs (the server module says how), and starts in a fraction
-of a second.  Only a run whose one rank is our worker, started by this controller, can be forked: a
-command case, and the ranks that torchrun, srun or mpirun start, are started as they always were.  So is
-every run with ``--dlperf-no-fork-server``.
+of a second.  What a run can fork is its :class:`~pytest_dlperf.launch.launchers.LaunchPlan`'s ``fork``:
+our worker where it is the run's one rank, and the ``local`` launcher's torchrun job of our worker's CPU
+ranks (the server forks the agent, which forks the ranks: ``--start-method fork``).  A command case, the
+ranks srun, mpirun and the ``torchrun`` launcher start, and GPU ranks are started as they always were.  So
+is every run with ``--dlperf-no-fork-server``.
 
 The controller keeps one server per start-time environment (:func:`server_for`): what a process reads only
 when it starts (glibc's tunables, ``OMP_NUM_THREADS``, ``PYTHONPATH``, ...) is the server's, so runs whose
@@ -28,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..protocol import FORK_SERVER, RUN_ID_PLACEHOLDER, ForkRequest
@@ -249,11 +252,14 @@ def server_for(env: dict[str, str]) -> ForkServer:
         return server
 
 
-def start(spec: Path, env: dict[str, str], cwd: str, stdout: Path, stderr: Path) -> ForkedProcess | None:
-    """The worker of ``spec`` forked by the server for ``env``, or None where no server can start it (the
-    reason is written to ``stderr``, and the caller starts the worker as a process of its own)."""
-    # The logs as this process names them (a Popen would open them here); the spec as the worker reads it, in cwd.
-    request = ForkRequest(str(spec), env, cwd, os.path.abspath(stdout), os.path.abspath(stderr))
+def start(module_args: Sequence[str], env: dict[str, str], cwd: str, stdout: Path,
+          stderr: Path) -> ForkedProcess | None:
+    """``python -m MODULE ARGS`` (``module_args``) forked by the server for ``env``, or None where no server can
+    start it (the reason is written to ``stderr``, and the caller starts the run as a process of its own)."""
+    # The logs as this process names them (a Popen would open them here); the arguments as the worker reads
+    # them, in cwd.
+    module, *args = module_args
+    request = ForkRequest(module, args, env, cwd, os.path.abspath(stdout), os.path.abspath(stderr))
     for attempt in range(2):  # a server found dead at the request is replaced once
         try:
             return server_for(env).start(request)

@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +230,7 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
                startup_timeout: float = 300.0, command: list[str] | None = None,
                extra_env: dict[str, str] | None = None,
                on_progress: Callable[[Progress | None, float], None] | None = None,
-               fork: bool = False) -> WorkerOutcome:
+               fork: Sequence[str] | None = None) -> WorkerOutcome:
     """Run one worker process for ``spec`` in ``run_dir`` and wait for it.
 
     ``spec`` is placed in ``run_dir`` (:meth:`WorkerSpec.placed`; a plain dict, as a test
@@ -240,8 +240,9 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     ``python -m pytest_dlperf.worker`` (a distributed launcher passes its own);
     ``extra_env`` is added to this process's environment for it.  ``on_progress(progress,
     elapsed)`` is called about once a second while the worker runs, with its last progress
-    report (None before the first) and the seconds since it started.  ``fork``: the worker (the default
-    command, whoever gives it) is forked by a fork server where one can start it (:mod:`pytest_dlperf.launch.forkserver`).
+    report (None before the first) and the seconds since it started.  ``fork``: the module and its arguments
+    (a :class:`~pytest_dlperf.launch.launchers.LaunchPlan`'s) that a fork server runs with the spec path where
+    one can start it (:mod:`pytest_dlperf.launch.forkserver`), instead of the command.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     progress_path = run_dir / PROGRESS_FILE
@@ -251,11 +252,10 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
         document = dict(spec, result_dir=str(run_dir), progress_path=str(progress_path), launched_at=time.time())
     spec_path = run_dir / SPEC_FILE
     jsonio.write_atomic(spec_path, json.dumps(document, indent=2))
-    worker = [sys.executable, "-m", "pytest_dlperf.worker"]
-    cmd = (command or worker) + [str(spec_path)]
+    cmd = (command or [sys.executable, "-m", "pytest_dlperf.worker"]) + [str(spec_path)]
     ended = run_command(cmd, run_dir, timeout=timeout, startup_timeout=startup_timeout, extra_env=extra_env,
                         progress_path=progress_path, on_progress=on_progress,
-                        forked=spec_path if fork and (command or worker) == worker else None)
+                        forked=[*fork, str(spec_path)] if fork else None)
     results, errors = _read_results(run_dir)
     return WorkerOutcome(ended.returncode, results.get(0), ended.timed_out, ended.time_limit, run_dir,
                          ended.wall_seconds, errors.get(0), results, ended.lost)
@@ -278,7 +278,7 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 progress_path: Path | None = None,
                 on_progress: Callable[[Progress | None, float], None] | None = None,
                 follow: Callable[[], tuple[float, Progress | None]] | None = None,
-                forked: Path | None = None) -> CommandOutcome:
+                forked: Sequence[str] | None = None) -> CommandOutcome:
     """Run ``cmd`` in a new session and process group, tagged with a run id, and wait for it.
 
     Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its
@@ -288,8 +288,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     once a second, it returns the run's deadline (on ``time.monotonic``'s clock) and its
     progress, from what its log showed so far.  Nothing of the run outlives this call: at
     the limit, on an exception in the controller, or when processes of the run remain
-    after it exited.  ``forked``: ``cmd`` is our worker with this spec, which a fork server starts where it
-    can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` does, as without it).
+    after it exited.  ``forked``: the module and arguments that do what ``cmd`` does, which a fork server
+    runs where it can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` runs, as without it).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     child_env = dict(os.environ, **(extra_env or {}))
@@ -302,7 +302,7 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     for log in logs:
         log.write_bytes(b"")
     # A fork server that starts here first (its imports, once) does so outside the run's time limit.
-    proc = forkserver.start(forked, child_env, cwd or os.getcwd(), *logs) if forked is not None else None
+    proc = forkserver.start(forked, child_env, cwd or os.getcwd(), *logs) if forked else None
     start = time.monotonic()
     deadline = start + (timeout if timeout is not None else startup_timeout)
     with open(logs[0], "ab") as out, open(logs[1], "ab") as err:

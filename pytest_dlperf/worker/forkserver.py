@@ -2,8 +2,10 @@
 
 ``python -m pytest_dlperf.worker.forkserver`` imports torch (and with ``torch.optim`` ``torch._dynamo``),
 torchvision, numpy, psutil and the worker's own modules once (:data:`PRELOAD`), checks that it never
-initialized CUDA, and then forks one worker per :class:`~pytest_dlperf.protocol.ForkRequest` read from its
-stdin.  Each worker is still a fresh process of its own, as an exec'd one is:
+initialized CUDA, and then forks one process per :class:`~pytest_dlperf.protocol.ForkRequest` read from its
+stdin: ``python -m MODULE ARGS`` without the interpreter's start, our worker or torchrun's agent, whose ranks
+torchrun forks from it in turn (:func:`run_rank`).  Each worker is still a fresh process of its own, as an
+exec'd one is:
 
 * its own pid, in a session and process group of its own (``setsid``), its stdin ``/dev/null`` and its
   stdout and stderr the run's log files;
@@ -56,8 +58,6 @@ PRELOAD = ("numpy", "psutil", "torch", "torch.optim", "torch.distributed", "torc
            "pytest_dlperf.data", "pytest_dlperf.environment", "pytest_dlperf.jsonio")
 #: Imported when installed: the NVML bindings the telemetry uses (importing them initializes nothing).
 OPTIONAL = ("pynvml",)
-#: What a forked worker runs: ``python -m WORKER SPEC``.
-WORKER = "pytest_dlperf.worker"
 KILL_GRACE_SECONDS = 2.0
 
 
@@ -194,7 +194,7 @@ def become(request: ForkRequest, server: int) -> None:
     os.environ.update(request.env)
     tag_run(request.env.get(RUN_ID_VARIABLE))
     sys.path[0] = request.cwd  # as ``python -m`` puts the working folder first
-    sys.argv = [str(sys.modules[WORKER].__file__).replace("__init__.py", "__main__.py"), request.spec]
+    sys.argv = [request.module, *request.argv]  # runpy puts the module's file first
     reseed()
 
 
@@ -236,18 +236,49 @@ def reseed() -> None:
     multiprocessing.current_process().authkey = os.urandom(32)
 
 
-def run_worker() -> NoReturn:
-    """The forked worker's run: the worker's ``main`` with the request's spec (``sys.argv``), and its end
-    (:func:`~.lifecycle.leave`)."""
+def run_module(module: str) -> NoReturn:
+    """In a forked process: ``python -m module`` with ``sys.argv``'s arguments, ended as the interpreter would end
+    it (a ``SystemExit``'s status; 1 and the traceback for an exception), without its teardown
+    (:func:`~.lifecycle.leave`; our worker's ``__main__`` ends itself so)."""
+    import runpy
+    import traceback
+
+    from .lifecycle import leave
+
+    code: int | str | None = 0
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code
+    except Exception:  # noqa: BLE001 - as the interpreter reports an uncaught exception
+        traceback.print_exc()
+        code = 1
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    leave(code if isinstance(code, int) else (0 if code is None else 1))
+
+
+def run_rank() -> None:
+    """A rank that torchrun forked (``--start-method fork``, :mod:`.rank`) from an agent this server forked: made
+    the process an exec'd rank is (a session of its own, as torchrun starts one; default signal handlers, not the
+    agent's; its own random state), then our worker with the spec ``sys.argv[1]``.  A failed rank ends with its
+    exit status, as an exec'd one, so that torchrun sees it; one that measured returns to torchrun's wrapper,
+    which records its return and ends it (without the interpreter's teardown)."""
     from .lifecycle import leave
     from .main import main as worker_main
 
-    leave(worker_main())
+    os.setsid()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    reseed()
+    code = worker_main(sys.argv[1:2])
+    if code:
+        leave(code)
 
 
 def main() -> int:
     """The server: its requests and replies on the stdin and stdout it was given; what it prints goes to its
-    stderr.  Returns its exit status, or in a forked worker the worker's."""
+    stderr.  Returns its exit status; in a forked process it never returns (:func:`run_module`)."""
     requests, replies = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -263,7 +294,7 @@ def main() -> int:
     if request is None:
         return 0
     become(request, server)
-    run_worker()
+    run_module(request.module)
 
 
 if __name__ == "__main__":
