@@ -5,8 +5,9 @@ plain PyTorch training loop reaches on the same configuration.  This script chec
 claim side by side, in one invocation:
 
 * **harness**: exactly what the plugin does for one case, ``pytest_dlperf.launch.workers.measure``
-  with ``runs=1``: a fresh ``python -m pytest_dlperf.worker`` process, its warm-up, then
-  ``--repeats`` windows of ``--steps`` steps timed between device synchronizations.
+  with ``runs=1``: a fresh worker process, forked by the fork server as the plugin's runs are by
+  default (``pytest_dlperf.launch.forkserver``), its warm-up, then ``--repeats`` windows of
+  ``--steps`` steps timed between device synchronizations.
 * **bare**: a self-contained ~50-line PyTorch loop (``BARE_LOOP`` below, no pytest_dlperf
   import), written to a temporary file and run with the same Python in a fresh process:
   the same model, one synthetic batch made on the device once, forward + cross-entropy +
@@ -18,6 +19,12 @@ and host metrics in a background thread during the windows (``pytest_dlperf.work
 With ``both`` the harness runs twice per pair, as ``harness`` (sampling on, the plugin's
 default) and as ``harness-notel`` (``--dlperf-no-telemetry``), so the cost of sampling
 is measured side by side with the rest; ``on`` or ``off`` runs only one of them.
+
+**Start** (``--start server|exec|both``, default ``server``): how the harness starts its workers.
+``server``: forked by the fork server, as the plugin does; ``exec``: as fresh interpreters,
+``python -m pytest_dlperf.worker`` (``--dlperf-no-fork-server``); ``both`` adds a ``harness-exec``
+side (telemetry on, started fresh) beside the forked ones, so that a run's fixed cost is printed
+with and without the server side by side.
 
 The sides alternate, ``--pairs`` times each; the order rotates every pair (bare then
 harness, harness then bare, ...; with three sides each takes each place in turn) so that
@@ -38,7 +45,11 @@ Reading the output:
 * ``per-case cost``: the medians of ``setup`` and ``wall/measured`` per side.  These are
   the time a case costs beyond its measured windows (process start, imports, model
   build, warm-up); they do not enter the throughput figure.  The bare column shows how
-  much of it any fresh PyTorch process pays anyway.
+  much of it any fresh PyTorch process pays anyway;
+* ``per-run fixed cost``: each side's ``setup`` (process start to the first warm-up step),
+  its median and every run's, side by side, and the fork server's own start (its imports),
+  which a session pays once: in the first run that needs the server, left out of that side's
+  medians.
 
 On a CPU the windows are noisy: a few percent on an idle 2-core machine, and far worse
 when anything else runs there (torch's OpenMP threads then lose whole time slices; windows
@@ -69,11 +80,14 @@ from typing import Any
 
 from pytest_dlperf.cases import PRECISIONS, Case
 from pytest_dlperf.models import get_model_spec
+from pytest_dlperf.launch import forkserver
 from pytest_dlperf.launch.workers import CaseError, RunParams, measure
 
-SIDES = ("bare", "harness", "harness-notel")
-HARNESS_SIDES = {"harness": True, "harness-notel": False}  # side: telemetry on
-TELEMETRY_MODES = {"on": ("bare", "harness"), "off": ("bare", "harness-notel"), "both": SIDES}
+SIDES = ("bare", "harness", "harness-notel", "harness-exec")
+# side: (telemetry on, started by the fork server unless --start exec)
+HARNESS_SIDES = {"harness": (True, True), "harness-notel": (False, True), "harness-exec": (True, False)}
+TELEMETRY_MODES = {"on": ("bare", "harness"), "off": ("bare", "harness-notel"), "both": SIDES[:3]}
+START_MODES = ("server", "exec", "both")
 # The models the bare loop can build: torchvision's by name, and the registry's ``tiny``.
 MODELS = ("tiny", "resnet18", "resnet50", "vgg16")
 # Warm-up and windows: the plugin's defaults (those of RunParams) on CUDA, fewer on a CPU.
@@ -171,6 +185,7 @@ class Run:
     measured_seconds: float
     settings: dict[str, Any]
     device: dict[str, Any] | None = None
+    server_seconds: float | None = None  # the fork server this run started first: its start (imports)
 
     @property
     def median(self) -> float:
@@ -211,17 +226,22 @@ def run_bare(script: Path, config: dict[str, Any], pair: int) -> Run:
 
 
 def run_harness(case: Case, params: RunParams, workdir: Path, pair: int, side: str = "harness") -> Run:
-    """Measure the case once as the plugin does: one fresh worker through ``launch.workers.measure``."""
-    params = dataclasses.replace(params, telemetry=HARNESS_SIDES[side])
+    """Measure the case once as the plugin does: one fresh worker through ``launch.workers.measure`` (forked by
+    the fork server unless the side or ``params`` say otherwise)."""
+    telemetry, fork = HARNESS_SIDES[side]
+    params = dataclasses.replace(params, telemetry=telemetry, fork_server=params.fork_server and fork)
+    before = {server.pid for server in forkserver.servers()}
     try:
         record = measure(case, get_model_spec(case.model), params, workdir)[0]
     except CaseError as exc:
         raise RunFailed(f"the harness failed ({exc.kind}): {exc.message}") from None
     if (record.telemetry is not None) != params.telemetry:
         raise RunFailed(f"the {side} run {'lacks' if params.telemetry else 'has'} telemetry")
+    started = [server.start_seconds for server in forkserver.servers() if server.pid not in before]
     timing = record.timing
     return Run(pair, side, [w["throughput"] for w in record.windows], timing["setup_seconds"],
-               record.wall_seconds, timing["measured_seconds"], record.settings or {}, record.device)
+               record.wall_seconds, timing["measured_seconds"], record.settings or {}, record.device,
+               started[0] if started else None)
 
 
 def check_same_settings(bare: Run, harness: Run) -> None:
@@ -253,6 +273,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--telemetry", choices=tuple(TELEMETRY_MODES), default="both",
                         help="the harness with telemetry sampling on, off, or both side by side; "
                              "default: %(default)s")
+    parser.add_argument("--start", choices=START_MODES, default="server",
+                        help="how the harness starts its workers: forked by the fork server (the plugin's default), "
+                             "as fresh interpreters (exec, --dlperf-no-fork-server), or both side by side (a "
+                             "harness-exec side); default: %(default)s")
     parser.add_argument("--max-overhead", type=float, default=0.02,
                         help="largest allowed throughput loss of the harness, as a fraction; default: %(default)s")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON here")
@@ -278,12 +302,17 @@ def summarize(runs: list[Run], max_overhead: float) -> dict[str, Any]:
     for side in present:
         mine = [r for r in runs if r.side == side]
         values = [t for r in mine for t in r.throughputs]
+        # A run's fixed cost: not the fork server's start, which a session pays once (its first run), where
+        # other runs show the cost without it.
+        steady = [r for r in mine if r.server_seconds is None] or mine
         sides[side] = {
             "median": statistics.median(values),
             "windows": len(values),
             "cv": statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0,
-            "setup_seconds": statistics.median([r.setup_seconds for r in mine]),
-            "wall_over_measured": statistics.median([r.wall_over_measured for r in mine]),
+            "setup_seconds": statistics.median([r.setup_seconds for r in steady]),
+            "setups": [round(r.setup_seconds, 3) for r in steady],
+            "wall_over_measured": statistics.median([r.wall_over_measured for r in steady]),
+            "server_seconds": next((r.server_seconds for r in mine if r.server_seconds is not None), None),
         }
     by_pair = {(r.pair, r.side): r.median for r in runs}
     pairs = sorted({r.pair for r in runs})
@@ -303,7 +332,7 @@ def summarize(runs: list[Run], max_overhead: float) -> dict[str, Any]:
         "passed": all(h["overhead"] <= max_overhead for h in harness.values()),
         "noisy": max(figure["cv"] for figure in sides.values()) > max_overhead,
     }
-    if len(harness) == 2:
+    if "harness" in harness and "harness-notel" in harness:
         ratio = sides["harness"]["median"] / sides["harness-notel"]["median"]
         out["telemetry_ratio"] = ratio
         out["telemetry_pair_ratios"] = [by_pair[p, "harness"] / by_pair[p, "harness-notel"] for p in pairs]
@@ -314,6 +343,25 @@ def _print_run(run: Run, unit: str) -> None:
     windows = " ".join(f"{t:.1f}" for t in run.throughputs)
     print(f"{run.pair + 1:>4}  {run.side:<13}  {run.median:>10.1f} {unit}  [{windows}]  "
           f"setup {run.setup_seconds:5.2f} s  wall/measured {run.wall_over_measured:5.2f}", flush=True)
+
+
+def print_fixed_costs(summary: dict[str, Any], sides: tuple[str, ...], fork: bool) -> None:
+    """Each side's per-run fixed cost, process start to first warm-up step, side by side; and the fork server's
+    own start, which the first run that needed it paid (once per session)."""
+    def how(side: str) -> str:
+        if side == "bare":
+            return "bare loop, fresh interpreter"
+        return "fork server" if fork and HARNESS_SIDES[side][1] else "fresh interpreter (exec)"
+
+    print("per-run fixed cost, process start to first warm-up step (median; each run):")
+    for side in sides:
+        figure = summary["sides"][side]
+        print(f"  {side:<13} {figure['setup_seconds']:6.2f} s  ({how(side)}; "
+              f"{' '.join(f'{s:.2f}' for s in figure['setups'])})")
+    for side in sides:
+        if summary["sides"][side]["server_seconds"] is not None:
+            print(f"  the fork server's own start (imports, once per session; in {side}'s first run, left out "
+                  f"above): {summary['sides'][side]['server_seconds']:.2f} s")
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -339,10 +387,12 @@ def main(argv: list[str] | None = None) -> int:
         "image_size": args.image_size, "num_classes": int(spec.settings(case.settings_dict)["num_classes"]),
         "device": device, "warmup_steps": params.warmup_steps, "steps": params.steps, "repeats": params.repeats,
     }
-    sides = TELEMETRY_MODES[args.telemetry]
+    params = dataclasses.replace(params, fork_server=args.start != "exec")
+    sides = TELEMETRY_MODES[args.telemetry] + (("harness-exec",) if args.start == "both" else ())
     print(f"harness vs bare loop: {case.id} on {device}, warm-up {params.warmup_steps} steps, "
           f"{params.repeats} windows x {params.steps} steps per run, {args.pairs} pairs; "
-          f"telemetry {args.telemetry} (sides: {', '.join(sides)})", flush=True)
+          f"telemetry {args.telemetry}, workers {'forked by the fork server' if params.fork_server else 'exec-ed'} "
+          f"(sides: {', '.join(sides)})", flush=True)
     print(f"{'pair':>4}  {'side':<13}  {'median':>10} {spec.unit}  [windows]", flush=True)
 
     runs: list[Run] = []
@@ -391,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     costs = "; ".join(f"{side}: setup {summary['sides'][side]['setup_seconds']:.2f} s, wall/measured "
                       f"{summary['sides'][side]['wall_over_measured']:.2f}" for side in sides)
     print(f"per-case cost (medians): {costs}")
+    print_fixed_costs(summary, sides, params.fork_server)
     if summary["noisy"]:
         worst = max(figure["cv"] for figure in summary["sides"].values())
         print(f"NOISY: windows vary by up to {worst:.1%} (cv), more than the limit; the ratio and "
@@ -398,11 +449,12 @@ def main(argv: list[str] | None = None) -> int:
     passed = summary["passed"]
     print(f"{'PASS' if passed else 'FAIL'}: the harness is {'within' if passed else 'outside'} "
           f"{args.max_overhead:.2%} of the bare loop's throughput "
-          f"({'with and without telemetry' if len(sides) == 3 else 'telemetry ' + args.telemetry})")
+          f"({'with and without telemetry' if args.telemetry == 'both' else 'telemetry ' + args.telemetry})")
 
     if args.json is not None:
         document = {"case": case.to_dict(), "params": params.to_dict(), "device": device_info,
-                    "pairs": args.pairs, "telemetry": args.telemetry, "elapsed_seconds": elapsed,
+                    "pairs": args.pairs, "telemetry": args.telemetry, "start": args.start,
+                    "elapsed_seconds": elapsed,
                     "runs": [r.to_dict() for r in runs],
                     **summary}
         args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

@@ -86,12 +86,16 @@ def check_writable(path: str | os.PathLike, *, folder: bool = False) -> None:
     os.unlink(probe)
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
+def write_atomic(path: str | os.PathLike, text: str, *, durable: bool = True) -> None:
     """Replace the file ``path`` (or, through a symbolic link, the file it points to) with ``text``.
 
     The text goes to a temporary file in the same folder, is fsynced and renamed over the
     target; the folder is then fsynced.  On any failure the temporary file is removed and the
-    old file stays as it was; the error (:class:`OutputError`) names ``path``.
+    old file stays as it was; the error (:class:`OutputError`) names ``path``.  ``durable=False``
+    leaves out the two fsyncs, for a file that only needs a reader to see the old text or the new
+    one, never half of it, and that nobody needs after a crash of the machine (a run's progress
+    file, rewritten several times a run): each fsync is milliseconds on a local disk and can be
+    far more on a network one.
     """
     real = check_output(path)
     tmp = None
@@ -102,7 +106,8 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         try:
             mode = real.stat().st_mode & 0o777
         except FileNotFoundError:
@@ -110,7 +115,8 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, real)
         tmp = None
-        _fsync_folder(real.parent)
+        if durable:
+            _fsync_folder(real.parent)
     except OSError as exc:
         if isinstance(exc, OutputError):
             raise

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import time
 from collections.abc import Mapping
 from typing import Any, TypedDict
@@ -261,6 +262,37 @@ class Progress:
 
 #: Where a worker is: compiling a ``torch.compile``d model, warming up, or timing windows.
 PHASES = ("compiling", "warm-up", "measuring")
+
+
+# --------------------------------------------------------------------------- controller <-> fork server
+
+#: ``python -m FORK_SERVER``: the process that has imported what a run imports and forks each run's worker.
+FORK_SERVER = "pytest_dlperf.worker.forkserver"
+#: The run id in the fork server's own environment: each forked worker writes its run's id (as long) over it.
+RUN_ID_PLACEHOLDER = "x" * 32
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkRequest:
+    """One line to the fork server (its stdin): fork a process that runs ``python -m MODULE ARGV`` (our worker,
+    ``argv`` its spec; or torchrun, whose ranks it forks in turn), with the environment ``env``, in ``cwd``,
+    its output appended to ``stdout`` and ``stderr``.  The server answers on its stdout, one JSON object a
+    line: ``{"ready": PID}`` once, then per request ``{"started": PID}`` (or ``{"failed": WHY}``) and, when
+    that process has been reaped, ``{"ended": PID, "returncode": N}`` (negative: a signal)."""
+
+    module: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    stdout: str
+    stderr: str
+
+    def to_line(self) -> bytes:
+        return (json.dumps(dataclasses.asdict(self)) + "\n").encode()
+
+    @classmethod
+    def from_line(cls, line: bytes) -> ForkRequest:
+        return cls(**json.loads(line))
 
 
 # --------------------------------------------------------------------------- worker -> controller

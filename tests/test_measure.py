@@ -154,7 +154,8 @@ def test_json_results_junit_properties_and_the_summary_table(dlperf):
     assert fp32["parameters"] == {"device": "cpu", "warmup_steps": 2, "steps": 5, "repeats": 2, "runs": 2,
                                   "timeout": None, "startup_timeout": 300.0, "launcher": "local",
                                   "peak_tflops": None, "telemetry": True, "data_dir": None,
-                                  "data_workers": None, "data_only": False, "max_memory": None, "malloc": "steady"}
+                                  "data_workers": None, "data_only": False, "max_memory": None, "malloc": "steady",
+                                  "fork_server": True}
     assert by_id["tiny-fp32-bs16-gpu1"]["verdict"] == "fail"
     assert by_id["tiny-fp32-bs8-gpu1"]["verdict"] == "no-baseline"
     assert by_id["needs-lib-fp32-bs32-gpu1"]["verdict"] == "skipped"

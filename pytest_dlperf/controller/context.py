@@ -129,7 +129,7 @@ class Context:
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
                          peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
-                         malloc=opts.malloc, **chosen)
+                         malloc=opts.malloc, fork_server=not opts.no_fork_server, **chosen)
 
     # -- what a case is judged against
 

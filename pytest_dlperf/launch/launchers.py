@@ -41,6 +41,8 @@ from typing import TypeVar
 from ..registry import Registry
 
 WORKER = ["-m", "pytest_dlperf.worker"]
+#: What each rank of a forked torchrun job runs (``--run-path``).
+RANK_SCRIPT = str(Path(__file__).resolve().parents[1] / "worker" / "rank.py")
 #: Variables every rank needs, wherever the launcher starts it.
 FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHONUNBUFFERED",
              "PYTHONPATH", "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "GLIBC_TUNABLES")
@@ -48,12 +50,14 @@ FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHON
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
-    """How one run is started: the command line (before the spec path), the extra environment,
-    and whether the worker joins a process group (the spec's ``distributed``)."""
+    """How one run is started: the command line (before the spec path), the extra environment, whether the
+    worker joins a process group (the spec's ``distributed``), and where a fork server can start the run
+    (:mod:`pytest_dlperf.launch.forkserver`) the module and arguments it runs instead (``fork``)."""
 
     command: list[str]
     env: dict[str, str]
     distributed: bool
+    fork: tuple[str, ...] | None = None
 
 
 def _torchrun_program(program: list[str] | None) -> list[str]:
@@ -178,12 +182,17 @@ class LocalLauncher(Launcher):
         return cuda_count if device == "cuda" else (os.cpu_count() or 1)
 
     def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
+        """One rank: our worker (forkable) or ``program``.  Several: torchrun; our worker's CPU ranks forkable too
+        (torchrun forking them: ``--start-method fork``; GPU ranks start as ever until tests/gpu runs them so)."""
         if ranks == 1 and not self.force_distributed:
-            return LaunchPlan(list(program) if program else [sys.executable, *WORKER], {}, distributed=False)
+            return LaunchPlan(list(program) if program else [sys.executable, *WORKER], {}, distributed=False,
+                              fork=None if program else (WORKER[1],))
         env = _cpu_threads(ranks) if device == "cpu" else {}
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                   f"--nproc-per-node={ranks}", *self._logs(run_dir), *self.extra_args, *_torchrun_program(program)]
-        return LaunchPlan(command, env, distributed=True)
+        agent = ["--standalone", "--nnodes=1", f"--nproc-per-node={ranks}", *self._logs(run_dir), *self.extra_args]
+        command = [sys.executable, "-m", "torch.distributed.run", *agent, *_torchrun_program(program)]
+        fork = None if program or device != "cpu" else \
+            ("torch.distributed.run", *agent, "--start-method=fork", "--run-path", RANK_SCRIPT)
+        return LaunchPlan(command, env, distributed=True, fork=fork)
 
     @staticmethod
     def _logs(run_dir: Path) -> list[str]:

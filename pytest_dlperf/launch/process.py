@@ -30,11 +30,12 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import jsonio
+from . import forkserver
 from ..protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerResult, WorkerSpec, result_rank
 
 STDERR_TAIL_LINES = 30
@@ -61,6 +62,7 @@ class WorkerOutcome:
     wall_seconds: float
     result_error: str | None = None
     rank_results: dict[int, WorkerResult] = dataclasses.field(default_factory=dict)
+    lost: str | None = None  # a forked worker's server died before it said how the worker ended
 
     @property
     def stderr_path(self) -> Path:
@@ -176,7 +178,7 @@ class _ExitWaiter:
     measures on a small machine.
     """
 
-    def __init__(self, proc: subprocess.Popen):
+    def __init__(self, proc: subprocess.Popen | forkserver.ForkedProcess):
         self.proc = proc
         try:
             self.pidfd: int | None = os.pidfd_open(proc.pid)
@@ -227,7 +229,8 @@ def deadline_from(progress: Progress | None, current: float) -> float:
 def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: float | None,
                startup_timeout: float = 300.0, command: list[str] | None = None,
                extra_env: dict[str, str] | None = None,
-               on_progress: Callable[[Progress | None, float], None] | None = None) -> WorkerOutcome:
+               on_progress: Callable[[Progress | None, float], None] | None = None,
+               fork: Sequence[str] | None = None) -> WorkerOutcome:
     """Run one worker process for ``spec`` in ``run_dir`` and wait for it.
 
     ``spec`` is placed in ``run_dir`` (:meth:`WorkerSpec.placed`; a plain dict, as a test
@@ -237,7 +240,9 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     ``python -m pytest_dlperf.worker`` (a distributed launcher passes its own);
     ``extra_env`` is added to this process's environment for it.  ``on_progress(progress,
     elapsed)`` is called about once a second while the worker runs, with its last progress
-    report (None before the first) and the seconds since it started.
+    report (None before the first) and the seconds since it started.  ``fork``: the module and its arguments
+    (a :class:`~pytest_dlperf.launch.launchers.LaunchPlan`'s) that a fork server runs with the spec path where
+    one can start it (:mod:`pytest_dlperf.launch.forkserver`), instead of the command.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     progress_path = run_dir / PROGRESS_FILE
@@ -249,10 +254,11 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     jsonio.write_atomic(spec_path, json.dumps(document, indent=2))
     cmd = (command or [sys.executable, "-m", "pytest_dlperf.worker"]) + [str(spec_path)]
     ended = run_command(cmd, run_dir, timeout=timeout, startup_timeout=startup_timeout, extra_env=extra_env,
-                        progress_path=progress_path, on_progress=on_progress)
+                        progress_path=progress_path, on_progress=on_progress,
+                        forked=[*fork, str(spec_path)] if fork else None)
     results, errors = _read_results(run_dir)
     return WorkerOutcome(ended.returncode, results.get(0), ended.timed_out, ended.time_limit, run_dir,
-                         ended.wall_seconds, errors.get(0), results)
+                         ended.wall_seconds, errors.get(0), results, ended.lost)
 
 
 @dataclasses.dataclass
@@ -264,13 +270,15 @@ class CommandOutcome:
     time_limit: float
     run_dir: Path
     wall_seconds: float
+    lost: str | None = None  # a forked worker's server died before it said how the worker ended
 
 
 def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup_timeout: float = 300.0,
                 extra_env: dict[str, str] | None = None, cwd: str | None = None,
                 progress_path: Path | None = None,
                 on_progress: Callable[[Progress | None, float], None] | None = None,
-                follow: Callable[[], tuple[float, Progress | None]] | None = None) -> CommandOutcome:
+                follow: Callable[[], tuple[float, Progress | None]] | None = None,
+                forked: Sequence[str] | None = None) -> CommandOutcome:
     """Run ``cmd`` in a new session and process group, tagged with a run id, and wait for it.
 
     Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its
@@ -280,7 +288,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     once a second, it returns the run's deadline (on ``time.monotonic``'s clock) and its
     progress, from what its log showed so far.  Nothing of the run outlives this call: at
     the limit, on an exception in the controller, or when processes of the run remain
-    after it exited.
+    after it exited.  ``forked``: the module and arguments that do what ``cmd`` does, which a fork server
+    runs where it can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` runs, as without it).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     child_env = dict(os.environ, **(extra_env or {}))
@@ -289,11 +298,17 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     child_env["DLPERF_PARENT_HOST"] = socket.gethostname()
     run_id = child_env[RUN_ID_VARIABLE] = uuid.uuid4().hex
 
+    logs = run_dir / "stdout.log", run_dir / "stderr.log"
+    for log in logs:
+        log.write_bytes(b"")
+    # A fork server that starts here first (its imports, once) does so outside the run's time limit.
+    proc = forkserver.start(forked, child_env, cwd or os.getcwd(), *logs) if forked else None
     start = time.monotonic()
     deadline = start + (timeout if timeout is not None else startup_timeout)
-    with open(run_dir / "stdout.log", "wb") as out, open(run_dir / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=child_env, cwd=cwd or os.getcwd())
+    with open(logs[0], "ab") as out, open(logs[1], "ab") as err:
+        if proc is None:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=child_env, cwd=cwd or os.getcwd())
         with _live_lock:
             _live_runs[proc.pid] = run_id
         try:
@@ -310,11 +325,12 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
             with _live_lock:
                 _live_runs.pop(proc.pid, None)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
-    return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start)
+    return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start,
+                          getattr(proc, "lost", None))
 
 
-def _watch(proc: subprocess.Popen, run_id: str, start: float, deadline: float, fixed: bool,
-           progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
+def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start: float, deadline: float,
+           fixed: bool, progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
            follow: Callable[[], tuple[float, Progress | None]] | None) -> tuple[bool, float]:
     """Wait for ``proc``, looking at its progress once a second; kill its run at the deadline (moved by each
     report unless the limit is ``fixed``).  Returns whether it timed out, and the deadline it ended with."""

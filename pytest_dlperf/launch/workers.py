@@ -45,6 +45,7 @@ class RunParams:
     max_memory: int | None = None  # --dlperf-max-memory: bytes each worker's training may add
     convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
     malloc: str = "steady"  # --dlperf-malloc: the workers' allocator settings (launchers.malloc_env)
+    fork_server: bool = True  # --dlperf-no-fork-server turns it off: every worker a process of its own
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -169,6 +170,9 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
     with that rank's own stderr.  Exit statuses read alike whoever reports them.
     """
     launcher = launcher or LocalLauncher()
+    if outcome.lost is not None:
+        return FailureKind.CRASH, (f"{case.id}: {outcome.lost}; the run's processes were killed "
+                                   "(--dlperf-no-fork-server starts each worker as a process of its own)")
     results = outcome.rank_results
     agent_text = process.tail(outcome.stderr_path, 200)
     explained = launcher.explain(agent_text) if not results else None
@@ -227,7 +231,8 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
                                     startup_timeout=params.startup_timeout, command=plan.command,
                                     extra_env=plan.env,
                                     on_progress=None if on_progress is None else
-                                    functools.partial(on_progress, index, first_index + params.runs))
+                                    functools.partial(on_progress, index, first_index + params.runs),
+                                    fork=plan.fork if params.fork_server else None)
         record = run_record(index, outcome)
         runs.append(record)
         local_ok = outcome.rank_results and all(r.ok for r in outcome.rank_results.values())

@@ -155,6 +155,10 @@ OPTIONS = (
                      "environment's own settings, as a plain training script runs).", "MODE",
            choice(MALLOC_MODES, "steady")),
     _switch("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows."),
+    _switch("no-fork-server", "start every worker as a fresh interpreter (python -m pytest_dlperf.worker), as before "
+                              "the fork server: by default a run's one worker (and the local launcher's CPU ranks) "
+                              "is forked from a server that imported torch once, a process of its own that starts "
+                              "in a fraction of a second (docs/design.md)."),
     Option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
                        "data=dali cases read.", "DIR", folder),
     Option("convergence-data", "the data set of convergence cases (a baseline entry with a target): "

@@ -1,7 +1,6 @@
 """``python -m pytest_dlperf.worker SPEC.json``: one rank of one run (:mod:`.main`)."""
 
-import sys
-
+from .lifecycle import leave
 from .main import main
 
-sys.exit(main())
+leave(main())

@@ -6,8 +6,10 @@ and a convergence run (:func:`pytest_dlperf.worker.convergence.run`).
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from ..protocol import Progress, WorkerSpec
 
@@ -16,7 +18,8 @@ class ProgressFile:
     """Rank 0's ``progress.json`` (:class:`~pytest_dlperf.protocol.Progress`); other ranks write none.
 
     Called with what changed; it keeps the last step time and the rest.  Never called inside
-    a measured window: a write is a file, a rename and an fsync.
+    a measured window: a write is a file and a rename (no fsync: the controller reads it while the
+    run goes on, nobody after a crash).
     """
 
     def __init__(self, path: str | None, warmup_total: int, windows_total: int):
@@ -34,7 +37,7 @@ class ProgressFile:
         if remaining_steps is not None:
             self.state["remaining_steps"] = remaining_steps
         self.state.update(where)
-        write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()))
+        write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()), durable=False)
 
 
 def launched_at(spec: WorkerSpec) -> float:
@@ -83,3 +86,31 @@ def timing(launched: float, marks: dict[str, float], windows: list[dict[str, Any
     warmup = warmup_seconds if warmup_seconds is not None else marks["warmup_done"] - marks["first_step"]
     return {"setup_seconds": marks["first_step"] - launched, "warmup_seconds": warmup,
             "measured_seconds": sum(w["seconds"] for w in windows), "total_seconds": total - launched, **extra}
+
+
+def leave(code: int) -> NoReturn:
+    """End the worker with exit status ``code`` as the interpreter would, without its teardown.
+
+    After the result is written a worker has nothing left to do, but an interpreter that imported torch,
+    torchvision and ``torch._dynamo`` then spends one to two seconds freeing every module it imported (on
+    the project's 2-core machine; more than a run of ``tiny`` measures).  So: wait for the threads Python
+    would wait for, run the ``atexit`` functions (multiprocessing's, which ends the data loader's
+    processes; logging's), flush stdout and stderr, and exit.  Nothing the worker wrote is in a buffer by
+    then: its result, progress file and logs are closed files.  The threads are waited for as the
+    interpreter does it (``threading._shutdown``: first the functions that tell thread pools to stop, as
+    ``torch.compile``'s compile workers' pool, then the join), or where a Python has no such function
+    not at all.
+    """
+    import atexit
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

@@ -17,8 +17,9 @@ minus the second's.
 
 Telemetry (:mod:`pytest_dlperf.worker.telemetry`): a sampler thread runs from just before the
 first window to just after the last one, on every rank, for the rank's own GPU (host
-metrics only on the CPU).  FLOPs (:mod:`pytest_dlperf.worker.flops`): counted once on rank 0
-after the windows, never inside the timed part.
+metrics only on the CPU).  FLOPs (:mod:`pytest_dlperf.worker.flops`): counted on rank 0 of a
+case's first run (``run_index`` 0), after the windows, never inside the timed part; the count
+is the same in every run, and the controller takes it from the first.
 
 Data (:mod:`pytest_dlperf.data`): with ``data=torchvision`` or ``dali`` every step fetches
 its batch from the loader inside the windows, and the result gets a ``data`` object (the
@@ -28,6 +29,7 @@ without building a model.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -242,7 +244,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         result.warnings.append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
     result.final_loss = loss
-    if ranks.rank == 0 and not spec.data_only:
+    if ranks.rank == 0 and not spec.data_only and spec.run_index == 0:  # the same count every run: the first's
         try:
             result.flops = count_flops(model_spec, settings, spec.case.precision, device_info, result.windows,
                                        ranks.world_size, spec.peak_tflops)
@@ -311,7 +313,10 @@ def _gather(spec: WorkerSpec, result: WorkerResult, held: Held, meter, windows: 
         result.data = data.figures(source, "data-only" if spec.data_only else "training", per_rank, result.windows)
 
 
-def _versions() -> dict[str, str | None]:
+@functools.lru_cache(maxsize=1)
+def versions() -> dict[str, str | None]:
+    """The versions every result carries (torch, torchvision, CUDA): read once per process, or once in the fork
+    server for all its workers (the packages' metadata, a search of the installed distributions)."""
     from ..environment import dist_version
 
     out = {name: dist_version(name) for name in ("torch", "torchvision")}
@@ -354,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         result.status = WorkerStatus.OOM if oom else WorkerStatus.ERROR
         result.error = {"type": type(exc).__name__, "message": str(exc).strip()[:4000],
                         "traceback": traceback.format_exc()[-8000:]}
-    result.versions = _versions()
+    result.versions = dict(versions())
     from .. import jsonio
 
     jsonio.dump(Path(spec.result_dir) / result_file(ranks.rank), result.to_dict(), "result")
