@@ -62,10 +62,12 @@ def test_without_model_only_vq_is_registered(monkeypatch, saved_registry):
 
 def test_the_script_runs_a_model_and_prints_the_table_of_the_sessions_it_had_time_for(tmp_path):
     # One baseline session of tiny (one run), and the stale one beside the neighbour, then the budget is spent: the
-    # table shows no session, exit 0.
+    # table shows no session, exit 0.  Busy runs count (--max-interference off): the test's neighbours (the suite's
+    # other xdist worker) would otherwise leave the baseline without a quiet run, and unsaved.
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny", "--batch-size", "8", "--slowdown", "0.2",
-                           "--steps", "0,2,1", "--baseline-runs", "1", "--sessions", "1", "--stale-sessions", "1", "--budget", "0"],
+                           "--steps", "0,2,1", "--baseline-runs", "1", "--sessions", "1", "--stale-sessions", "1", "--budget", "0",
+                           "--max-interference", "off"],
                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
