@@ -63,18 +63,24 @@ def result_rank(name: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-class WorkerStatus(str, enum.Enum):
+class ValueEnum(str, enum.Enum):
+    """An enum whose members are their values: a ``str`` equal to, printed as and hashed as its value, so that a
+    document holds the value and ``{Status.FAIL: ...}.get("fail")`` finds the member.  The base of the package's
+    outcome enums (worker status, run status, verdicts, stop reasons, failure kinds)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
+
+
+class WorkerStatus(ValueEnum):
     """A worker result's ``status``: the worker's exit status follows it (:data:`EXIT_CODES`).  A ``str``,
     so the document holds its value."""
 
     OK = "ok"  # measured
     OOM = "oom"  # the allocator (or the memory cap) ran out of memory
     ERROR = "error"  # any other exception: see the result's ``error``
-
-    def __str__(self) -> str:
-        return self.value
-
-    __hash__ = str.__hash__
 
 
 EXIT_CODES = {WorkerStatus.OK: EXIT_OK, WorkerStatus.OOM: EXIT_OOM, WorkerStatus.ERROR: EXIT_ERROR}

@@ -32,24 +32,21 @@ and says why it stopped.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..launch.launchers import get_launcher
 from ..launch.workers import CaseError, FailureKind, measure
+from ..protocol import ValueEnum
 
 
-class Outcome(str, enum.Enum):
+class Outcome(ValueEnum):
     """What a trial answers: it trained, it ran out of memory, or it failed otherwise."""
 
     OK = "ok"
     OOM = "oom"
     ERROR = "error"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 OK, OOM, ERROR = Outcome.OK, Outcome.OOM, Outcome.ERROR

@@ -37,12 +37,12 @@ noise: ``benchmarks/verdict_simulation.py``.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..protocol import ValueEnum
 from .figures import HOST_PROBES, RunFigure
 
 
@@ -63,14 +63,13 @@ PRIOR_DOF = 3
 MEASURED_SPREAD_RUNS = 3
 #: The least spread (CV between runs) the interval assumes, whatever the runs show.
 FLOOR_CV = 0.01
-class Decision(str, enum.Enum):
+
+
+class Decision(ValueEnum):
     REGRESSION = "regression"
     PASS = "pass"
     IMPROVED = "improved"
     UNDECIDED = "undecided"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 def prior_sigma(tolerance: float) -> float:
@@ -219,18 +218,13 @@ def runs_to_decide(est: Estimate, tolerance: float, limit: int = 100) -> int | N
     return needed if needed <= limit else None
 
 
-class StopReason(str, enum.Enum):
+class StopReason(ValueEnum):
     """Why a case's runs stopped (:func:`pytest_dlperf.gate.sequential.measure_until_decided`)."""
 
     DECIDED = "decided"
     MAX_RUNS = "max-runs"  # --dlperf-max-runs
     TIME_BUDGET = "time budget"  # --dlperf-max-seconds
     BUSY = "busy"  # BUSY_RUNS busy runs in a row
-
-    def __str__(self) -> str:
-        return self.value
-
-    __hash__ = str.__hash__
 
 
 @dataclasses.dataclass

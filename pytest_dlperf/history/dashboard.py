@@ -15,7 +15,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import datetime as _dt
-import enum
 import hashlib
 import os
 import re
@@ -25,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..protocol import ValueEnum
 from . import analysis, changepoints
 from .analysis import CaseHistory, Findings
 from .records import CaseRow, Point, SessionRow, finite
@@ -37,7 +37,7 @@ MIN_TREND = 2 * changepoints.MIN_SIZE
 POOL_FROM = 24
 
 
-class Standing(str, enum.Enum):
+class Standing(ValueEnum):
     """What a night's figure is to the case's trend."""
 
     TREND = "trend"  # a point of the trend
@@ -46,24 +46,14 @@ class Standing(str, enum.Enum):
     NO_FIGURE = "no figure"  # crashed, or a time-to-accuracy run that kept no time
     NOT_FINITE = "not finite"  # an infinity or NaN in the store (an old row)
 
-    def __str__(self) -> str:
-        return self.value
 
-    __hash__ = str.__hash__
-
-
-class StepState(str, enum.Enum):
+class StepState(ValueEnum):
     """Whether a case's trend has an open step: a regression that is still its level, or starting now."""
 
     NONE = "none"  # no change point
     OPEN = "open"  # its last change point is a regression: the level since is the worse one
     NEWEST = "newest"  # its newest figures start a downward step (what --dlperf-history-gate fails)
     CLOSED = "closed"  # its last change point is an improvement
-
-    def __str__(self) -> str:
-        return self.value
-
-    __hash__ = str.__hash__
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,6 @@ figure is the median of its windows, and the case's figure the geometric mean of
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import signal
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 from ..cases import Case
 from ..models import ModelSpec
-from ..protocol import ConvergenceSpec, WorkerResult, WorkerSpec, WorkerStatus
+from ..protocol import ConvergenceSpec, WorkerResult, WorkerSpec, ValueEnum, WorkerStatus
 from ..results.runs import RankRecord, RunRecord, RunStatus
 from . import process
 from .launchers import Launcher, LocalLauncher, malloc_env
@@ -54,7 +53,7 @@ class RunParams:
         return out
 
 
-class FailureKind(str, enum.Enum):
+class FailureKind(ValueEnum):
     """Why a case's runs ended without a measurement (:class:`CaseError`)."""
 
     LAUNCHER = "launcher"  # the launcher could not start the ranks (its own words explain it)
@@ -63,9 +62,6 @@ class FailureKind(str, enum.Enum):
     ERROR = "error"  # an exception the worker reported, or a log the parser cannot read
     CRASH = "crash"  # ended without a result
     MAX_BATCH = "max-batch"  # a batch size max search found no batch
-
-    def __str__(self) -> str:
-        return self.value
 
 
 class CaseError(Exception):

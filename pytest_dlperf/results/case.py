@@ -15,13 +15,13 @@ the workers' JSON, passed through (:mod:`pytest_dlperf.protocol`).
 from __future__ import annotations
 
 import dataclasses
-import enum
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..cases import Case
 from ..gate.evidence import Evidence
+from ..protocol import ValueEnum
 from .runs import AttemptRecord, RunRecord
 
 
@@ -29,7 +29,7 @@ class CaseFailed(Exception):
     """A case that regressed or could not be measured; its message is the report."""
 
 
-class Status(str, enum.Enum):
+class Status(ValueEnum):
     """A case's verdict.  A ``str``, so ``Status.FAIL == "fail"`` and JSON holds the value."""
 
     PASS = "pass"
@@ -42,10 +42,6 @@ class Status(str, enum.Enum):
     REMOTE = "remote"  # a torchrun job across nodes: rank 0's node reports
     DATA_ONLY = "data-only"  # --dlperf-data-only: the loader alone, never judged
 
-    def __str__(self) -> str:
-        return self.value
-
-    # Equal to its value, so hashed as its value too: ``{Status.FAIL: ...}.get("fail")`` finds it.
     __hash__ = str.__hash__
 
 
@@ -114,15 +110,10 @@ class Scaling:
         return cls(**{f.name: data.get(f.name) for f in dataclasses.fields(cls)})
 
 
-class GateStatus(str, enum.Enum):
+class GateStatus(ValueEnum):
     PASS = "pass"
     FAIL = "fail"
     NOT_GATED = "not gated"
-
-    def __str__(self) -> str:
-        return self.value
-
-    __hash__ = str.__hash__
 
 
 @dataclasses.dataclass(frozen=True)

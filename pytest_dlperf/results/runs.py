@@ -11,15 +11,15 @@ them as its cases' ``attempts[].runs[]`` (:meth:`RunRecord.to_dict`, the only pl
 from __future__ import annotations
 
 import dataclasses
-import enum
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..gate.stats import Summary, summarize
+from ..protocol import ValueEnum
 
 
-class RunStatus(str, enum.Enum):
+class RunStatus(ValueEnum):
     """How a run ended: its worker's status (``ok``, ``oom``, ``error``), or without a result."""
 
     OK = "ok"
@@ -27,11 +27,6 @@ class RunStatus(str, enum.Enum):
     ERROR = "error"
     TIMEOUT = "timeout"  # killed at its time limit
     CRASHED = "crashed"  # ended without a result
-
-    def __str__(self) -> str:
-        return self.value
-
-    __hash__ = str.__hash__
 
 
 def window_median(windows: Sequence[Mapping[str, Any]]) -> float | None:
