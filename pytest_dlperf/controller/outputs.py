@@ -170,7 +170,8 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
         if tr:
             tr.write_line(f"dlperf: session interrupted; {path} not written", red=True)
         return
-    measured = [r.to_dict() for r in session.results if r.measured and r.unsaved is None]
+    saved = [r for r in session.results if r.measured and r.unsaved is None]  # one per entry, in order
+    measured = [r.to_dict() for r in saved]
     unsaved = [r for r in session.results if r.measured and r.unsaved is not None]
     steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
     tolerance = session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
@@ -179,20 +180,20 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
     document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps,
                                               noisy_cases=noisy_cases, commands=commands,
                                               max_runs=session.options.max_runs)
-    slower = _slower_host(session, path, env, document)
-    kept = _keep_replaced_entries(path, unsaved, document)
-    if unsaved and not document["cases"]:
-        if tr:
-            for result in unsaved:
-                tr.write_line(f"dlperf: --dlperf-save-baseline: {result.id} {result.unsaved.split(':')[0]}", red=True)
-            tr.write_line(f"dlperf: no case to save; {path} not written", red=True)
-        return
-    baseline_mod.save(path, document)
+    replaced = _replaced_baseline(path)
+    slower = _slower_host(session, saved, replaced, env, document)
+    kept = _keep_replaced_entries(replaced, unsaved, document)
     if tr:
         for result in unsaved:
             kept_note = "; the entry of the file it replaces is kept" if result.id in kept else ""
             tr.write_line(f"dlperf: --dlperf-save-baseline: {result.id} {result.unsaved.split(':')[0]}"
                           f"{kept_note}", red=True)
+    if unsaved and not document["cases"]:
+        if tr:
+            tr.write_line(f"dlperf: no case to save; {path} not written", red=True)
+        return
+    baseline_mod.save(path, document)
+    if tr:
         for found in noisy_cases:
             tr.write_line(f"dlperf: --dlperf-save-baseline: {found.line()}", yellow=True)
         tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
@@ -207,14 +208,21 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
             tr.write_line(f"dlperf: {summary_line(len(measured), noisy_cases, tolerance)}", yellow=True)
 
 
-def _keep_replaced_entries(path: str, unsaved: list, document: dict[str, Any]) -> set[str]:
+def _replaced_baseline(path: str) -> baseline_mod.Baseline | None:
+    """The baseline a save replaces at ``path``, or None (no file, or not a baseline: replaced all the same)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        return baseline_mod.load(path)
+    except (OSError, jsonio.DocumentError):
+        return None
+
+
+def _keep_replaced_entries(replaced: baseline_mod.Baseline | None, unsaved: list,
+                           document: dict[str, Any]) -> set[str]:
     """The entries of the file being replaced for the cases this save leaves out (too few quiet runs), added to
     ``document`` so that a save on a busy machine loses nothing it had; the ids of those kept."""
-    if not unsaved or not os.path.exists(path):
-        return set()
-    try:
-        replaced = baseline_mod.load(path)
-    except (OSError, jsonio.DocumentError):
+    if replaced is None:
         return set()
     kept = set()
     for result in unsaved:
@@ -225,28 +233,21 @@ def _keep_replaced_entries(path: str, unsaved: list, document: dict[str, Any]) -
     return kept
 
 
-def _slower_host(session: DlperfSession, path: str, env: dict[str, Any],
+def _slower_host(session: DlperfSession, saved: list, replaced: baseline_mod.Baseline | None, env: dict[str, Any],
                  document: dict[str, Any]) -> list[tuple[str, str]]:
-    """The cases of a baseline being saved whose host probes read low enough to cost them their tolerance
-    (:func:`pytest_dlperf.baseline.slower_host`) against those of the baseline they were judged against, of
-    their last sessions in the history store, or of the entry they replace in ``path`` (measured on this
-    machine): ``(case id, why)``, each also noted in its entry.
+    """The cases of a baseline being saved (``saved``, one per entry of ``document``) whose host probes read low
+    enough to cost them their tolerance (:func:`pytest_dlperf.baseline.slower_host`) against those of the
+    baseline they were judged against, of their last sessions in the history store, or of the entry they replace
+    (``replaced``, measured on this machine): ``(case id, why)``, each also noted in its entry.
     """
-    replaced = None
-    if os.path.exists(path):
-        try:
-            replaced = baseline_mod.load(path)
-        except (OSError, jsonio.DocumentError):
-            replaced = None  # not a baseline: nothing to compare with (and it is replaced all the same)
     isa = (env.get("host") or {}).get("cpu_isa")
     if replaced is not None and (replaced.measured_on is None or
                                  replaced.device_mismatch(env.get("device") or {}, isa)):
         replaced = None  # another machine's figures say nothing about this host's minute
     history = session.history_references
-    measured = [r for r in session.results if r.measured]
     default = document["defaults"]["tolerance"]
     found = []
-    for result, entry in zip(measured, document["cases"]):
+    for result, entry in zip(saved, document["cases"]):
         references = []
         if result.baseline is not None:
             references.append(baseline_mod.ProbeReference("its baseline's", result.baseline.memory_gbs,
