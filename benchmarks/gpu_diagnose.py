@@ -295,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
         args.ddp_model, args.ddp_precision, args.ddp_batch = "resnet50", "fp32", 4
         args.ddp_set = [("image_size", 32)]
         args.bert_model, args.bert_batch, args.bert_set = "bert-tiny", 4, [("seq_len", 32)]
-        if args.quick:
+        if args.quick:  # every path once, as cheaply as it runs: the dry run checks the code, not the figures
+            args.ddp_model, args.ddp_batch = "resnet18", 2
+            args.bert_batch, args.bert_set = 2, [("seq_len", 16)]
             args.warmup, args.steps, args.repeats = 1, 2, 1
     util = Utilization(0 if device.type == "cuda" else None)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

@@ -150,14 +150,15 @@ def test_a_rank_that_dies_fails_the_case_naming_it(dlperf):
 
 def test_a_hung_collective_is_killed_on_every_rank(dlperf):
     dlperf.pytester.makeconftest(RANK_FAULTS)
-    # 25 s: both ranks start, meet and reach the hung step well within it, also beside another test worker
-    # (15 s was too short once on a loaded 2-core machine: rank 1 had not reached its step).
-    result = dlperf.run("--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "--dlperf-timeout", "25")
+    # 12 s: both ranks, forked from the fork server (a fraction of a second each), meet and reach the hung step
+    # well within it, also beside another test worker (15 s was too short once on a loaded 2-core machine when
+    # each rank was a fresh interpreter importing torch: rank 1 had not reached its step).
+    result = dlperf.run("--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "--dlperf-timeout", "12")
     result.assert_outcomes(failed=1)
     # The ranks that had not finished are named, with the hanging rank's own stderr; the limit is credited
     # to --dlperf-timeout because it was given.
     result.stdout.fnmatch_lines(
-        ["rank-hang-fp32-bs8-gpu2: timed out after 25 s (--dlperf-timeout); the worker's process group was killed; "
+        ["rank-hang-fp32-bs8-gpu2: timed out after 12 s (--dlperf-timeout); the worker's process group was killed; "
          "rank(s) *1 had not finished",
          "*--- last lines of rank 1's stderr (*/1/stderr.log) ---", "rank 1 going to sleep"])
     assert wait_gone(rank_pids(dlperf.path), 2.0) == []

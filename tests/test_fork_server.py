@@ -249,7 +249,9 @@ def test_a_server_that_cannot_start_leaves_the_worker_to_start_on_its_own(tmp_pa
 def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
     proc = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--dlperf-device",
-         "cpu", "--dlperf-model", "hang", "--dlperf-warmup-steps", "1"],
+         "cpu", "--dlperf-model", "hang", "--dlperf-warmup-steps", "1",
+         # Where the session is, should it still run 40 s later (the test gives it 60 s after the interrupt).
+         "-o", "faulthandler_timeout=40"],
         cwd=probed.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     pid_file = probed.path / "pids"
     deadline = time.monotonic() + 120
@@ -259,7 +261,11 @@ def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
     pids = [int(p) for p in pid_file.read_text().split()]  # the worker, its child and the fork server
     if how == "ctrl-c":
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: pytest's process group
-        out, _ = proc.communicate(timeout=60)
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail("the session did not end within 60 s of its interrupt:\n" + proc.communicate()[0][-12000:])
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     else:
         proc.kill()

@@ -129,7 +129,7 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
         assert re.search(r"^  ngc \(no copy of NVIDIA's ConvNets", two, re.MULTILINE), two
     assert "out-of-time" not in two
     assert re.search(r"gpu_busy +\| +1 \|", two), two  # the busy kind's row (on the CPU: no GPU job beside it)
-    assert "ddp: resnet50" in two and "bert: bert-tiny" in two  # gpu_diagnose's two tables
+    assert "ddp: resnet18" in two and "bert: bert-tiny" in two  # gpu_diagnose's two tables (--quick: resnet18)
     assert re.search(r"tests/gpu: (\d+) tests: 0 passed, 0 failed, 0 errors, \1 skipped", two), two
     assert "CUDA not available" in two
     assert re.search(r"^  ratio harness/bare: \d+\.\d+", two, re.MULTILINE), two
