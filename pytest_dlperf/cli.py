@@ -11,8 +11,8 @@
 
 Exit status, as diff(1) and grep(1) have it: 0 when all is well (valid, no differences,
 written); 1 when the answer is "no" (``validate``: a file is invalid; ``diff``: the
-baselines differ; ``update``: the results were measured with other step counts than the
-entries', so nothing is written unless ``--force``); 2 for trouble: a usage error, an input
+baselines differ; ``update``: the results were measured with other step counts or CPU threads than
+the entries', so nothing is written unless ``--force``); 2 for trouble: a usage error, an input
 file that cannot be read or is not a valid document of its kind (the message names the file,
 the JSON path and what is expected), or an output that cannot be written.
 """
@@ -165,7 +165,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         if other_method and not args.force:
             more = f" (and {len(other_method) - 1} more case(s))" if len(other_method) > 1 else ""
             print(f"dlperf: {args.file}: {other_method[0]}{more}{which}; not updated (--force takes the figures "
-                  f"with their step counts)", file=sys.stderr)
+                  f"with their step counts and CPU threads)", file=sys.stderr)
             return NO
     results = documents[0] if len(documents) == 1 else merge_results(documents)
     document, lines = updated_baseline(loaded.data, results, args.results, add=not args.no_add,
@@ -199,8 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dlperf", description="pytest-dlperf's reports and baseline maintenance.",
         epilog="Exit status: 0 ok; 1 invalid (validate), different (diff) or measured with other step counts "
-               "(update); 2 usage error, an input file that cannot be read or is not valid, or an output "
-               "that cannot be written.")
+               "or CPU threads (update); 2 usage error, an input file that cannot be read or is not valid, or an "
+               "output that cannot be written.")
     parser.add_argument("--version", action="version", version=f"pytest-dlperf {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -287,9 +287,10 @@ def add_baseline_commands(commands) -> None:
                                             "the new figure and a source, new cases are added, and "
                                             "provenance.updates records the update. Results measured with "
                                             "other step counts (warmup_steps, steps, repeats) than an entry's "
-                                            "(or, for a new case, the defaults') are refused with exit status "
-                                            "1 unless --force. Written atomically; nothing is written when "
-                                            "either file is invalid.")
+                                            "(or, for a new case, the defaults'), or with other CPU threads than "
+                                            "its cpu_threads, are refused with exit status 1 unless --force. "
+                                            "Written atomically; nothing is written when either file is "
+                                            "invalid.")
     update.add_argument("file", metavar="FILE", help="the baseline to update")
     update.add_argument("--from", dest="results", metavar="RESULTS", required=True, action="append",
                         help="the session results (--dlperf-json); given several times, each case's figure is the "
@@ -299,8 +300,8 @@ def add_baseline_commands(commands) -> None:
     update.add_argument("--no-add", action="store_true", help="only update existing entries")
     update.add_argument("--force", action="store_true",
                         help="update even when the results come from other hardware than the baseline's, or "
-                             "were measured with other step counts than the entries' (the entries then "
-                             "record the results' step counts)")
+                             "were measured with other step counts or CPU threads than the entries' (the "
+                             "entries then record the results')")
     update.set_defaults(func=cmd_update)
 
 

@@ -331,7 +331,7 @@ class WorkerResult:
     case: dict[str, Any]  # the spec's case, as given
     rank: int
     world_size: int
-    device: dict[str, Any]  # type ("cuda"/"cpu"), name, index
+    device: dict[str, Any]  # type ("cuda"/"cpu"), name, index; a CPU's intra_op_threads (torch.get_num_threads())
     status: WorkerStatus = WorkerStatus.ERROR  # error until the worker says otherwise
     warmup_steps: int | None = None
     steps: int | None = None

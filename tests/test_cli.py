@@ -350,6 +350,26 @@ def result_with(steps, **fields):
     return rec
 
 
+def test_update_records_the_cpu_threads_and_refuses_another_count_than_an_entrys(tmp_path, capsys):
+    path = write(tmp_path / "b.json", baseline_doc(entry(), entry("bf16", cpu_threads=2)))
+    # An entry saved before the count was recorded takes the results' (it says nothing to hold them to).
+    fp32 = write(tmp_path / "fp32.json", results_doc(result_with({"cpu_threads": 1})))
+    assert cli.main(["baseline", "update", path, "--from", fp32]) == 0
+    capsys.readouterr()
+    data = jsonio.load(path, "baseline")
+    assert data["cases"][0]["cpu_threads"] == 1 and data["schema_version"] == 2
+    before = (tmp_path / "b.json").read_bytes()
+    bf16 = write(tmp_path / "bf16.json", results_doc(result_with({"cpu_threads": 1}, precision="bf16")))
+    assert cli.main(["baseline", "update", path, "--from", bf16]) == 1
+    assert one_line(capsys.readouterr().err) == (
+        f"dlperf: {path}: $.cases[1]: tiny-bf16-bs32-gpu1 was measured with cpu_threads 1, not its entry's 2; not "
+        f"updated (--force takes the figures with their step counts and CPU threads)\n")
+    assert (tmp_path / "b.json").read_bytes() == before
+    assert cli.main(["baseline", "update", path, "--from", bf16, "--force"]) == 0
+    capsys.readouterr()
+    assert [e.cpu_threads for e in baseline.load(path).entries] == [1, 1]
+
+
 def test_update_refuses_results_measured_with_other_step_counts(tmp_path, capsys):
     path = write(tmp_path / "b.json", baseline_doc(entry(), entry("bf16", steps=50),
                                                    defaults={"tolerance": 0.1, "repeats": 3}))
@@ -360,7 +380,7 @@ def test_update_refuses_results_measured_with_other_step_counts(tmp_path, capsys
     assert one_line(capsys.readouterr().err) == (
         f"dlperf: {path}: $.cases[0]: tiny-fp32-bs32-gpu1 was measured with warmup_steps 20, steps 10, repeats 3, "
         f"not its entry's warmup_steps 20, steps 100, repeats 3; not updated (--force takes the figures with their "
-        f"step counts)\n")
+        f"step counts and CPU threads)\n")
     assert cli.main(["baseline", "update", path, "--from", quick, "--dry-run"]) == 1
     capsys.readouterr()
     assert (tmp_path / "b.json").read_bytes() == before
@@ -370,7 +390,7 @@ def test_update_refuses_results_measured_with_other_step_counts(tmp_path, capsys
                                                      result_with({"repeats": 5}, precision="amp")))
     assert cli.main(["baseline", "update", path, "--from", both]) == 1
     assert capsys.readouterr().err.endswith("steps 100, repeats 3 (and 1 more case(s)); not updated (--force takes "
-                                            "the figures with their step counts)\n")
+                                            "the figures with their step counts and CPU threads)\n")
     new_only = write(tmp_path / "new.json", results_doc(result_with({"repeats": 5}, precision="amp")))
     assert cli.main(["baseline", "update", path, "--from", new_only]) == 1
     assert "$.defaults: tiny-amp-bs32-gpu1 was measured with warmup_steps 20, steps 100, repeats 5, not the " \

@@ -70,6 +70,7 @@ PROBE = textwrap.dedent('''
             "run_id": os.environ.get("DLPERF_RUN_ID"), "proc_run_id": environ.get("DLPERF_RUN_ID"),
             "proc_tunables": environ.get("GLIBC_TUNABLES"), "tunables": os.environ.get("GLIBC_TUNABLES"),
             "home": os.environ.get("HOME"),
+            "threads": torch.get_num_threads(), "proc_omp": environ.get("OMP_NUM_THREADS"),
             "leaked_env": os.environ.get("DLPERF_PROBE_LEAK"), "leaked_module": getattr(torch, "probe_leak", None),
             "rlimit_as": resource.getrlimit(resource.RLIMIT_AS)[0],
             "cuda_initialized": torch.cuda.is_initialized(),
@@ -134,6 +135,7 @@ def run_probe(dlperf, *args: str) -> list[dict]:
 @pytest.fixture
 def probed(dlperf, monkeypatch):
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)  # the plugin's own count (tests.fixtures sets one)
     dlperf.pytester.makeconftest(PROBE)
     return dlperf
 
@@ -184,6 +186,8 @@ def test_each_run_is_a_process_of_its_own(probed):
             assert seen[key] == fresh[0][key], key
         assert seen["argv"][0] == fresh[0]["argv"][0] and seen["argv"][1].endswith("spec.json")
     assert fresh[0]["tunables"] == STEADY and fresh[0]["proc_tunables"]  # glibc cuts its own copy short
+    # One intra-op thread, the default, forked or fresh: the variable it started with, as torch reads it.
+    assert [(seen["threads"], seen["proc_omp"]) for seen in capped + runs + fresh] == [(1, "1")] * len(pids)
 
 
 def test_the_ranks_of_a_cpu_job_are_forked_each_a_process_of_its_own(probed):
@@ -192,8 +196,8 @@ def test_the_ranks_of_a_cpu_job_are_forked_each_a_process_of_its_own(probed):
     one = [seen for seen in both if seen["rank"] is None]
     ranks = [seen for seen in both if seen["rank"] is not None]
     assert len(one) == 1 and sorted(seen["rank"] for seen in ranks) == ["0", "1"]
-    # torchrun's agent forked by a fork server (that of the ranks' start-time variables: OMP_NUM_THREADS is split
-    # between them where not set), each rank forked by the agent.
+    # torchrun's agent forked by a fork server (that of the ranks' start-time variables: OMP_NUM_THREADS, one
+    # thread each by default), each rank forked by the agent.
     agent = ranks[0]["ppid"]
     assert {seen["ppid"] for seen in ranks} == {agent} and agent not in (one[0]["pid"], one[0]["ppid"])
     assert len({seen["grandparent"] for seen in ranks}) == 1
@@ -207,13 +211,17 @@ def test_the_ranks_of_a_cpu_job_are_forked_each_a_process_of_its_own(probed):
     assert all(seen["proc_run_id"] == seen["run_id"] != one[0]["run_id"] for seen in ranks)
     assert all(seen["leaked_env"] is None and seen["leaked_module"] is None for seen in ranks)
     assert all(seen["cuda_initialized"] is False for seen in ranks)
+    # One intra-op thread in each rank and in the reference, the default.
+    assert [(seen["threads"], seen["proc_omp"]) for seen in ranks + one] == [(1, "1")] * 3
 
 
 def test_a_start_time_variable_gets_a_server_of_its_own(probed):
     steady = run_probe(probed)
-    system = run_probe(probed, "--dlperf-malloc", "system")
+    # Another allocator and another thread count (--dlperf-cpu-threads): each worker has what its run was given.
+    system = run_probe(probed, "--dlperf-malloc", "system", "--dlperf-cpu-threads", "2")
     assert steady[0]["tunables"] == STEADY and steady[0]["proc_tunables"]
     assert system[0]["tunables"] is None and system[0]["proc_tunables"] is None
+    assert (steady[0]["threads"], system[0]["threads"]) == (1, 2) and system[0]["proc_omp"] == "2"
     assert steady[0]["ppid"] != system[0]["ppid"]
     assert "pytest_dlperf.worker.forkserver" in system[0]["parent"]
 

@@ -8,6 +8,7 @@ import pytest
 
 from tests.fixtures import tiny_case
 from pytest_dlperf import jsonio
+from pytest_dlperf.launch import threads
 
 
 def test_far_too_high_a_baseline_fails_with_the_regression_line(dlperf):
@@ -155,7 +156,9 @@ def test_json_results_junit_properties_and_the_summary_table(dlperf):
                                   "timeout": None, "startup_timeout": 300.0, "launcher": "local",
                                   "peak_tflops": None, "telemetry": True, "data_dir": None,
                                   "data_workers": None, "data_only": False, "max_memory": None, "malloc": "steady",
-                                  "fork_server": True}
+                                  "fork_server": True,
+                                  # an entry saved before cpu_threads was recorded: OMP_NUM_THREADS, else cores
+                                  "cpu_threads": threads.as_before(1)}
     assert by_id["tiny-fp32-bs16-gpu1"]["verdict"] == "fail"
     assert by_id["tiny-fp32-bs8-gpu1"]["verdict"] == "no-baseline"
     assert by_id["needs-lib-fp32-bs32-gpu1"]["verdict"] == "skipped"

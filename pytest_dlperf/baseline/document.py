@@ -38,7 +38,7 @@ STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 #: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.gate.figures`).
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
-VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command")
+VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +65,10 @@ class Entry:
     core_gflops: float | None = None  # the core speed its runs' core probe measured (version 2), likewise
     #: Each counted run's probe readings, by probe key (version 2): the probes' own spread on that host.
     probe_runs: Mapping[str, tuple[float, ...]] = dataclasses.field(default_factory=dict)
+    #: The intra-op threads per CPU rank its figure was measured with (version 2; :mod:`pytest_dlperf.launch.threads`).
+    cpu_threads: int | None = None
+    #: An entry of a CPU baseline saved before ``cpu_threads`` was recorded: it runs as those versions ran it.
+    threads_as_before: bool = False
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -193,6 +197,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
     from ..models.registry import name_pattern
 
     pattern = name_pattern()
+    on_gpu = (measured_on(data.get("hardware") or {}, data.get("environment") or {}) or ("cpu",))[0] == "cuda"
     for position, raw in enumerate(data["cases"]):
         if re.fullmatch(pattern, raw["model"]) is None:  # the schema's re.search lets "tiny\n" through
             raise jsonio.DocumentError(path, f"$.cases[{position}].model",
@@ -219,6 +224,8 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             memory_gbs=float(raw["memory_gbs"]) if "memory_gbs" in raw else None,
             core_gflops=float(raw["core_gflops"]) if "core_gflops" in raw else None,
             probe_runs={k: tuple(float(v) for v in values) for k, values in (raw.get("probe_runs") or {}).items()},
+            cpu_threads=int(raw["cpu_threads"]) if "cpu_threads" in raw else None,  # 2.0 is an integer to JSON
+            threads_as_before="cpu_threads" not in raw and not on_gpu,
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")

@@ -234,6 +234,9 @@ def _refresh(entry: dict[str, Any], rec: Mapping[str, Any], new: float, source: 
     measured_with = {k: v for k, v in (rec.get("parameters") or {}).items()
                      if k in STEP_FIELDS and isinstance(v, int) and not isinstance(v, bool)}
     record_method(entry, measured_with, defaults)
+    threads = (rec.get("parameters") or {}).get("cpu_threads")
+    if threads is not None:  # a CPU case: the threads the figure was measured with (cmd_update has checked them)
+        entry["cpu_threads"] = threads
     return lines
 
 
@@ -243,7 +246,8 @@ def _steps(counts: Mapping[str, Any]) -> str:
 
 def method_mismatches(data: Mapping[str, Any], results: Mapping[str, Any], *, add: bool = True) -> list[str]:
     """For each measured case whose step counts are not its baseline entry's (or, for a new case,
-    the baseline's defaults'), what differs: its figure would stand for another measurement."""
+    the baseline's defaults'), or whose CPU threads are not the ones its entry records, what differs: its
+    figure would stand for another measurement."""
     entries = _entries(data)
     positions = {case_id: i for i, case_id in enumerate(entries)}
     defaults = data.get("defaults", {})
@@ -255,9 +259,12 @@ def method_mismatches(data: Mapping[str, Any], results: Mapping[str, Any], *, ad
             continue
         expected = method(entry, defaults)
         measured = {k: v for k, v in (rec.get("parameters") or {}).items() if k in STEP_FIELDS}
-        if all(measured.get(k) == expected[k] for k in STEP_FIELDS):
-            continue
         where = f"$.cases[{positions[case_id]}]" if entry is not None else "$.defaults"
         theirs = "its entry's" if entry is not None else "the defaults'"
-        problems.append(f"{where}: {case_id} was measured with {_steps(measured)}, not {theirs} {_steps(expected)}")
+        if any(measured.get(k) != expected[k] for k in STEP_FIELDS):
+            problems.append(f"{where}: {case_id} was measured with {_steps(measured)}, not {theirs} "
+                            f"{_steps(expected)}")
+        threads, recorded = (rec.get("parameters") or {}).get("cpu_threads"), (entry or {}).get("cpu_threads")
+        if threads is not None and recorded is not None and threads != recorded:
+            problems.append(f"{where}: {case_id} was measured with cpu_threads {threads}, not its entry's {recorded}")
     return problems

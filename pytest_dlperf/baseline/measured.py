@@ -189,6 +189,8 @@ def _entry(rec: Mapping[str, Any], source: str, tolerance: float, steps: Mapping
     for key in STEP_FIELDS:
         if key in measured_with and (steps or {}).get(key) != measured_with[key]:
             entry[key] = measured_with[key]
+    if measured_with.get("cpu_threads") is not None:  # a CPU case: a later session runs it with as many threads
+        entry["cpu_threads"] = measured_with["cpu_threads"]
     if commands and entry.get("model") in commands:
         entry["command"] = dict(commands[entry["model"]])
     return entry

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cases import Case
-from ..launch import process
+from ..launch import process, threads
 from ..launch.launchers import Launcher, LocalLauncher
 from ..launch.workers import CaseError, FailureKind, RunParams, status_text
 from ..protocol import Progress
@@ -168,7 +168,8 @@ def execute(run: Run, on_progress=None) -> tuple[process.CommandOutcome, LogFoll
     following its log (:mod:`.follow`) where ``--dlperf-timeout`` or the command's ``timeout`` fixes none."""
     spec, case, params = run.spec, run.case, run.params
     ranks = case.gpus if spec.launch == "launcher" else 1  # "command": it starts its own ranks
-    plan = run.launcher.plan(ranks, params.device, run.run_dir, program=run.argv)
+    plan = run.launcher.with_env(run.launcher.plan(ranks, params.device, run.run_dir, program=run.argv),
+                                 threads.environment(params.cpu_threads))
     cwd = spec.fill(spec.cwd, case, params, str(run.run_dir), run.index)
     expected = None if spec.times_training else params.warmup_steps + params.steps * params.repeats
     startup = spec.startup_timeout or params.startup_timeout

@@ -33,7 +33,7 @@ class TimeToTrainKind(CaseKind):
         spec = models.get_model_spec(case.model)
         assert isinstance(spec, CommandSpec)  # judged_by_time says so
         seeds = (entry.seeds if entry is not None and entry.seeds else None) or ctx.options.runs
-        params = dataclasses.replace(ctx.params_for(entry), runs=seeds)
+        params = dataclasses.replace(ctx.params_for(case, entry), runs=seeds)
         result = ctx.start(case, nodeid, UNIT, params)
 
         def measure():

@@ -24,6 +24,7 @@ import pytest
 
 from .. import baseline as baseline_mod
 from ..cases import Case
+from ..launch import threads
 from ..launch.launchers import get_launcher
 from ..launch.workers import CaseError, RemoteRankZero, RunParams
 from ..models import ModelSpec
@@ -116,8 +117,27 @@ class Context:
         name = re.sub(r"[^A-Za-z0-9_.+=-]", "_", case.id).replace("..", "__")
         return self.workdir / name
 
-    def params_for(self, entry: baseline_mod.Entry | None) -> RunParams:
-        """Step counts: the option, else the entry's, else the baseline defaults', else the built-in defaults."""
+    def cpu_threads(self, case: Case, entry: baseline_mod.Entry | None) -> threads.Chosen | None:
+        """The intra-op threads of each of the case's CPU ranks, and where the count comes from
+        (:func:`pytest_dlperf.launch.threads.choose`); None on GPUs, whose ranks get no count."""
+        if self.device != "cpu":
+            return None
+        here = self.launcher.ranks_per_node(case.gpus)
+        recorded = entry.cpu_threads if entry is not None else None
+        if recorded is None and entry is not None and entry.threads_as_before:
+            recorded = threads.as_before(here)
+        return threads.choose(self.options.cpu_threads, recorded, here)
+
+    def threads_mismatch(self, case: Case, entry: baseline_mod.Entry | None) -> str | None:
+        """Where ``--dlperf-cpu-threads`` gives a CPU case another count than its judged baseline entry was measured
+        with, the one line that fails it (:func:`pytest_dlperf.launch.threads.mismatch`); else None."""
+        option = self.options.cpu_threads
+        chosen = self.cpu_threads(case, entry) if option is not None and entry and not entry.unjudged else None
+        return threads.mismatch(case.id, option, chosen, entry.cpu_threads is not None) if chosen else None
+
+    def params_for(self, case: Case, entry: baseline_mod.Entry | None) -> RunParams:
+        """Step counts: the option, else the entry's, else the baseline defaults', else the built-in defaults;
+        the CPU ranks' threads (:meth:`cpu_threads`)."""
         opts = self.options
         defaults = dict(baseline_mod.STEP_DEFAULTS)
         if self.baseline is not None:
@@ -126,10 +146,12 @@ class Context:
             defaults.update(entry.overrides)
         chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k]
                   for k in baseline_mod.STEP_DEFAULTS}
+        cpu = self.cpu_threads(case, entry)
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
                          peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
-                         malloc=opts.malloc, fork_server=not opts.no_fork_server, **chosen)
+                         malloc=opts.malloc, fork_server=not opts.no_fork_server,
+                         cpu_threads=cpu.threads if cpu is not None else None, **chosen)
 
     # -- what a case is judged against
 

@@ -43,7 +43,7 @@ class ConvergenceKind(CaseKind):
         spec = models.get_model_spec(case.model)
         goal = goal_of(case, entry)
         runs = (entry.seeds if entry is not None and entry.seeds else None) or ctx.options.runs
-        params = dataclasses.replace(ctx.params_for(entry), convergence=goal, runs=runs,
+        params = dataclasses.replace(ctx.params_for(case, entry), convergence=goal, runs=runs,
                                      data_dir=ctx.options.convergence_data)
         result = ctx.start(case, nodeid, UNIT, params)
 

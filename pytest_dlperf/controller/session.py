@@ -87,8 +87,14 @@ class DlperfSession(Context):
     def run_case(self, case: Case, entry: baseline_mod.Entry | None, nodeid: str, properties: Properties) -> None:
         """Measure, judge and record a case through its kind; raise :class:`~pytest_dlperf.results.case.CaseFailed`
         when it failed.  ``entry``: its baseline entry, if any; ``properties``: the test's ``user_properties``,
-        which JUnit XML and the terminal's status letters read."""
-        kind_of(case, models.get_model_spec(case.model)).run(self, case, entry, nodeid, properties)
+        which JUnit XML and the terminal's status letters read.  A case whose ``--dlperf-cpu-threads`` is not its
+        entry's count fails before it runs (:meth:`~.context.Context.threads_mismatch`)."""
+        spec = models.get_model_spec(case.model)
+        mismatch = self.threads_mismatch(case, entry)
+        if mismatch is not None:
+            raise self.start(case, nodeid, spec.unit, self.params_for(case, entry)).record_error(mismatch, [],
+                                                                                                 properties)
+        kind_of(case, spec).run(self, case, entry, nodeid, properties)
 
 
 #: The session of a pytest run with ``--dlperf-*`` options, set by the plugin at configure.

@@ -73,7 +73,7 @@ class ThroughputKind(CaseKind):
     def run(self, ctx: Context, case: Case, entry: baseline_mod.Entry | None, nodeid: str,
             properties: Properties) -> None:
         spec = models.get_model_spec(case.model)
-        params = ctx.params_for(entry)
+        params = ctx.params_for(case, entry)
         result = ctx.start(case, nodeid, spec.unit, params)
 
         def measure() -> tuple[Attempt, Evidence, tuple[Verdict, Scaling | None] | None]:
@@ -154,7 +154,7 @@ def judge_attempt(ctx: Context, case: Case, entry: baseline_mod.Entry | None, at
     verdict = judge_evidence(ctx.searches.label(case, ctx.device), evidence, attempt.unit,
                              ctx.expected(entry, attempt.unit, case), require_baseline=opts.require_baseline,
                              inconclusive=opts.inconclusive, max_runs=opts.max_runs)
-    reference = scaling_reference(ctx, case, params) if case.gpus > 1 else None
+    reference = scaling_reference(ctx, case, params, entry) if case.gpus > 1 else None
     if reference is None:
         return verdict, None
     minimum = ctx.gate_minimum(entry, "min_scaling_efficiency", opts.min_efficiency)
@@ -163,32 +163,37 @@ def judge_attempt(ctx: Context, case: Case, entry: baseline_mod.Entry | None, at
     return verdict, scaling(figure, case.gpus, value, source, minimum, kind)
 
 
-def scaling_reference(ctx: Context, case: Case, params: RunParams) -> tuple[float, str, str | None] | None:
+def scaling_reference(ctx: Context, case: Case, params: RunParams,
+                      entry: baseline_mod.Entry | None = None) -> tuple[float, str, str | None] | None:
     """The 1-rank throughput of the same config, where it comes from and how it was measured: measured
     in this session (a plain process, or a one-rank DDP job under a launcher that starts ranks), else
-    the baseline's, else measured now (a plain process)."""
+    the baseline's, else measured now (a plain process; ``entry``: the case's, for its CPU threads)."""
     for result in reversed(ctx.results):
         if result.measured and result.case.gpus == 1 and result.case.same_config(case):
             return result.throughput, "this session", ONE_RANK_DDP if result.ranks else PLAIN_PROCESS
-    entry = ctx.baseline.reference(case) if ctx.baseline is not None else None
-    if entry is not None:
-        return entry.throughput, "baseline", None
-    return measured_reference(ctx, case, params)
+    one_rank = ctx.baseline.reference(case) if ctx.baseline is not None else None
+    if one_rank is not None:
+        return one_rank.throughput, "baseline", None
+    return measured_reference(ctx, case, params, entry)
 
 
-def measured_reference(ctx: Context, case: Case, params: RunParams) -> tuple[float, str, str | None] | None:
+def measured_reference(ctx: Context, case: Case, params: RunParams,
+                       entry: baseline_mod.Entry | None = None) -> tuple[float, str, str | None] | None:
     """No 1-rank figure in the session or the baseline (``-m gpu8`` alone): measure one.
 
     Once per config and session, as a single local process with the case's step counts;
-    it is not a test of its own.  A reference that cannot be measured leaves the case
+    it is not a test of its own, on as many CPU threads as a 1-rank case of the case's entry gets
+    (:meth:`~.context.Context.cpu_threads`).  A reference that cannot be measured leaves the case
     without scaling figures, and says so.
     """
     one = ctx.searches.at_chosen_batch(case.with_gpus(1), ctx.device)
     references = ctx.references
+    cpu = ctx.cpu_threads(one, entry)
+    threads = cpu.threads if cpu is not None else None
     if one not in references.figures:
         try:
             attempt = measure_attempt(one, models.get_model_spec(one.model),
-                                      dataclasses.replace(params, runs=1, launcher="local"),
+                                      dataclasses.replace(params, runs=1, launcher="local", cpu_threads=threads),
                                       ctx.case_dir(case) / "reference", get_launcher("local"))
             references.figures[one] = attempt.summary.median
         except CaseError as exc:

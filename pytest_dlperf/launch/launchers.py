@@ -71,13 +71,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _cpu_threads(ranks_here: int) -> dict[str, str]:
-    if "OMP_NUM_THREADS" in os.environ:
-        return {}
-    # Share this node's cores between its ranks rather than oversubscribe them.
-    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // max(1, ranks_here)))}
-
-
 #: ``--dlperf-malloc``: the workers' memory allocator settings.
 MALLOC_MODES = ("steady", "system")
 #: glibc's malloc, steady: never mmap a chunk (``mmap_max=0``: big tensors come from the heap) and never
@@ -139,12 +132,17 @@ class Launcher:
         """How many ranks it can start (None: no limit it knows of)."""
         return cuda_count if device == "cuda" else None
 
+    def ranks_per_node(self, ranks: int) -> int:
+        """How many of a job's ``ranks`` share a node's CPUs (``--dlperf-cpu-threads cores`` divides them)."""
+        return ranks
+
     def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
         """How to start a run of ``ranks`` ranks on ``device`` whose files go to ``run_dir``.
 
         ``program``: the command line each rank runs (an external training script, a command
         case: :mod:`pytest_dlperf.commands`) instead of our worker; the plan's command then
-        ends with it, and no spec path is appended.
+        ends with it, and no spec path is appended.  CPU ranks' thread count is no plan's: it reaches them
+        through :meth:`with_env`, as the allocator's settings do (:mod:`pytest_dlperf.launch.threads`).
         """
         raise NotImplementedError
 
@@ -187,12 +185,11 @@ class LocalLauncher(Launcher):
         if ranks == 1 and not self.force_distributed:
             return LaunchPlan(list(program) if program else [sys.executable, *WORKER], {}, distributed=False,
                               fork=None if program else (WORKER[1],))
-        env = _cpu_threads(ranks) if device == "cpu" else {}
         agent = ["--standalone", "--nnodes=1", f"--nproc-per-node={ranks}", *self._logs(run_dir), *self.extra_args]
         command = [sys.executable, "-m", "torch.distributed.run", *agent, *_torchrun_program(program)]
         fork = None if program or device != "cpu" else \
             ("torch.distributed.run", *agent, "--start-method=fork", "--run-path", RANK_SCRIPT)
-        return LaunchPlan(command, env, distributed=True, fork=fork)
+        return LaunchPlan(command, {}, distributed=True, fork=fork)
 
     @staticmethod
     def _logs(run_dir: Path) -> list[str]:
@@ -242,6 +239,9 @@ class TorchrunLauncher(LocalLauncher):
     def reach(self, device: str, cuda_count: int) -> int | None:
         return (cuda_count if device == "cuda" else (os.cpu_count() or 1)) * self.nnodes
 
+    def ranks_per_node(self, ranks: int) -> int:
+        return max(1, ranks // self.nnodes)
+
     def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
         if ranks % self.nnodes:
             raise ValueError(f"{ranks} ranks do not split evenly over {self.nnodes} nodes")
@@ -255,8 +255,7 @@ class TorchrunLauncher(LocalLauncher):
             rdzv = ["--standalone", "--nnodes=1", f"--nproc-per-node={per_node}"]
         command = [sys.executable, "-m", "torch.distributed.run", *rdzv, *self._logs(run_dir),
                    *self.extra_args, *_torchrun_program(program)]
-        env = _cpu_threads(per_node) if device == "cpu" else {}
-        return LaunchPlan(command, env, distributed=True)
+        return LaunchPlan(command, {}, distributed=True)
 
     def explain(self, stderr_text: str) -> str | None:
         if "RendezvousTimeoutError" not in stderr_text:
@@ -305,6 +304,9 @@ class SlurmLauncher(Launcher):
             return self.gpus_per_node(cuda_count) * self.nodes
         return _count(os.environ.get("SLURM_NTASKS"))
 
+    def ranks_per_node(self, ranks: int) -> int:
+        return math.ceil(ranks / self.nodes)
+
     def first_node(self) -> str:
         nodelist = os.environ.get("SLURM_JOB_NODELIST") or os.environ.get("SLURM_NODELIST")
         if nodelist:
@@ -326,8 +328,6 @@ class SlurmLauncher(Launcher):
                    f"--output={run_dir}/rank%t.stdout.log", f"--error={run_dir}/rank%t.stderr.log",
                    *self.extra_args, *(program or [sys.executable, *WORKER])]
         env = {"MASTER_ADDR": self.first_node(), "MASTER_PORT": str(free_port())}
-        if device == "cpu":
-            env.update(_cpu_threads(math.ceil(ranks / self.nodes)))
         return LaunchPlan(command, env, distributed=ranks > 1)
 
     def rank_stderr(self, run_dir: Path, rank: int) -> Path | None:
@@ -363,8 +363,6 @@ class MpiLauncher(Launcher):
         env = {"MASTER_ADDR": socket.gethostname(), "MASTER_PORT": str(free_port())}
         if os.geteuid() == 0:  # containers run as root; OpenMPI refuses that unless told
             env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        if device == "cpu":
-            env.update(_cpu_threads(ranks))
         exported = _exports(name for name in FORWARDED if name in os.environ or name in env)
         command = ["mpirun", "-np", str(ranks), *exported, "--output-filename", str(run_dir / "ranks"),
                    *self.extra_args, *(program or [sys.executable, *WORKER])]

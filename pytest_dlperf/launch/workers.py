@@ -19,7 +19,7 @@ from ..cases import Case
 from ..models import ModelSpec
 from ..protocol import ConvergenceSpec, WorkerResult, WorkerSpec, ValueEnum, WorkerStatus
 from ..results.runs import RankRecord, RunRecord, RunStatus
-from . import process
+from . import process, threads
 from .launchers import Launcher, LocalLauncher, malloc_env
 
 
@@ -45,6 +45,9 @@ class RunParams:
     convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
     malloc: str = "steady"  # --dlperf-malloc: the workers' allocator settings (launchers.malloc_env)
     fork_server: bool = True  # --dlperf-no-fork-server turns it off: every worker a process of its own
+    # Intra-op threads of each CPU rank (OMP_NUM_THREADS: launch/threads.py, --dlperf-cpu-threads); None: none
+    # set, the environment as it is (a GPU case)
+    cpu_threads: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -220,7 +223,8 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
     runs: list[RunRecord] = []
     for index in range(first_index, first_index + params.runs):
         run_dir = workdir / f"run{index}"
-        plan = launcher.with_env(launcher.plan(case.gpus, params.device, run_dir), malloc_env(params.malloc))
+        plan = launcher.with_env(launcher.plan(case.gpus, params.device, run_dir),
+                                 {**malloc_env(params.malloc), **threads.environment(params.cpu_threads)})
         worker_spec = dataclasses.replace(WorkerSpec.from_params(case, spec, params, distributed=plan.distributed),
                                           run_index=index)
         outcome = process.run_worker(worker_spec, run_dir, timeout=params.timeout,

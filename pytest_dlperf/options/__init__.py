@@ -23,8 +23,8 @@ from ..controller.batchsearch import MAX_TRIALS
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from ..gate.verdict import INCONCLUSIVE_POLICIES
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
-from .readers import (Given, Reader, choice, endpoint, folder, integer, link_patterns, listed, memory_size, number,
-                      plot_folder, record_folder, switch, text, words)
+from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
+                      number, plot_folder, record_folder, switch, text, words)
 
 DEVICES = ("auto", "cuda", "cpu")
 #: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
@@ -154,6 +154,11 @@ OPTIONS = (
                      "step instead of handing it back, so no run pays page faults another does not) or system (the "
                      "environment's own settings, as a plain training script runs).", "MODE",
            choice(MALLOC_MODES, "steady")),
+    Option("cpu-threads", "intra-op threads of each CPU rank (OMP_NUM_THREADS): N, or cores (this node's CPUs shared "
+                          "between its ranks, as before 1 was the default). Default: the baseline entry's cpu_threads, "
+                          "else OMP_NUM_THREADS, else 1: on a VM two threads that meet at every operator run at the "
+                          "speed of wherever the hypervisor puts its vCPUs, which moves, and made unchanged sessions "
+                          "fail (docs/verdicts.md).", "N|cores", cpu_threads),
     _switch("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows."),
     _switch("no-fork-server", "start every worker as a fresh interpreter (python -m pytest_dlperf.worker), as before "
                               "the fork server: by default a run's one worker (and the local launcher's CPU ranks) "

@@ -137,3 +137,10 @@ def link_patterns(given: Given) -> list[str]:
         except LinkError as exc:
             raise OptionError(str(exc)) from None
     return texts
+
+
+def cpu_threads(given: Given) -> int | str | None:
+    """A positive integer or ``cores`` (:func:`pytest_dlperf.launch.threads.parse`)."""
+    from ..launch.threads import parse
+
+    return parse(given.flag, given.value)

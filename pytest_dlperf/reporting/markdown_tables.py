@@ -115,6 +115,9 @@ def method_section(results: Sequence[CaseResult], options: Mapping[str, Any]) ->
     rows = [(meaning, _distinct(measured, lambda r, k=key: r.parameters.get(k, "unknown")))
             for key, meaning in METHOD_PARAMETERS]
     rows.append(("data", _distinct(measured, _data_backend)))
+    if any(r.parameters.get("cpu_threads") for r in measured):  # the CPU's intra-op threads (--dlperf-cpu-threads)
+        rows.append(("intra-op threads per CPU rank (OMP_NUM_THREADS)",
+                     _distinct(measured, lambda r: r.parameters.get("cpu_threads") or "not set (a GPU case)")))
     if "max_runs" in options:
         rows.append(("most runs of a case before it is inconclusive", options["max_runs"]))
     elif "confirm" in options:

@@ -18,7 +18,9 @@ def _device(kind: str, local_rank: int):
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
         return device, {"type": "cuda", "name": torch.cuda.get_device_name(device), "index": local_rank}
-    return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None}
+    # The intra-op threads this process trains with: OMP_NUM_THREADS as it started (--dlperf-cpu-threads).
+    return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None,
+                                 "intra_op_threads": torch.get_num_threads()}
 
 
 def prepare(spec: WorkerSpec, result: WorkerResult):
