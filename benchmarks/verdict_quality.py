@@ -288,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="--dlperf-max-core-drop of each session (default: the plugin's, 0.1 on the CPU; off: never "
                              "busy for it)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="OMP_NUM_THREADS of every session's worker (default: the plugin's, the CPUs per rank)")
+                        help="OMP_NUM_THREADS of every session's worker (default: the plugin's, one intra-op thread per CPU rank: --dlperf-cpu-threads)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds in all: no session starts after them, and the table shows the sessions done")

@@ -234,3 +234,17 @@ def test_a_record_without_runs_is_saved_without_a_note():
     record = {"case": Case.make("tiny", "fp32", 32, 1).to_dict(), "throughput": 5.0, "unit": "img/s"}
     entry = baseline.from_measurements([record], {}, tolerance=0.05, noisy_cases=[])["cases"][0]
     assert "notes" not in entry and "tolerance" not in entry and tolerance.noisy("x", [], 0.05, 10) is None
+
+
+def test_counts_written_as_whole_floats_are_read_as_integers(tmp_path):
+    # JSON Schema's "integer" takes 20.0 (a number with no fraction); the plugin counts steps, seeds and threads
+    # with them, so they are ints once read (the fuzz test found warmup_steps 0.0 left a float in a run's spec).
+    path = write(tmp_path, doc({**ENTRY, "gpus": 1, "warmup_steps": 0.0, "steps": 5.0, "seeds": 2.0,
+                                "cpu_threads": 2.0},
+                               defaults={"repeats": 3.0, "tolerance": 0.05}, schema_version=2))
+    b = baseline.load(path)
+    (entry,) = b.entries
+    assert entry.overrides == {"warmup_steps": 0, "steps": 5} and entry.seeds == 2 and entry.cpu_threads == 2
+    assert b.step_defaults == {"repeats": 3}
+    assert all(type(v) is int for v in (*entry.overrides.values(), entry.seeds, entry.cpu_threads,
+                                        *b.step_defaults.values()))

@@ -10,6 +10,7 @@ import json
 import math
 import statistics
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,9 @@ from pytest_dlperf.gate import figures as fig
 from pytest_dlperf.gate import tolerance as tol_mod
 from pytest_dlperf.results.case import Expected, Status
 from pytest_dlperf.results.runs import Attempt, RunRecord
-from pytest_dlperf.gate.sequential import BUSY_RUNS, SAVE_RUNS, Budget, Evidence, assess, measure_until_decided
+from pytest_dlperf.controller.throughput import save_spacing
+from pytest_dlperf.gate.sequential import (BUSY_RUNS, SAVE_RUNS, SAVE_SPAN, Budget, Evidence, assess,
+                                           measure_until_decided)
 from pytest_dlperf.gate.stats import summarize
 from pytest_dlperf.gate.verdict import REASON, judge_evidence
 
@@ -137,20 +140,42 @@ def test_the_loop_stops_when_decided_or_at_the_budget():
     one, calls = feed([1000.0, 1001.0, 999.0])
     _, e = measure_until_decided(one, BASE, STEADY, Budget(first_runs=3))
     assert calls == [0, 1, 2] and e.decision is ev.Decision.PASS  # --dlperf-runs 3: three before deciding
-    clock = iter([0.0, 150.0])
+    now = [0.0]
 
     def slow(index):
+        now[0] += 150.0
         return attempt(950.0)
 
-    import pytest_dlperf.gate.sequential as seq
-
-    real = seq.time.monotonic
-    seq.time.monotonic = lambda: next(clock)
-    try:
-        _, e = measure_until_decided(slow, BASE, noisy, Budget(max_seconds=220), sleep=lambda s: None)
-    finally:
-        seq.time.monotonic = real
+    _, e = measure_until_decided(slow, BASE, noisy, Budget(max_seconds=220), sleep=lambda s: None,
+                                 clock=lambda: now[0])
     assert e.stopped == "time budget" and len(e.figures) == 1  # a second run would end past 220 s
+
+
+def test_a_baseline_being_saved_starts_its_runs_over_the_save_span():
+    now, waits = [0.0], []
+
+    def run(index, seconds=2.0):
+        now[0] += seconds
+        return attempt(1000.0 + index)
+
+    def sleep(seconds):
+        waits.append(seconds)
+        now[0] += seconds
+
+    # Four counted runs of 2 s, their starts at least 10 s apart: three waits of 8 s.
+    _, e = measure_until_decided(run, None, (), Budget(), sleep=sleep, counted_runs=4, spacing=10.0,
+                                 clock=lambda: now[0])
+    assert len(e.figures) == 4 and waits == [8.0, 8.0, 8.0] and now[0] == 32.0
+    # Runs longer than the spacing (a GPU case's, as a rule) wait for nothing; no spacing, no wait.
+    waits.clear()
+    measure_until_decided(lambda i: run(i, 12.0), None, (), Budget(), sleep=sleep, counted_runs=3, spacing=10.0,
+                          clock=lambda: now[0])
+    measure_until_decided(run, None, (), Budget(), sleep=sleep, counted_runs=3, clock=lambda: now[0])
+    assert waits == []
+    assert SAVE_SPAN == 60.0
+    opts = types.SimpleNamespace(save_span=SAVE_SPAN)
+    assert save_spacing(opts, SAVE_RUNS) == pytest.approx(60.0 / 9) and save_spacing(opts, 1) == 0.0
+    assert save_spacing(types.SimpleNamespace(save_span=None), SAVE_RUNS) == 0.0  # --dlperf-save-span off
 
 
 # -- busy runs: a cause the message names

@@ -93,6 +93,11 @@ class Baseline:
         return self.data.get("defaults", {})
 
     @property
+    def step_defaults(self) -> dict[str, int]:
+        """The step counts its ``defaults`` give, as integers (JSON Schema's ``integer`` takes ``20.0``)."""
+        return {k: int(v) for k, v in self.defaults.items() if k in STEP_FIELDS}
+
+    @property
     def source(self) -> str | None:
         return self.data.get("provenance", {}).get("source")
 
@@ -214,12 +219,13 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             unit=raw.get("unit"),
             tolerance=raw.get("tolerance", default_tol),
             source=raw.get("source") or data.get("provenance", {}).get("source"),
-            overrides={k: raw[k] for k in STEP_FIELDS if k in raw},
+            overrides={k: int(raw[k]) for k in STEP_FIELDS if k in raw},  # 20.0 is an integer to JSON Schema
             index=position,
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),
             min_gpu_utilization=raw.get("min_gpu_utilization", defaults.get("min_gpu_utilization")),
             command=raw.get("command"),
-            budget=raw.get("budget"), seeds=raw.get("seeds"), time_to_target=raw.get("time_to_target"),
+            budget=raw.get("budget"), seeds=int(raw["seeds"]) if "seeds" in raw else None,
+            time_to_target=raw.get("time_to_target"),
             runs=tuple(float(v) for v in raw.get("runs", ())),
             memory_gbs=float(raw["memory_gbs"]) if "memory_gbs" in raw else None,
             core_gflops=float(raw["core_gflops"]) if "core_gflops" in raw else None,

@@ -141,7 +141,7 @@ class Context:
         opts = self.options
         defaults = dict(baseline_mod.STEP_DEFAULTS)
         if self.baseline is not None:
-            defaults.update({k: v for k, v in self.baseline.defaults.items() if k in baseline_mod.STEP_DEFAULTS})
+            defaults.update(self.baseline.step_defaults)
         if entry is not None:
             defaults.update(entry.overrides)
         chosen = {k: getattr(opts, k) if getattr(opts, k) is not None else defaults[k]

@@ -140,7 +140,7 @@ def measure_runs(ctx: Context, case: Case, measured: Case, spec: ModelSpec, para
     if wanted and not opts.max_runs_given:  # room to re-measure its busy runs
         budget = dataclasses.replace(budget, max_runs=max(budget.max_runs, wanted + wanted // 2))
     attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
-                                              counted_runs=wanted,
+                                              counted_runs=wanted, spacing=save_spacing(opts, wanted),
                                               probe_runs=entry.probe_runs if entry is not None else None)
     result.attempts.append(attempt.record())
     result.evidence = None if opts.data_only else evidence
@@ -242,6 +242,12 @@ def record_judged(ctx: Context, case: Case, entry: baseline_mod.Entry | None, re
 def saved_runs(opts) -> int:
     """Counted runs a baseline being saved measures: ``--dlperf-runs`` where given, else ``SAVE_RUNS``."""
     return opts.runs if opts.runs_given else SAVE_RUNS
+
+
+def save_spacing(opts, wanted: int) -> float:
+    """The least seconds between the starts of a saved case's runs: ``--dlperf-save-span`` (SAVE_SPAN) over its
+    ``wanted`` counted runs, so that the baseline is the figure of a host over time, not of one moment of it."""
+    return opts.save_span / (wanted - 1) if wanted > 1 and opts.save_span else 0.0
 
 
 def refuse_to_save(result: CaseResult, evidence: Evidence, wanted: int) -> None:

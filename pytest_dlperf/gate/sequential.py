@@ -34,6 +34,13 @@ BUSY_RUNS = 2
 #: every later verdict, and with fewer runs its own uncertainty keeps an unchanged case from passing on a host
 #: whose runs vary 5-7% (benchmarks/verdict_simulation.py).
 SAVE_RUNS = 10
+#: Seconds over which a baseline being saved starts its counted runs, at the least (``--dlperf-save-span``): its
+#: figure and its spread, which every later verdict pools, must sample the host over time, not one moment of it.
+#: Measured (docs/verdicts.md, 2026-11-26, ``vq`` on one thread): fresh interpreters spread a save's 10 runs
+#: over 58 s (CV 4.6%) and 0 of 20 later unchanged sessions failed; the fork server took them in 15 s (CV 1.3%)
+#: and 3 of 20 failed, 9.5-17% below it, in minutes when the host ran slower.  Runs that take longer than
+#: ``span / (runs - 1)`` (GPU cases, as a rule) are not slowed.
+SAVE_SPAN = 60.0
 #: Quiet runs a baseline entry needs (or all those asked for, where --dlperf-runs asks fewer): a figure from fewer
 #: is one moment of a host that was busy around it, and would judge every later session against that moment.
 MIN_SAVED_RUNS = 3
@@ -116,7 +123,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
                           baseline_runs: Sequence[float], budget: Budget,
                           more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
                           sleep: Callable[[float], None] = time.sleep, counted_runs: int = 0,
-                          probe_runs: Mapping[str, Sequence[float]] | None = None) -> tuple[Attempt, Evidence]:
+                          probe_runs: Mapping[str, Sequence[float]] | None = None, spacing: float = 0.0,
+                          clock: Callable[[], float] = time.monotonic) -> tuple[Attempt, Evidence]:
     """Measure ``measure_one(index)`` (one fresh run each) until decided or out of budget.
 
     ``counted_runs``: runs that must be evidence (not busy) before a decided case stops, within the
@@ -129,14 +137,20 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided
     after its first runs).
+
+    ``spacing``: the least seconds between two runs' starts (a save: :data:`SAVE_SPAN` over its counted runs),
+    waited for with ``sleep``; ``clock``: the time, as :func:`time.monotonic` gives it.
     """
     tolerance = expected.tolerance if expected is not None else 0.05
     references = {probe.key: getattr(expected, probe.key, None) if expected is not None else None
                   for probe in fig.HOST_PROBES}
-    started = time.monotonic()
+    started = last_start = clock()
     attempts: list[Attempt] = []
     while True:
         index = len(attempts)
+        if index and spacing > 0 and (wait := spacing - (clock() - last_start)) > 0:
+            sleep(wait)
+        last_start = clock()
         attempts.append(measure_one(index))
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
@@ -159,7 +173,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.BUSY)
         if len(attempts) >= budget.max_runs:
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.MAX_RUNS)
-        elapsed = time.monotonic() - started
+        elapsed = clock() - started
         per_run = elapsed / len(attempts)
         if budget.max_seconds is not None and elapsed + per_run > budget.max_seconds:
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.TIME_BUDGET)

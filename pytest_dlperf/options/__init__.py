@@ -21,6 +21,7 @@ from .. import jsonio
 from ..cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from ..controller.batchsearch import MAX_TRIALS
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
+from ..gate.sequential import SAVE_SPAN
 from ..gate.verdict import INCONCLUSIVE_POLICIES
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
 from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
@@ -135,6 +136,10 @@ OPTIONS = (
            number(0, 1)),
     _switch("require-baseline", "fail cases that have no baseline entry."),
     Option("save-baseline", "write the measured medians as a baseline to PATH (atomically).", "PATH", ini=None),
+    Option("save-span", "a baseline being saved starts each case's counted runs over at least this many seconds "
+                        "(waiting between runs that end sooner), so that its figure and spread sample the host over "
+                        "time, not one moment (default 60; off: as fast as they run).", "SECONDS",
+           number(0, default=SAVE_SPAN, off=True)),
     Option("json", "write every case's windows, statistics, verdict and environment to PATH.", "PATH", ini=None,
            field="json_path"),
     Option("report", "write a Markdown report to PATH (environment, method, throughput and speedup tables, baseline "
