@@ -199,6 +199,37 @@ def test_busy_means_a_named_cause_never_a_probe_alone():
     assert run.to_dict() == {"index": 0, "throughput": 700.0, "busy": None, "memory_gbs": 1.0, "core_gflops": 1.0}
 
 
+def test_a_probe_far_below_its_own_spread_makes_the_run_busy_never_a_verdict():
+    refs = {"memory_gbs": 11.6, "core_gflops": 73.0}
+    spreads = {"memory_gbs": [11.0, 12.2, 11.5, 10.4, 12.6], "core_gflops": [72.0, 73.5, 74.0]}  # CV 7.6%, 1.4%
+    runs = [fig.RunFigure(0, 663.0, None, 4.4, 67.0),  # 62% below: beyond 23% (3 x 7.6%), busy
+            fig.RunFigure(1, 800.0, None, 9.5, 71.0),  # 18% below: within 3 x its spread, counted
+            fig.RunFigure(2, 900.0, None, 20.0, 73.0),  # far above: a note at most, never busy
+            fig.RunFigure(3, 800.0, None, 11.5, 60.0),  # core 18% below, beyond 10% (its spread is 1.4%)
+            fig.RunFigure(4, 700.0, HOG, 1.0, 1.0)]  # busy already: its own cause stays
+    out = fig.starved(runs, refs, spreads, {"memory_gbs": 0.1, "core_gflops": 0.1})
+    assert out[0].busy == ("the host's memory bandwidth read 62% below the baseline's (4.4 against 11.6 GB/s, beyond "
+                           "23%: 3 x its spread between the baseline's runs and --dlperf-max-bandwidth-drop), another "
+                           "tenant of the host")
+    assert [r.busy for r in out[1:3]] == [None, None] and out[4].busy == HOG
+    assert out[3].busy.startswith("the host's core speed read 18% below the baseline's (60.0 against 73.0 GFLOP/s, "
+                                  "beyond 10%")
+    # Without the baseline's own readings (a published figure, fewer than 3 runs), or the probe off: never busy.
+    assert [r.busy for r in fig.starved(runs[:1], refs, {"memory_gbs": [11.0, 12.0]}, None)] == [None]
+    assert [r.busy for r in fig.starved(runs[:1], refs, spreads, {"memory_gbs": None, "core_gflops": None})] == [None]
+    # In the loop: two starved runs in a row end the case busy (inconclusive), not failed; with
+    # --dlperf-max-interference off they count.
+    starving = {"memory_gbs": 4.0, "core_gflops": 73.0}
+    expected = Expected(1000.0, "img/s", 0.05, memory_gbs=11.6, core_gflops=73.0)
+    one, calls = feed([700.0, 700.0, 700.0], [starving] * 3)
+    _, e = measure_until_decided(one, expected, STEADY, Budget(), sleep=lambda s: None, probe_runs=spreads)
+    assert e.stopped == "busy" and e.estimate is None and calls == [0, 1]
+    one, calls = feed([700.0, 700.0], [starving] * 2)
+    _, e = measure_until_decided(one, expected, STEADY, Budget(max_interference=None), sleep=lambda s: None,
+                                 probe_runs=spreads)
+    assert e.decision is ev.Decision.REGRESSION and calls == [0, 1]
+
+
 def test_a_busy_run_is_no_evidence_and_counts_towards_a_pass_only():
     e = evidence_of([1000.0, 300.0, 1001.0], Expected(1000.0, "img/s", 0.3), busy={1})
     assert e.estimate.runs == 2 and e.decision is ev.Decision.PASS

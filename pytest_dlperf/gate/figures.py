@@ -3,10 +3,13 @@
 A run is *busy*, no evidence either way, only for a cause the message names (:func:`busy_reason`): other
 processes on the machine's CPUs while they were saturated, the hypervisor's steal, another process on the
 case's GPU, clock throttling for the machine's sake.  The host probes (:class:`HostProbe`: memory bandwidth
-and core speed, timed between windows) make no run busy and excuse nothing: a probe that drifts within its
-own noise proves nothing about the case, and a slowdown of the case's own code does not move them.  Where
-the counted runs' probes read far outside the baseline's own spread, the verdict says so beside its
-figures (:func:`probe_notes`).
+and core speed, timed between windows) excuse nothing: a probe that drifts within its own noise proves
+nothing about the case, and a slowdown of the case's own code does not move them
+(tests/test_sequential.py shows it).  A run whose probe read *far below* the baseline's, beyond the probe's
+drop (``--dlperf-max-bandwidth-drop``, ``--dlperf-max-core-drop``) and beyond :data:`PROBE_SIGMAS` of the
+probe's own spread between the baseline's runs, measured a host that gave it less than the baseline's
+did: it is busy, named so (:func:`starved`), never a pass or a fail by itself.  Where the counted runs'
+probes read far from the baseline's otherwise, the verdict says so beside its figures (:func:`probe_notes`).
 """
 
 from __future__ import annotations
@@ -108,6 +111,40 @@ def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
     return "; ".join(dict.fromkeys(reasons)) or None
 
 
+def _reach(probe: HostProbe, reference: float | None, readings: Sequence[float] | None,
+           drops: Mapping[str, float | None] | None) -> tuple[float, float] | None:
+    """How far ``probe`` may read from its ``reference`` before it is named: (the larger of its drop and
+    :data:`PROBE_SIGMAS` x its CV between the baseline's runs, that CV x 3); None where it is never named."""
+    drop = (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
+    if drop is None or not reference:
+        return None
+    readings = [v for v in readings or [] if v]
+    own = PROBE_SIGMAS * statistics.stdev(readings) / statistics.fmean(readings) if len(readings) >= 3 else 0.0
+    return max(drop, own), own
+
+
+def starved(figures: Sequence[RunFigure], references: Mapping[str, float | None],
+            spreads: Mapping[str, Sequence[float]] | None, drops: Mapping[str, float | None] | None) -> list[RunFigure]:
+    """``figures``, each run whose host probe read below the baseline's by more than the probe's drop and
+    :data:`PROBE_SIGMAS` x its own spread between the baseline's runs (``spreads``: at least 3 readings) made
+    busy, saying which probe and how far: the host gave that run less than it gave the baseline's runs.  A
+    baseline without its runs' readings (a published figure) makes none busy."""
+    out = []
+    for figure in figures:
+        for probe in HOST_PROBES if not figure.busy else ():
+            reference, value = references.get(probe.key), figure.probe(probe)
+            reach = _reach(probe, reference, (spreads or {}).get(probe.key), drops)
+            if reach is None or not reach[1] or not value or value / reference - 1 >= -reach[0]:
+                continue
+            figure = dataclasses.replace(figure, busy=(
+                f"the host's {probe.what} read {1 - value / reference:.0%} below the baseline's ({value:.1f} against "
+                f"{reference:.1f} {probe.unit}, beyond {reach[0]:.0%}: {PROBE_SIGMAS} x its spread between the "
+                f"baseline's runs and --dlperf-max-{'bandwidth' if probe is MEMORY else 'core'}-drop), another "
+                f"tenant of the host"))
+        out.append(figure)
+    return out
+
+
 def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | None],
                 spreads: Mapping[str, Sequence[float]] | None = None,
                 drops: Mapping[str, float | None] | None = None) -> list[str]:
@@ -121,15 +158,13 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
     notes = []
     for probe in HOST_PROBES:
         reference = references.get(probe.key)
-        drop = (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
+        reach = _reach(probe, reference, (spreads or {}).get(probe.key), drops)
         values = [f.probe(probe) for f in figures if not f.busy and f.probe(probe)]
-        if drop is None or not reference or not values:
+        if reach is None or not values:
             continue
-        readings = [v for v in (spreads or {}).get(probe.key) or [] if v]
-        own = PROBE_SIGMAS * statistics.stdev(readings) / statistics.fmean(readings) if len(readings) >= 3 else 0.0
-        median = statistics.median(values)
+        (limit, own), median = reach, statistics.median(values)
         change = median / reference - 1
-        if abs(change) <= max(drop, own):
+        if abs(change) <= limit:
             continue
         why = (f"outside {PROBE_SIGMAS} x its spread between the baseline's runs ({100 * own / PROBE_SIGMAS:.0f}% CV)"
                if own else "")

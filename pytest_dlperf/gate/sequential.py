@@ -119,6 +119,16 @@ def out_of_budget(evidence: Evidence, unconfirmed: bool, why: StopReason) -> Evi
     return evidence
 
 
+def run_figures(attempt: Attempt, budget: Budget, references: Mapping[str, float | None],
+                probe_runs: Mapping[str, Sequence[float]] | None) -> list[fig.RunFigure]:
+    """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`) or a host probe far
+    below the baseline's (:func:`~.figures.starved`); with ``--dlperf-max-interference off``, none busy."""
+    figures = fig.run_figures(attempt.runs, budget.max_interference)
+    if budget.max_interference is None:
+        return figures
+    return fig.starved(figures, references, probe_runs, budget.probe_drops)
+
+
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
                           baseline_runs: Sequence[float], budget: Budget,
                           more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
@@ -154,7 +164,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         attempts.append(measure_one(index))
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
-        figures = fig.run_figures(attempt.runs, budget.max_interference)
+        figures = run_figures(attempt, budget, references, probe_runs)
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance)

@@ -123,9 +123,10 @@ OPTIONS = (
                                "counted, and a second busy run in a row ends the case inconclusive (default 50; off: "
                                "never).", "PERCENT", number(0, default=MAX_INTERFERENCE, off=True)),
     Option("max-bandwidth-drop", "the verdict names the host's memory bandwidth where its runs' probe read this much "
-                                 "(a fraction) above or below the baseline's, and outside the probe's own spread "
-                                 "between the baseline's runs: a note, never a decision (default 0.1 for cases on the "
-                                 "CPU, off on GPUs; off: never named).", "FRACTION",
+                                 "(a fraction) above or below the baseline's, and outside 3 x the probe's own spread "
+                                 "between the baseline's runs; a run whose probe read that far below is busy (the "
+                                 "host gave it less), never a verdict by itself (default 0.1 for cases on the CPU, off "
+                                 "on GPUs; off: never named).", "FRACTION",
            number(0, 1, default=MAX_BANDWIDTH_DROP, off=True)),
     Option("max-core-drop", "likewise for the host's core speed (float32 products in numpy) (default 0.1 for cases on "
                             "the CPU, off on GPUs; off: never named).", "FRACTION",
