@@ -230,6 +230,27 @@ def test_a_probe_far_below_its_own_spread_makes_the_run_busy_never_a_verdict():
     assert e.decision is ev.Decision.REGRESSION and calls == [0, 1]
 
 
+def test_a_save_sets_aside_runs_whose_probes_read_far_below_its_own_runs():
+    # The save's runs of 2026-11-26 (vq, 10 runs): two minutes when another tenant took the host.
+    seen = [(834.6, 11.52, 73.1), (881.2, 12.08, 74.1), (901.6, 11.79, 75.1), (879.0, 11.69, 73.0),
+            (822.0, 9.32, 67.7), (566.9, 8.47, 59.4), (841.4, 9.91, 70.7), (556.8, 7.49, 56.6), (854.5, 11.83, 70.7),
+            (883.6, 10.85, 73.2)]
+    runs = [fig.RunFigure(i, value, None, gbs, gflops) for i, (value, gbs, gflops) in enumerate(seen)]
+    out = fig.outliers(runs, {"memory_gbs": 0.1, "core_gflops": 0.1})
+    assert [r.index for r in out if r.busy] == [5, 7]
+    assert out[5].busy.startswith("the host's core speed read 17% below the median of this case's runs (59.4 against "
+                                  "71.8 GFLOP/s, beyond 11%)")
+    assert out[7].busy.startswith("the host's memory bandwidth read 33% below the median of this case's runs (7.5 ")
+    # Fewer than 4 runs with readings, or the probes off: none set aside.
+    assert not any(r.busy for r in fig.outliers(runs[4:7], None))
+    assert not any(r.busy for r in fig.outliers(runs, {"memory_gbs": None, "core_gflops": None}))
+    # In a save's loop they are measured again (busy runs are, up to 1.5 x the runs asked for).
+    seen += [(872.0, 11.3, 72.4), (868.0, 11.9, 73.9)]
+    one, calls = feed([v for v, _, _ in seen], [{"memory_gbs": gbs, "core_gflops": gf} for _, gbs, gf in seen])
+    _, e = measure_until_decided(one, None, (), Budget(max_runs=15), sleep=lambda s: None, counted_runs=10)
+    assert calls == list(range(12)) and [i for i, f in enumerate(e.figures) if f.busy] == [5, 7] and len(e.counted) == 10
+
+
 def test_a_busy_run_is_no_evidence_and_counts_towards_a_pass_only():
     e = evidence_of([1000.0, 300.0, 1001.0], Expected(1000.0, "img/s", 0.3), busy={1})
     assert e.estimate.runs == 2 and e.decision is ev.Decision.PASS

@@ -120,12 +120,15 @@ def out_of_budget(evidence: Evidence, unconfirmed: bool, why: StopReason) -> Evi
 
 
 def run_figures(attempt: Attempt, budget: Budget, references: Mapping[str, float | None],
-                probe_runs: Mapping[str, Sequence[float]] | None) -> list[fig.RunFigure]:
+                probe_runs: Mapping[str, Sequence[float]] | None, saving: bool) -> list[fig.RunFigure]:
     """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`) or a host probe far
-    below the baseline's (:func:`~.figures.starved`); with ``--dlperf-max-interference off``, none busy."""
+    below the baseline's (:func:`~.figures.starved`), or for a baseline being saved (``saving``) far below
+    its own runs' (:func:`~.figures.outliers`); with ``--dlperf-max-interference off``, none busy."""
     figures = fig.run_figures(attempt.runs, budget.max_interference)
     if budget.max_interference is None:
         return figures
+    if saving:
+        return fig.outliers(figures, budget.probe_drops)
     return fig.starved(figures, references, probe_runs, budget.probe_drops)
 
 
@@ -164,7 +167,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         attempts.append(measure_one(index))
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
-        figures = run_figures(attempt, budget, references, probe_runs)
+        figures = run_figures(attempt, budget, references, probe_runs, counted_runs > 0)
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance)
