@@ -230,25 +230,34 @@ def test_a_probe_far_below_its_own_spread_makes_the_run_busy_never_a_verdict():
     assert e.decision is ev.Decision.REGRESSION and calls == [0, 1]
 
 
-def test_a_save_sets_aside_runs_whose_probes_read_far_below_its_own_runs():
-    # The save's runs of 2026-11-26 (vq, 10 runs): two minutes when another tenant took the host.
-    seen = [(834.6, 11.52, 73.1), (881.2, 12.08, 74.1), (901.6, 11.79, 75.1), (879.0, 11.69, 73.0),
-            (822.0, 9.32, 67.7), (566.9, 8.47, 59.4), (841.4, 9.91, 70.7), (556.8, 7.49, 56.6), (854.5, 11.83, 70.7),
-            (883.6, 10.85, 73.2)]
-    runs = [fig.RunFigure(i, value, None, gbs, gflops) for i, (value, gbs, gflops) in enumerate(seen)]
-    out = fig.outliers(runs, {"memory_gbs": 0.1, "core_gflops": 0.1})
-    assert [r.index for r in out if r.busy] == [5, 7]
-    assert out[5].busy.startswith("the host's core speed read 17% below the median of this case's runs (59.4 against "
-                                  "71.8 GFLOP/s, beyond 11%)")
-    assert out[7].busy.startswith("the host's memory bandwidth read 33% below the median of this case's runs (7.5 ")
-    # Fewer than 4 runs with readings, or the probes off: none set aside.
-    assert not any(r.busy for r in fig.outliers(runs[4:7], None))
-    assert not any(r.busy for r in fig.outliers(runs, {"memory_gbs": None, "core_gflops": None}))
+def test_a_save_sets_aside_runs_whose_probes_read_far_below_its_own_quiet_level():
+    # Two saves of 2026-11-26 (vq, one thread), in an hour when another tenant took the host for minutes at a time.
+    first = [(834.6, 11.52, 73.1), (881.2, 12.08, 74.1), (901.6, 11.79, 75.1), (879.0, 11.69, 73.0), (822.0, 9.32, 67.7),
+             (566.9, 8.47, 59.4), (841.4, 9.91, 70.7), (556.8, 7.49, 56.6), (854.5, 11.83, 70.7), (883.6, 10.85, 73.2)]
+    second = [(866.6, 10.58, 74.3), (872.1, 10.16, 67.4), (641.7, 10.93, 56.9), (859.3, 9.19, 69.3), (618.2, 8.61, 61.1),
+              (576.5, 7.30, 61.1), (628.7, 8.38, 60.0), (891.5, 10.27, 73.6), (893.4, 10.70, 73.3), (879.0, 10.58, 74.8),
+              (739.7, 8.43, 68.5)]
+
+    def set_aside(seen, drops=None):
+        runs = [fig.RunFigure(i, value, None, gbs, gflops) for i, (value, gbs, gflops) in enumerate(seen)]
+        return {r.index: r.busy for r in fig.outliers(runs, drops) if r.busy}
+
+    # Every run under 800 img/s is set aside (and a few near 830 whose memory probe read 13-21% low); a median
+    # reference missed the second save's five, half of its runs.
+    assert sorted(set_aside(first)) == [4, 5, 6, 7] and sorted(set_aside(second)) == [2, 3, 4, 5, 6, 10]
+    assert set_aside(second)[2] == ("the host's core speed read 23% below its quiet level in this case's runs (56.9 "
+                                    "against 73.6 GFLOP/s, their upper quartile; beyond 10%), another tenant of the host")
+    assert set_aside(first)[7].startswith("the host's memory bandwidth read 37% below its quiet level")
+    # Steady readings set nothing aside; fewer than 4 runs with readings, or the probes off: none.
+    steady = [(880.0 + i, 11.5 + 0.2 * (i % 3), 73.0 + 0.5 * (i % 2)) for i in range(10)]
+    assert set_aside(steady) == {} and set_aside(first[4:7]) == {}
+    assert set_aside(first, {"memory_gbs": None, "core_gflops": None}) == {}
     # In a save's loop they are measured again (busy runs are, up to 1.5 x the runs asked for).
-    seen += [(872.0, 11.3, 72.4), (868.0, 11.9, 73.9)]
+    seen = first + [(872.0, 11.3, 72.4), (868.0, 11.9, 73.9), (879.0, 11.6, 73.4), (884.0, 11.8, 74.2)]
     one, calls = feed([v for v, _, _ in seen], [{"memory_gbs": gbs, "core_gflops": gf} for _, gbs, gf in seen])
     _, e = measure_until_decided(one, None, (), Budget(max_runs=15), sleep=lambda s: None, counted_runs=10)
-    assert calls == list(range(12)) and [i for i, f in enumerate(e.figures) if f.busy] == [5, 7] and len(e.counted) == 10
+    assert calls == list(range(14)) and [i for i, f in enumerate(e.figures) if f.busy] == [4, 5, 6, 7]
+    assert len(e.counted) == 10 and min(f.value for f in e.counted) > 830
 
 
 def test_a_busy_run_is_no_evidence_and_counts_towards_a_pass_only():
