@@ -96,33 +96,6 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-26, JUnit times under
-#: ``-n 2``), for :func:`pytest_collection_modifyitems`.  A file not named here runs after these, in its usual
-#: order; a figure that has drifted only makes the schedule a little worse, never a test wrong.
-FILE_SECONDS = {
-    "test_fork_server.py": 107, "test_launchers.py": 93, "test_gpu_check.py": 92, "test_distributed.py": 47,
-    "test_mlperf_commands.py": 42, "test_verdict_quality.py": 41, "test_commands.py": 29,
-    "test_nightly_examples.py": 27, "test_sequential.py": 25, "test_faults.py": 22, "test_command_faults.py": 21,
-    "test_history_site.py": 20, "test_measure.py": 17, "test_data.py": 14, "test_markdown.py": 14,
-    "test_cluster.py": 13, "test_bad_input.py": 13, "test_max_batch.py": 10, "test_fuzz_baseline.py": 9,
-    "test_cpu_threads.py": 8, "test_malloc.py": 8, "test_language_models.py": 8,
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In an xdist worker: the slowest files first (:data:`FILE_SECONDS`), each file's tests in their order.
-
-    .ci/run hands whole files to its two workers (``--dist loadfile``) in this order
-    (``--no-loadscope-reorder``; by default xdist sends the files with the most tests first, which sent the
-    slowest, few-test files last, and one worker finished a minute after the other).  The longest first is
-    the classic rule for two machines (Graham's LPT: within 4/3 of the best finish).
-    """
-    if not hasattr(config, "workerinput"):
-        return
-    order = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (-FILE_SECONDS.get(item.path.name, 0), order[id(item)]))
-
-
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Where this process runs tests (not xdist's controller): torch imported now, and everything imported so
     far left out of the garbage collector's full passes (``gc.freeze``).
