@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..results.runs import RunRecord
@@ -111,16 +111,43 @@ def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
     return "; ".join(dict.fromkeys(reasons)) or None
 
 
+def _drop(probe: HostProbe, drops: Mapping[str, float | None] | None) -> float | None:
+    """``probe``'s drop: as ``drops`` gives it (None: never named), else its default."""
+    return (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
+
+
 def _reach(probe: HostProbe, reference: float | None, readings: Sequence[float] | None,
            drops: Mapping[str, float | None] | None) -> tuple[float, float] | None:
     """How far ``probe`` may read from its ``reference`` before it is named: (the larger of its drop and
     :data:`PROBE_SIGMAS` x its CV between the baseline's runs, that CV x 3); None where it is never named."""
-    drop = (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
+    drop = _drop(probe, drops)
     if drop is None or not reference:
         return None
     readings = [v for v in readings or [] if v]
     own = PROBE_SIGMAS * statistics.stdev(readings) / statistics.fmean(readings) if len(readings) >= 3 else 0.0
     return max(drop, own), own
+
+
+#: How a run set aside for a probe is named: (the probe, its reading, the level it is held against, the limit).
+Describe = Callable[[HostProbe, float, float, float], str]
+
+
+def _set_aside(figures: Sequence[RunFigure], limits: Mapping[str, tuple[float, float]],
+               describe: Describe) -> list[RunFigure]:
+    """``figures``, each run not busy already whose probe read below its level (``limits``: (level, limit) by
+    probe key) by more than the limit made busy, named by ``describe`` (the first such probe)."""
+    out = []
+    for figure in figures:
+        for probe in HOST_PROBES if not figure.busy else ():
+            value = figure.probe(probe)
+            if probe.key not in limits or not value:
+                continue
+            level, limit = limits[probe.key]
+            if value / level - 1 < -limit:
+                figure = dataclasses.replace(figure, busy=describe(probe, value, level, limit))
+                break
+        out.append(figure)
+    return out
 
 
 def starved(figures: Sequence[RunFigure], references: Mapping[str, float | None],
@@ -129,24 +156,22 @@ def starved(figures: Sequence[RunFigure], references: Mapping[str, float | None]
     :data:`PROBE_SIGMAS` x its own spread between the baseline's runs (``spreads``: at least 3 readings) made
     busy, saying which probe and how far: the host gave that run less than it gave the baseline's runs.  A
     baseline without its runs' readings (a published figure) makes none busy."""
-    out = []
-    for figure in figures:
-        for probe in HOST_PROBES if not figure.busy else ():
-            reference, value = references.get(probe.key), figure.probe(probe)
-            reach = _reach(probe, reference, (spreads or {}).get(probe.key), drops)
-            if reach is None or not reach[1] or not value or value / reference - 1 >= -reach[0]:
-                continue
-            figure = dataclasses.replace(figure, busy=(
-                f"the host's {probe.what} read {1 - value / reference:.0%} below the baseline's ({value:.1f} against "
-                f"{reference:.1f} {probe.unit}, beyond {reach[0]:.0%}: {PROBE_SIGMAS} x its spread between the "
+    limits = {}
+    for probe in HOST_PROBES:
+        reference = references.get(probe.key)
+        reach = _reach(probe, reference, (spreads or {}).get(probe.key), drops)
+        if reach is not None and reach[1]:
+            limits[probe.key] = reference, reach[0]
+
+    def describe(probe: HostProbe, value: float, reference: float, limit: float) -> str:
+        return (f"the host's {probe.what} read {1 - value / reference:.0%} below the baseline's ({value:.1f} against "
+                f"{reference:.1f} {probe.unit}, beyond {limit:.0%}: {PROBE_SIGMAS} x its spread between the "
                 f"baseline's runs and --dlperf-max-{'bandwidth' if probe is MEMORY else 'core'}-drop), another "
-                f"tenant of the host"))
-            break
-        out.append(figure)
-    return out
+                f"tenant of the host")
+    return _set_aside(figures, limits, describe)
 
 
-#: Runs with probe readings a baseline being saved needs before its runs are held against their median.
+#: Runs with probe readings a baseline being saved needs before its runs are held against their quiet level.
 SELF_REFERENCE_RUNS = 4
 #: The median absolute deviation times this estimates a normal spread's standard deviation.
 MAD_SIGMA = 1.4826
@@ -164,33 +189,22 @@ def outliers(figures: Sequence[RunFigure], drops: Mapping[str, float | None] | N
     at 557 and 567 whose core probe read 19-23% below the others'; another's 11 runs, 5 of them at
     576-740 img/s, their core probe 57-61 GFLOP/s against 73-75 (a median reference saw none of them).
     """
-    quiet = [f for f in figures if not f.busy]
     limits = {}
     for probe in HOST_PROBES:
-        drop = (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
-        readings = sorted(f.probe(probe) for f in quiet if f.probe(probe))
+        drop = _drop(probe, drops)
+        readings = sorted(f.probe(probe) for f in figures if not f.busy and f.probe(probe))
         if drop is None or len(readings) < SELF_REFERENCE_RUNS:
             continue
-        level = statistics.quantiles(readings, n=4)[2]
         upper = [v for v in readings if v >= statistics.median(readings)]
         middle = statistics.median(upper)
         spread = MAD_SIGMA * statistics.median(abs(v - middle) for v in upper) / middle
-        limits[probe.key] = level, max(drop, PROBE_SIGMAS * spread)
-    out = []
-    for figure in figures:
-        for probe in HOST_PROBES if not figure.busy else ():
-            value = figure.probe(probe)
-            if probe.key not in limits or not value:
-                continue
-            level, limit = limits[probe.key]
-            if value / level - 1 < -limit:
-                figure = dataclasses.replace(figure, busy=(
-                    f"the host's {probe.what} read {1 - value / level:.0%} below its quiet level in this case's runs "
-                    f"({value:.1f} against {level:.1f} {probe.unit}, their upper quartile; beyond {limit:.0%}), "
-                    f"another tenant of the host"))
-                break
-        out.append(figure)
-    return out
+        limits[probe.key] = statistics.quantiles(readings, n=4)[2], max(drop, PROBE_SIGMAS * spread)
+
+    def describe(probe: HostProbe, value: float, level: float, limit: float) -> str:
+        return (f"the host's {probe.what} read {1 - value / level:.0%} below its quiet level in this case's runs "
+                f"({value:.1f} against {level:.1f} {probe.unit}, their upper quartile; beyond {limit:.0%}), "
+                f"another tenant of the host")
+    return _set_aside(figures, limits, describe)
 
 
 def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | None],
