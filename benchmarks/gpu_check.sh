@@ -15,6 +15,8 @@
 #                 --gpu-busy-sessions: busy, never a regression); where the time of a one-rank DDP step and
 #                 of BERT's step goes (benchmarks/gpu_diagnose.py); then, as time allows, the plugin's own
 #                 proof: tests/gpu, the seeds' cases and a baseline, the harness overhead
+#   --skip S,...  leave out the named steps of the command (never install): what an earlier lent GPU
+#                 measured already, so that what it could not reach gets the time (named in the summary)
 #   --plan        print the plan (commands, steps, budgets) and exit
 #   --dry-run     on any machine, in a few minutes of CPU: print every command a real run would run,
 #                 and run CPU-safe versions instead (tiny settings; tests/gpu skip without CUDA); the
@@ -116,6 +118,7 @@ print_plan() {
 OUT=""
 COMMAND=""
 DRY=0
+SKIP=""
 while (($#)); do
     case "$1" in
         --dry-run) DRY=1 ;;
@@ -125,6 +128,11 @@ while (($#)); do
             COMMAND="$2"
             shift ;;
         --command=*) COMMAND="${1#--command=}" ;;
+        --skip)
+            if (($# < 2)); then echo "gpu_check.sh: --skip takes a comma-separated list of steps" >&2; exit 2; fi
+            SKIP="$2"
+            shift ;;
+        --skip=*) SKIP="${1#--skip=}" ;;
         -h | --help) usage; exit 0 ;;
         -*) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
         *)
@@ -141,6 +149,12 @@ case "$COMMAND" in
     1 | 2) ;;
     *) echo "gpu_check.sh: --command takes 1 or 2, not '$COMMAND'" >&2; exit 2 ;;
 esac
+for step in ${SKIP//,/ }; do
+    if [[ "$step" == install ]] || ! awk -v c="$COMMAND" -v s="$step" '$1 == c && $2 == s { found = 1 } END { exit !found }' <<<"$PLAN"; then
+        echo "gpu_check.sh: --skip: '$step' is not a step of command $COMMAND that can be left out (the plan: --plan)" >&2
+        exit 2
+    fi
+done
 
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
@@ -240,6 +254,11 @@ run_step() {
         echo "DRY RUN: running instead: $(q "$@")"
     else
         echo "+ $(q "$@")"
+    fi
+    if [[ ",$SKIP," == *",$name,"* ]]; then
+        echo "skipped: --skip $name"
+        STEPS_LOG+="$name skipped 0 --skip"$'\n'
+        return 0
     fi
     local least
     least="$(least_for "$name")"
@@ -416,6 +435,13 @@ write_summary() {
     cat "$file"
 }
 
+# The steps left out (for time, --skip or another reason), one per line, or "nothing".
+left_out() {
+    local steps
+    steps="$(printf '%s' "$STEPS_LOG" | awk '$2 == "skipped" { gsub("_", " ", $4); print "  " $1 " (" $4 ")" }')"
+    printf 'left out:\n%s' "${steps:-  nothing}"
+}
+
 # skip_step NAME WHY: a step left out for another reason than time (named in the summary).
 skip_step() {
     echo
@@ -454,7 +480,7 @@ command1() {
     run_step verdicts "$(own_limit verdicts)" "$logs/verdicts.log" -- "${vq[@]}"
     if [[ -f "$STATE/verdict-baseline.json" ]]; then cp "$STATE/verdict-baseline.json" "$logs/"; fi
 
-    write_summary "$OUT/command1-summary.txt" "gpu_check.sh command 1: the verdicts on the GPU" \
+    write_summary "$OUT/command1-summary.txt" "gpu_check.sh command 1: the verdicts on the GPU" "$(left_out)" \
         "$(printf 'GPUs:\n%s\n%s' "$(sed 's/^/  /' "$logs/machine/nvidia-smi-L.txt" 2>/dev/null)" \
             "$(grep '^dlperf:' "$logs/machine.log" 2>/dev/null | sed 's/^/  /')")" \
         "$(printf 'verdicts (benchmarks/verdict_quality.py):\n%s' "$(sed -n '/^baseline:/,$p' "$logs/verdicts.log" 2>/dev/null)")"
@@ -521,18 +547,16 @@ command2() {
         --warmup-steps 1 --steps 2 --repeats 1 --pairs 1 --telemetry on --max-overhead 1 --json "$logs/overhead.json")
     OK_CODES="0 1" run_step overhead "$(own_limit overhead)" "$logs/overhead.log" -- "${overhead[@]}"
 
-    local left_out
-    left_out="$(printf '%s' "$STEPS_LOG" | awk '$2 == "skipped" { gsub("_", " ", $4); print "  " $1 " (" $4 ")" }')"
     write_summary "$OUT/command2-summary.txt" \
         "gpu_check.sh command 2: NVIDIA's script beside the plugin, a busy GPU, diagnostics, the plugin's proof" \
-        "$(printf 'left out:\n%s' "${left_out:-  nothing}")" \
+        "$(left_out)" \
         "$(printf 'NGC side by side (benchmarks/ngc_side_by_side.py):\n%s' "$(grep -E '^(ngc-rn50|resnet50): |^ngc-rn50 / resnet50' "$logs/ngc.log" 2>/dev/null | cut -c1-400 | sed 's/^/  /')")" \
         "$(printf 'GPU busy (verdict_quality.py --gpu-busy-sessions):\n%s' "$(sed -n '/^baseline:/,$p' "$logs/gpu-busy.log" 2>/dev/null)")" \
         "$(printf 'diagnostics (benchmarks/gpu_diagnose.py):\n%s' "$(grep -vE '\(round [0-9]+\)$' "$logs/diagnose.log" 2>/dev/null)")" \
         "$(printf 'tests/gpu: %s' "$(junit_counts "$logs/gpu-tests.xml")")" \
         "$(printf 'seeds: %s\n%s' "$(junit_counts "$report/seeds.xml")" \
             "$(sed -n '/= dlperf summary =/,$p' "$report/seeds.log" 2>/dev/null)")" \
-        "$(printf 'harness / bare loop (benchmarks/overhead.py):\n%s' "$(grep -E '^(ratio |telemetry on/off|PASS|FAIL|NOISY|device:)' "$logs/overhead.log" 2>/dev/null | sed 's/^/  /')")"
+        "$(printf 'harness / bare loop (benchmarks/overhead.py):\n%s' "$(sed -n '/^device:/,$p' "$logs/overhead.log" 2>/dev/null | sed 's/^/  /')")"
     bundle_logs "$logs" "$OUT/command2-logs.tar.gz"
 }
 

@@ -154,3 +154,17 @@ def test_usage_errors():
     assert run_script("out", "--bogus")[0] == 2
     code, shown = run_script("--help")
     assert code == 0 and "--dry-run" in shown and "pip download" in shown and "git -C DeepLearningExamples" in shown
+    code, shown = run_script("out", "--command", "1", "--skip", "ngc")
+    assert code == 2 and "--skip: 'ngc' is not a step of command 1" in shown
+    assert run_script("out", "--command", "2", "--skip", "install")[0] == 2  # the install is never left out
+
+
+def test_skip_leaves_the_named_steps_out_and_says_so(tmp_path):
+    # What an earlier lent GPU measured already, left out so that the rest gets the time.
+    code, shown = run_script(str(tmp_path), "--command", "1", "--dry-run", "--skip", "machine,verdicts")
+    assert code == 0, shown[-4000:]
+    summary = (tmp_path / "command1-summary.txt").read_text()
+    assert re.search(r"^  install ok\(exit=0\)", summary, re.MULTILINE), summary
+    for step in ("machine", "verdicts"):
+        assert re.search(rf"^  {step} skipped 0 --skip$", summary, re.MULTILINE), summary
+        assert f"  {step} (--skip)" in summary, summary

@@ -5,6 +5,7 @@ model given with ``--model`` is slowed by training more samples than its batch, 
 script runs, keeps to ``--budget`` and prints its table.
 """
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -76,3 +77,13 @@ def test_the_script_runs_a_model_and_prints_the_table_of_the_sessions_it_had_tim
     assert re.search(r"^stale baseline \(beside a neighbour copying memory 0.5 of the time\): [\d.]+ img/s "
                      r"\([\d.]+ of the first\) from \d+ runs \(\d+ busy\), .*; the save said: ", out, re.MULTILINE), out
     assert "tolerance | kind" in out and out.rstrip().splitlines()[-1].startswith("total ")
+
+
+def test_the_saved_tolerance_is_the_entry_s_else_the_file_s_default_else_the_plugin_s():
+    spec = importlib.util.spec_from_file_location("verdict_quality", SCRIPT)
+    vq = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(vq)
+    entry = {"model": "vq", "throughput": 100.0}
+    assert vq.saved_tolerance_of({"defaults": {"tolerance": 0.03}, "cases": [entry]}) == 0.03  # a save's --dlperf-tolerance
+    assert vq.saved_tolerance_of({"defaults": {"tolerance": 0.03}, "cases": [{**entry, "tolerance": 0.07}]}) == 0.07
+    assert vq.saved_tolerance_of({"cases": [entry]}) == vq.DEFAULT_TOLERANCE
