@@ -742,3 +742,10 @@ def test_a_session_saves_ten_counted_runs_unless_told(dlperf):
                                  "dlperf: saved 1 case(s) as a baseline to saved.json",
                                  "dlperf: 1 of 1 saved case(s) varied too much for the 5% asked *"])
     assert SAVE_RUNS == 10  # without --dlperf-runs (the unit tests above feed the loop its counted_runs)
+
+
+@pytest.mark.parametrize("dof", [1, 1.5, 2, 3, 7.3, 19, 100, 1e6])
+@pytest.mark.parametrize("q", [0.9, 0.95, 0.975, 0.99, 0.995])
+def test_the_t_quantile_is_scipy_stats_own(q, dof):
+    # ev.t_quantile calls scipy.special.stdtrit (scipy.stats costs a session's start more): the same numbers.
+    assert ev.t_quantile(q, dof) == pytest.approx(stats.t.ppf(q, dof), rel=1e-12)
