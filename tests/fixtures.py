@@ -29,14 +29,15 @@ __all__ = ["FAST", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_ca
 # Interference detection off (CPU, memory bandwidth and core speed): on a shared test machine the neighbours'
 # load would make every verdict inconclusive (tests/test_sequential.py turns it on where it is the subject).
 # A save's runs as fast as they go (--dlperf-save-span off): its spacing is tested where it is the subject.
-# Without hypothesis's plugin, which an inner session does not use: a subprocess session
-# starts about a second sooner without importing it.
+# Without hypothesis's and anyio's plugins, which an inner session does not use: a subprocess session
+# starts about a second sooner without importing them.
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
         "--dlperf-repeats", "2", "--dlperf-max-interference", "off",
         "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off", "--dlperf-save-span", "off",
         "-p", "no:cacheprovider",
         "-p", "no:benchmark",
-        "-p", "no:hypothesispytest")
+        "-p", "no:hypothesispytest",
+        "-p", "no:anyio")
 
 
 class DlperfTester:
@@ -94,6 +95,38 @@ def pytest_configure(config: pytest.Config) -> None:
     """
     if hasattr(config, "workerinput"):  # an xdist worker
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+        # The pytest sessions the tests start as processes (the benchmark scripts', the GPU check's dry runs) load
+        # no plugin they never use: hypothesis's and anyio's cost a pytest start 1.1 of its 1.7 s here.  (Set in
+        # the worker, after its own start: its tests use hypothesis.  pytester's own sessions drop the variable
+        # and take FAST's blocks instead.)
+        os.environ.setdefault("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:anyio")
+
+
+#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-26 12:00, JUnit times
+#: under ``-n 2``), for :func:`pytest_collection_modifyitems`.  A file not named here runs after these, in its usual
+#: order; a figure that has drifted only makes the schedule a little worse, never a test wrong.
+FILE_SECONDS = {
+    "test_launchers.py": 89, "test_gpu_check.py": 85, "test_fork_server.py": 43, "test_mlperf_commands.py": 35,
+    "test_distributed.py": 33, "test_commands.py": 29, "test_verdict_quality.py": 29, "test_nightly_examples.py": 27,
+    "test_sequential.py": 25, "test_command_faults.py": 23, "test_faults.py": 23, "test_history_site.py": 21,
+    "test_measure.py": 18, "test_cpu_threads.py": 15, "test_data.py": 14, "test_bad_input.py": 13,
+    "test_markdown.py": 13, "test_fuzz_baseline.py": 13, "test_cluster.py": 12, "test_malloc.py": 12,
+    "test_language_models.py": 10, "test_max_batch.py": 8, "test_history.py": 7, "test_telemetry_flops.py": 7,
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In an xdist worker: the slowest files first (:data:`FILE_SECONDS`), each file's tests in their order.
+
+    .ci/run hands whole files to its workers (``--dist loadfile``) in this order
+    (``--no-loadscope-reorder``; by default xdist sends the files with the most tests first, which sent the
+    slowest, few-test files last: under ``-n 3`` the suite's last 90 s ran the GPU check's dry runs alone).  The
+    longest first is the classic rule (Graham's LPT: within 4/3 of the best finish).
+    """
+    if not hasattr(config, "workerinput"):
+        return
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda item: (-FILE_SECONDS.get(item.path.name, 0), order[id(item)]))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
