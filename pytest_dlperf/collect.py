@@ -183,8 +183,15 @@ class DlperfItem(pytest.Item):
 
 
 def input_bytes(spec: models.ModelSpec, settings: dict[str, Any], batch_size: int) -> int | None:
-    """The bytes of one batch of the case's input, made on the meta device (nothing allocated); None
-    when the model's ``make_batch`` cannot run there."""
+    """The bytes of one batch of the case's input: a built-in ``make_batch``'s by arithmetic
+    (:func:`pytest_dlperf.models.batch_bytes`: no torch in the controller), any other's made on the meta
+    device (nothing allocated); None when its settings or ``make_batch`` cannot tell."""
+    try:
+        counted = models.batch_bytes(spec.make_batch, batch_size, settings)
+    except Exception:  # noqa: BLE001 - settings the model rejects: the worker says why, not this estimate
+        return None
+    if counted is not None:
+        return counted
     import torch
 
     try:

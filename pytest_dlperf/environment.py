@@ -27,9 +27,12 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
+
+from .torchinfo import no_gpu_device_files, torch_versions
 
 SUBPROCESS_TIMEOUT = 10.0  # seconds for nvidia-smi and each git command
 DISTRIBUTIONS = ("pytest-dlperf", "torch", "torchvision", "transformers", "nvidia-ml-py", "pytest")
@@ -55,40 +58,11 @@ def dali_distribution() -> tuple[str, str] | None:
     return None
 
 
-def format_cudnn(version: int | None) -> str | None:
-    """cuDNN's integer version as text: 8907 -> "8.9.7" (cuDNN 8), 92400 -> "9.24.0" (cuDNN 9+)."""
-    if not version:
-        return None
-    if version >= 90000:  # cuDNN 9 packs major * 10000 + minor * 100 + patch
-        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
-    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"
-
-
 def format_cuda_driver(version: int | None) -> str | None:
     """The CUDA version a driver supports, from NVML's integer: 12040 -> "12.4"."""
     if not version:
         return None
     return f"{version // 1000}.{version % 1000 // 10}"
-
-
-def torch_versions() -> dict[str, str | None]:
-    """CUDA, cuDNN and NCCL versions as torch was built with them (no device needed)."""
-    out: dict[str, str | None] = {"cuda": None, "cudnn": None, "nccl": None}
-    try:
-        import torch
-    except ImportError:
-        return out
-    out["cuda"] = torch.version.cuda
-    try:
-        out["cudnn"] = format_cudnn(torch.backends.cudnn.version())
-    except Exception:  # noqa: BLE001 - a build without cuDNN
-        pass
-    try:
-        nccl = torch.cuda.nccl.version()
-        out["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
-    except Exception:  # noqa: BLE001 - a build without NCCL
-        pass
-    return out
 
 
 def software_versions() -> dict[str, str | None]:
@@ -223,6 +197,8 @@ def nvml_gpus() -> dict[str, Any]:
 
 def torch_gpus(reason: str | None) -> dict[str, Any] | None:
     """The visible CUDA devices through torch, when NVML gave none; None when torch sees none either."""
+    if "torch" not in sys.modules and no_gpu_device_files():
+        return None
     try:
         import torch
 

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from tests.fixtures import tiny_case
-from pytest_dlperf import baseline, environment, jsonio
+from pytest_dlperf import baseline, environment, jsonio, torchinfo
 from pytest_dlperf.baseline.hardware import same_gpu_model
 from pytest_dlperf.controller.outputs import gpu_text, header_line
 
@@ -194,7 +194,7 @@ def test_topology_runs_nvidia_smi_or_says_why_not(tmp_path, monkeypatch):
 @pytest.mark.parametrize("raw, text", [(8907, "8.9.7"), (8600, "8.6.0"), (90100, "9.1.0"), (92400, "9.24.0"),
                                        (None, None), (0, None)])
 def test_cudnn_versions(raw, text):
-    assert environment.format_cudnn(raw) == text
+    assert torchinfo.format_cudnn(raw) == text
 
 
 @pytest.mark.parametrize("raw, text", [(12040, "12.4"), (11080, "11.8"), (13000, "13.0"), (None, None)])
@@ -338,3 +338,54 @@ def test_a_copy_without_git_names_its_commit_through_the_environment(tmp_path, m
                                   "dirty": False, "root": None}
     monkeypatch.setenv("DLPERF_GIT_COMMIT", "not a commit; rm -rf /")
     assert git_info(tmp_path) is None
+
+
+# --------------------------------------------------------------------------- without torch in the controller
+
+
+def write_torch(folder, version_py: str):
+    package = folder / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('this stand-in is read, never imported')\n")
+    (package / "version.py").write_text(version_py)
+    return folder
+
+
+def test_torch_s_versions_read_from_its_files_agree_with_the_imported_torch():
+    read = torchinfo.torch_versions_unimported()
+    if read is None:
+        pytest.skip("this torch's files do not say its cuDNN and NCCL (not a CUDA wheel with NVIDIA's wheels)")
+    assert read == torchinfo.torch_versions_imported()
+    assert torchinfo.torch_build()["__version__"].split("+")[0] == environment.dist_version("torch").split("+")[0]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("__version__ = '2.14.1+cpu'\ncuda: Optional[str] = None\nhip: Optional[str] = None\n",
+     {"cuda": None, "cudnn": None, "nccl": None}),  # a CPU build: nothing to import torch for
+    ("__version__ = '2.14.1+rocm7.0'\ncuda: Optional[str] = None\nhip: Optional[str] = '7.0.1'\n", None),
+    ("__version__ = '2.14.1+cu999'\ncuda: Optional[str] = '999.0'\nhip = None\n", None),  # no nvidia-*-cu999 wheels
+    ("cuda = '13.0'\n", None),  # no __version__: not torch's file
+])
+def test_what_torch_s_files_cannot_say_falls_back_to_importing_it(tmp_path, monkeypatch, text, expected):
+    monkeypatch.syspath_prepend(str(write_torch(tmp_path, "from typing import Optional\n" + text)))
+    monkeypatch.delitem(__import__("sys").modules, "torch", raising=False)
+    monkeypatch.setattr(torchinfo.importlib.util, "find_spec",
+                        lambda name: type("Spec", (), {"submodule_search_locations": [str(tmp_path / "torch")]})())
+    assert torchinfo.torch_versions_unimported() == expected
+
+
+def test_a_cpu_session_s_controller_never_imports_torch(pytester):
+    # A pytest session's start: torch is the workers' (and their fork server's) to import, not the controller's.
+    if not torchinfo.no_gpu_device_files() or torchinfo.torch_versions_unimported() is None:
+        pytest.skip("GPU device files here, or a torch whose files do not say its versions: the controller asks torch")
+    pytester.makeconftest("""
+        import sys
+        def pytest_unconfigure(config):
+            print("torch in the controller:", "torch" in sys.modules)
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",
+                                           "--dlperf-device", "cpu", "--dlperf-model", "tiny", "--dlperf-steps", "2",
+                                           "--dlperf-warmup-steps", "0", "--dlperf-repeats", "1",
+                                           "--dlperf-max-interference", "off", "-m", "dlperf")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*torch 2*CUDA*", "torch in the controller: False"])

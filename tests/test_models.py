@@ -105,3 +105,39 @@ def test_the_built_ins_name_their_tasks():
     assert gpt2.loss is models.get_task("language-modeling").loss
     assert gpt2.items_per_sample is models.get_task("language-modeling").items_per_sample
     assert gpt2.make_batch is not models.get_task("language-modeling").make_batch
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 64])
+def test_each_built_in_batch_s_bytes_are_counted_as_the_meta_device_makes_them(batch_size):
+    # Collection checks a case's batch fits the machine by these counts (no torch in the controller): each must be
+    # what the make_batch makes.  Every built-in model, and each task's batch through a model of its own.
+    import torch
+
+    from pytest_dlperf.collect import input_bytes
+    from pytest_dlperf.models.registry import BATCH_BYTES
+
+    for task in ("sequence-classification", "regression", "language-modeling"):
+        models.register_model(f"bytes-{task}", task=task)(lambda settings: torch.nn.Identity())
+    checked = set()
+    for name in models.list_models():
+        spec = models.get_model_spec(name)
+        settings = spec.settings()
+        batch = spec.make_batch(batch_size, settings, torch.device("meta"))
+        tensors = batch.values() if isinstance(batch, dict) else batch
+        made = sum(t.numel() * t.element_size() for t in tensors)
+        assert models.batch_bytes(spec.make_batch, batch_size, settings) == made, name
+        assert input_bytes(spec, settings, batch_size) == made, name
+        checked.add(spec.make_batch)
+    assert set(BATCH_BYTES) <= checked  # no count left untested
+
+
+def test_a_batch_without_a_count_is_made_on_the_meta_device():
+    import torch
+
+    from pytest_dlperf.collect import input_bytes
+
+    def make(batch_size, settings, device):
+        return torch.zeros(batch_size, 7, device=device), torch.zeros(batch_size, dtype=torch.int64, device=device)
+
+    models.register_model("uncounted", make_batch=make, loss=lambda model, batch: 0)(lambda s: torch.nn.Identity())
+    assert input_bytes(models.get_model_spec("uncounted"), {}, 5) == 5 * 7 * 4 + 5 * 8

@@ -10,12 +10,12 @@ of one's own.
 
 from __future__ import annotations
 
-from .registry import (OPTIMIZERS, UNITS, ModelSpec, Task, UnknownModelError, create_model, ensure_registered,
-                       get_model_spec, get_task, list_models, list_tasks, module_available, register_model,
-                       register_task, restore, snapshot)
+from .registry import (OPTIMIZERS, UNITS, ModelSpec, Task, UnknownModelError, batch_bytes, create_model,
+                       ensure_registered, get_model_spec, get_task, list_models, list_tasks, module_available,
+                       register_batch_bytes, register_model, register_task, restore, snapshot)
 
 from . import tasks, language, vision  # noqa: E402,F401  isort: skip  (they register themselves)
 
-__all__ = ["OPTIMIZERS", "UNITS", "ModelSpec", "Task", "UnknownModelError", "create_model", "ensure_registered",
-           "get_model_spec", "get_task", "list_models", "list_tasks", "module_available", "register_model",
-           "register_task", "restore", "snapshot"]
+__all__ = ["OPTIMIZERS", "UNITS", "ModelSpec", "Task", "UnknownModelError", "batch_bytes", "create_model",
+           "ensure_registered", "get_model_spec", "get_task", "list_models", "list_tasks", "module_available",
+           "register_batch_bytes", "register_model", "register_task", "restore", "snapshot"]

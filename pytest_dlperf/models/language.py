@@ -55,7 +55,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .registry import Task, register_model, register_task
+from .registry import Task, register_batch_bytes, register_model, register_task
 from .tasks import IGNORE_INDEX, LANGUAGE_MODELING, positive_int, token_batch
 
 MLM_PROBABILITY = 0.15
@@ -148,6 +148,14 @@ def bert_batch(batch_size: int, settings: Mapping[str, Any], device) -> dict[str
         "masked_positions": masked.sort(dim=1).values,
         "next_sentence_label": torch.randint(0, 2, (batch_size,), device=device),
     }
+
+
+@register_batch_bytes(bert_batch)
+def _bert_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
+    seq_len = _shape(settings)["seq_len"]
+    masked_count = max(1, round(MLM_PROBABILITY * seq_len))
+    # input_ids, token_type_ids, attention_mask, labels; masked_positions; next_sentence_label: all int64
+    return batch_size * (4 * seq_len + masked_count + 1) * 8
 
 
 def bert_pretraining_losses(model, batch: Mapping[str, Any]):
@@ -276,6 +284,11 @@ def causal_lm_batch(batch_size: int, settings: Mapping[str, Any], device) -> dic
     """
     _shape(settings)
     return token_batch(batch_size, settings, device)
+
+
+@register_batch_bytes(causal_lm_batch)
+def _causal_lm_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
+    return 2 * batch_size * _shape(settings)["seq_len"] * 8  # input_ids and targets, int64
 
 
 # Batch 8 (8 x 1024 tokens): the Hugging Face Trainer's default per-device batch.  By estimate,

@@ -127,6 +127,27 @@ TASKS: Registry[Task] = Registry("task", same=lambda old, new: True)
 OPTIMIZERS = ("sgd", "adamw")
 
 
+#: The bytes of one batch a built-in ``make_batch`` makes, counted by arithmetic: ``count(batch_size, settings)``.
+#: Collection checks that a case's batch fits the machine (``collect._too_big``); with a count here it does so
+#: without importing torch in the controller (a pytest session's start pays 1.7 s for torch otherwise); any
+#: other ``make_batch`` is run on the meta device.  tests/test_models.py checks each count against that.
+BATCH_BYTES: dict[Callable[..., Any], Callable[[int, Mapping[str, Any]], int]] = {}
+
+
+def register_batch_bytes(make_batch: Callable[..., Any]):
+    """Decorator: the function below counts the bytes of ``make_batch``'s batch (:data:`BATCH_BYTES`)."""
+    def decorator(count: Callable[[int, Mapping[str, Any]], int]):
+        BATCH_BYTES[make_batch] = count
+        return count
+    return decorator
+
+
+def batch_bytes(make_batch: Callable[..., Any], batch_size: int, settings: Mapping[str, Any]) -> int | None:
+    """The bytes of ``make_batch``'s batch by its registered count, None where it has none."""
+    count = BATCH_BYTES.get(make_batch)
+    return None if count is None else int(count(batch_size, settings))
+
+
 def register_task(task: Task) -> Task:
     """Register ``task`` under its name, after the checks :func:`register_model` makes too."""
     who = f"task {task.name!r}"

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .registry import Task, register_task
+from .registry import Task, register_batch_bytes, register_task
 
 IGNORE_INDEX = -100  # cross entropy skips these targets (torch's default ignore_index)
 
@@ -76,6 +76,11 @@ def token_batch(batch_size: int, settings: Mapping[str, Any], device) -> dict[st
     return {"input_ids": input_ids, "targets": targets}
 
 
+@register_batch_bytes(token_batch)
+def _token_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
+    return 2 * batch_size * positive_int(settings, "seq_len") * 8  # input_ids and targets, int64
+
+
 def next_token_loss(model, batch: Mapping[str, Any]):
     """Cross entropy of ``model(input_ids)``'s logits ``[B, seq_len, vocab]`` against the next tokens."""
     import torch.nn.functional as F
@@ -121,6 +126,11 @@ def labelled_token_batch(batch_size: int, settings: Mapping[str, Any], device) -
             "labels": torch.randint(0, labels, (batch_size,), device=device)}
 
 
+@register_batch_bytes(labelled_token_batch)
+def _labelled_token_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
+    return batch_size * (positive_int(settings, "seq_len") + 1) * 8  # input_ids and labels, int64
+
+
 def sequence_classification_loss(model, batch: Mapping[str, Any]):
     """Cross entropy of ``model(input_ids)``'s logits ``[B, num_labels]`` against ``labels``."""
     import torch.nn.functional as F
@@ -153,6 +163,11 @@ def feature_batch(batch_size: int, settings: Mapping[str, Any], device):
     features = torch.randn(batch_size, positive_int(settings, "in_features"), device=device)
     targets = torch.randn(batch_size, positive_int(settings, "out_features"), device=device)
     return features, targets
+
+
+@register_batch_bytes(feature_batch)
+def _feature_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
+    return batch_size * (positive_int(settings, "in_features") + positive_int(settings, "out_features")) * 4
 
 
 def mse_loss(model, batch):

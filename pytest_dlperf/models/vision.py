@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .registry import Task, register_model, register_task
+from .registry import Task, register_batch_bytes, register_model, register_task
 
 
 # --------------------------------------------------------------------------- tasks
@@ -24,6 +24,12 @@ def _image_batch(batch_size: int, settings: Mapping[str, Any], device):
     images = torch.randn(batch_size, 3, size, size, device=device)
     labels = torch.randint(0, classes, (batch_size,), device=device)
     return images, labels
+
+
+@register_batch_bytes(_image_batch)
+def _image_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
+    size = int(settings["image_size"])
+    return batch_size * (3 * size * size * 4 + 8)  # float32 images, int64 labels
 
 
 def _classification_loss(model, batch):
