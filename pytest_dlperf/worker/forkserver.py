@@ -1,11 +1,13 @@
 """The fork server: one process that has imported what every run imports, and forks each run's worker from it.
 
-``python -m pytest_dlperf.worker.forkserver`` imports torch (and with ``torch.optim`` ``torch._dynamo``),
-torchvision, numpy, psutil and the worker's own modules once (:data:`PRELOAD`), checks that it never
-initialized CUDA, and then forks one process per :class:`~pytest_dlperf.protocol.ForkRequest` read from its
+``python -m pytest_dlperf.worker.forkserver`` imports torch, numpy, psutil and the worker's own modules
+once (:data:`PRELOAD`), checks that it never initialized CUDA, and then forks one process per :class:`~pytest_dlperf.protocol.ForkRequest` read from its
 stdin: ``python -m MODULE ARGS`` without the interpreter's start, our worker or torchrun's agent, whose ranks
-torchrun forks from it in turn (:func:`run_rank`).  Each worker is still a fresh process of its own, as an
-exec'd one is:
+torchrun forks from it in turn (:func:`run_rank`).  torchvision (:data:`DEFERRED`: 1.5 s, most of it the
+``torch._dynamo`` that ``torchvision.ops`` imports) is imported before the second fork, not before the first:
+a session of one run of a model without torchvision (``tiny``, BERT, GPT-2: the plugin's own test sessions,
+most of them) does not pay for it, and one of a torchvision model pays it once either way, in its first
+worker or in the server.  Each worker is still a fresh process of its own, as an exec'd one is:
 
 * its own pid, in a session and process group of its own (``setsid``), its stdin ``/dev/null`` and its
   stdout and stderr the run's log files;
@@ -51,13 +53,15 @@ RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.launch.proce
 #: Imported once, in this order, before the first fork: all a throughput or convergence run imports before its
 #: first step.  ``torch.optim`` imports ``torch._dynamo`` (about half the time of importing torch).
 PRELOAD = ("numpy", "psutil", "torch", "torch.optim", "torch.distributed", "torch.utils.flop_counter",
-           "torchvision", "pytest_dlperf.worker.main", "pytest_dlperf.worker.prepare",
+           "pytest_dlperf.worker.main", "pytest_dlperf.worker.prepare",
            "pytest_dlperf.worker.training", "pytest_dlperf.worker.distributed", "pytest_dlperf.worker.telemetry",
            "pytest_dlperf.worker.interference", "pytest_dlperf.worker.flops", "pytest_dlperf.worker.memory",
            "pytest_dlperf.worker.convergence", "pytest_dlperf.worker.watchdog", "pytest_dlperf.models",
            "pytest_dlperf.data", "pytest_dlperf.environment", "pytest_dlperf.jsonio")
 #: Imported when installed: the NVML bindings the telemetry uses (importing them initializes nothing).
 OPTIONAL = ("pynvml",)
+#: Imported before the server's second fork (the module docstring says why), when installed.
+DEFERRED = ("torchvision",)
 KILL_GRACE_SECONDS = 2.0
 
 
@@ -73,6 +77,16 @@ def preload() -> None:
     from .main import versions
 
     versions()  # the installed versions every result carries, read from the packages' metadata once
+
+
+def preload_deferred() -> None:
+    """Import :data:`DEFERRED` (what is installed of it), then check again that a fork may follow."""
+    for name in DEFERRED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    check_clean()
 
 
 def check_clean() -> None:
@@ -107,6 +121,7 @@ def serve(requests: int, replies: int) -> ForkRequest | None:
     signal.signal(signal.SIGTERM, lambda *_: None)
     live: set[int] = set()
     pending = b""
+    forked = 0
     while True:
         ready, _, _ = select.select([requests, wake_read], [], [])
         if wake_read in ready:
@@ -123,6 +138,8 @@ def serve(requests: int, replies: int) -> ForkRequest | None:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             request = ForkRequest.from_line(line)
+            if forked == 1:
+                preload_deferred()
             sys.stdout.flush()
             sys.stderr.flush()
             try:
@@ -136,6 +153,7 @@ def serve(requests: int, replies: int) -> ForkRequest | None:
                     os.close(fd)
                 return request
             live.add(pid)
+            forked += 1
             send(replies, {"started": pid})
     shut_down(live, replies)
     return None
