@@ -5,6 +5,9 @@ torch costs a pytest session's start a second and a half (:mod:`pytest_dlperf.en
 Read as files: torch's generated ``torch/version.py`` (``__version__``, ``cuda``, ``hip``), the versions of
 NVIDIA's cuDNN and NCCL wheels of its CUDA major (what such a torch loads), and Linux's device files. Where the
 files cannot say (a ROCm build, a torch built against the system's libraries), torch is imported and asked.
+The wheels' versions are what torch reports: here (torch 2.14.1+cu130: cuDNN 9.24.0.43 and 9.24.0, NCCL 2.30.7),
+and on the H100 image of 2026-11-26 (torch 2.11.0: nvidia-cudnn-cu13 9.19.0.56 and 9.19.0, nvidia-nccl-cu13
+2.28.9 and 2.28.9; benchmarks/gpu-runs/2026-11-26-h100).
 """
 
 from __future__ import annotations
