@@ -1,9 +1,10 @@
 """The fork server: one process that has imported what every run imports, and forks each run's worker from it.
 
 ``python -m pytest_dlperf.worker.forkserver`` imports torch, numpy, psutil and the worker's own modules
-once (:data:`PRELOAD`), checks that it never initialized CUDA, and then forks one process per :class:`~pytest_dlperf.protocol.ForkRequest` read from its
-stdin: ``python -m MODULE ARGS`` without the interpreter's start, our worker or torchrun's agent, whose ranks
-torchrun forks from it in turn (:func:`run_rank`).  torchvision (:data:`DEFERRED`: 1.5 s, most of it the
+once (:data:`PRELOAD`), checks that it never initialized CUDA, and then forks one process per
+:class:`~pytest_dlperf.protocol.ForkRequest` read from its stdin: ``python -m MODULE ARGS`` without the
+interpreter's start, our worker or torchrun's agent, whose ranks torchrun forks from it in turn
+(:func:`run_rank`).  torchvision (:data:`DEFERRED`: 1.5 s, most of it the
 ``torch._dynamo`` that ``torchvision.ops`` imports) is imported before the second fork, not before the first:
 a session of one run of a model without torchvision (``tiny``, BERT, GPT-2: the plugin's own test sessions,
 most of them) does not pay for it, and one of a torchvision model pays it once either way, in its first
@@ -51,7 +52,7 @@ from ..protocol import RUN_ID_PLACEHOLDER, ForkRequest
 
 RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.launch.process.RUN_ID_VARIABLE
 #: Imported once, in this order, before the first fork: all a throughput or convergence run imports before its
-#: first step.  ``torch.optim`` imports ``torch._dynamo`` (about half the time of importing torch).
+#: first step (torchvision aside: :data:`DEFERRED`).
 PRELOAD = ("numpy", "psutil", "torch", "torch.optim", "torch.distributed", "torch.utils.flop_counter",
            "pytest_dlperf.worker.main", "pytest_dlperf.worker.prepare",
            "pytest_dlperf.worker.training", "pytest_dlperf.worker.distributed", "pytest_dlperf.worker.telemetry",
