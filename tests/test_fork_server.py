@@ -284,7 +284,10 @@ def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out = proc.communicate()[0]
+            with open("/proc/self/status", encoding="utf-8") as handle:  # what the session inherited from here
+                ours = "".join(line for line in handle if line.startswith(("SigBlk", "SigIgn")))
             pytest.fail(f"the session did not end within 60 s of its interrupt; its signal masks then:\n{masks}"
+                        f"this test process's:\n{ours}"
                         f"\n{out[-12000:]}")
         assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     else:
