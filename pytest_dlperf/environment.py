@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from .torchinfo import no_gpu_device_files, torch_versions
+from .torchinfo import dist_version, no_gpu_device_files, torch_versions
 
 SUBPROCESS_TIMEOUT = 10.0  # seconds for nvidia-smi and each git command
 DISTRIBUTIONS = ("pytest-dlperf", "torch", "torchvision", "transformers", "nvidia-ml-py", "pytest")
@@ -40,13 +40,6 @@ DALI_DIST = re.compile(r"nvidia-dali-cuda\d+")
 
 
 # --------------------------------------------------------------------------- versions
-
-
-def dist_version(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def dali_distribution() -> tuple[str, str] | None:

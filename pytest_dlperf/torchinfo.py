@@ -21,7 +21,8 @@ import sys
 from typing import Any
 
 
-def _dist_version(name: str) -> str | None:
+def dist_version(name: str) -> str | None:
+    """An installed distribution's version (its metadata), None where it is not installed."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -60,7 +61,7 @@ def torch_build() -> dict[str, Any] | None:
 
 def _wheel_version(name: str) -> str | None:
     """The first three parts of an installed distribution's version ("9.24.0.43" -> "9.24.0"), else None."""
-    version = _dist_version(name)
+    version = dist_version(name)
     return None if version is None else ".".join(version.split(".")[:3])
 
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-__all__ = ["FAST", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_case", "nvml_works", "shared_run",
-           "tiny_case", "wait_gone"]
+__all__ = ["FAST", "UNUSED_PLUGINS", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_case", "nvml_works",
+           "shared_run", "tiny_case", "wait_gone"]
 
 # A few steps are enough to exercise the whole path; each case still starts a fresh worker.
 # Interference detection off (CPU, memory bandwidth and core speed): on a shared test machine the neighbours'
@@ -31,13 +31,13 @@ __all__ = ["FAST", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_ca
 # A save's runs as fast as they go (--dlperf-save-span off): its spacing is tested where it is the subject.
 # Without hypothesis's and anyio's plugins, which an inner session does not use: a subprocess session
 # starts about a second sooner without importing them.
+UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
         "--dlperf-repeats", "2", "--dlperf-max-interference", "off",
         "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off", "--dlperf-save-span", "off",
         "-p", "no:cacheprovider",
         "-p", "no:benchmark",
-        "-p", "no:hypothesispytest",
-        "-p", "no:anyio")
+        *UNUSED_PLUGINS)
 
 
 class DlperfTester:
@@ -99,7 +99,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # no plugin they never use: hypothesis's and anyio's cost a pytest start 1.1 of its 1.7 s here.  (Set in
         # the worker, after its own start: its tests use hypothesis.  pytester's own sessions drop the variable
         # and take FAST's blocks instead.)
-        os.environ.setdefault("PYTEST_ADDOPTS", "-p no:hypothesispytest -p no:anyio")
+        os.environ.setdefault("PYTEST_ADDOPTS", " ".join(UNUSED_PLUGINS))
 
 
 #: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-26 12:00, JUnit times

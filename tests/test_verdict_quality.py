@@ -83,7 +83,7 @@ def test_the_saved_tolerance_is_the_entry_s_else_the_file_s_default_else_the_plu
     spec = importlib.util.spec_from_file_location("verdict_quality", SCRIPT)
     vq = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(vq)
-    entry = {"model": "vq", "throughput": 100.0}
+    entry = {"model": "vq", "precision": "fp32", "batch_size": 8, "gpus": 1, "throughput": 100.0}
     assert vq.saved_tolerance_of({"defaults": {"tolerance": 0.03}, "cases": [entry]}) == 0.03  # a save's --dlperf-tolerance
     assert vq.saved_tolerance_of({"defaults": {"tolerance": 0.03}, "cases": [{**entry, "tolerance": 0.07}]}) == 0.07
     assert vq.saved_tolerance_of({"cases": [entry]}) == vq.DEFAULT_TOLERANCE

@@ -56,7 +56,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .registry import Task, register_batch_bytes, register_model, register_task
-from .tasks import IGNORE_INDEX, LANGUAGE_MODELING, positive_int, token_batch
+from .tasks import IGNORE_INDEX, LANGUAGE_MODELING, positive_int, token_batch, token_batch_bytes
 
 MLM_PROBABILITY = 0.15
 BERT_PRETRAINING = "bert-pretraining"
@@ -288,7 +288,8 @@ def causal_lm_batch(batch_size: int, settings: Mapping[str, Any], device) -> dic
 
 @register_batch_bytes(causal_lm_batch)
 def _causal_lm_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
-    return 2 * batch_size * _shape(settings)["seq_len"] * 8  # input_ids and targets, int64
+    _shape(settings)  # as causal_lm_batch: GPT-2's settings checked, then the task's batch
+    return token_batch_bytes(batch_size, settings)
 
 
 # Batch 8 (8 x 1024 tokens): the Hugging Face Trainer's default per-device batch.  By estimate,

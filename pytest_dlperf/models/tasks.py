@@ -77,7 +77,7 @@ def token_batch(batch_size: int, settings: Mapping[str, Any], device) -> dict[st
 
 
 @register_batch_bytes(token_batch)
-def _token_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
+def token_batch_bytes(batch_size: int, settings: Mapping[str, Any]) -> int:
     return 2 * batch_size * positive_int(settings, "seq_len") * 8  # input_ids and targets, int64
 
 
