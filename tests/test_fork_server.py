@@ -265,6 +265,8 @@ def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
         assert proc.poll() is None and time.monotonic() < deadline, "the case never started"
         time.sleep(0.1)
     pids = [int(p) for p in pid_file.read_text().split()]  # the worker, its child and the fork server
+    server_log = Path(os.readlink(f"/proc/{pids[2]}/fd/2"))  # its stderr: a file of its own in the temp folder
+    assert server_log.name.startswith("dlperf-forkserver-") and server_log.exists()
     if how == "ctrl-c":
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: pytest's process group
         try:
@@ -294,6 +296,7 @@ def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
         proc.kill()
         proc.wait()
     assert wait_gone(pids, 10.0) == []
+    assert not server_log.exists(), "the fork server's log outlived the session"  # however the session ended
 
 
 def test_the_server_starts_no_thread_and_never_cuda():

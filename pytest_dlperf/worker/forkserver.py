@@ -30,10 +30,10 @@ starts: glibc's tunables (``--dlperf-malloc``), the OpenMP and BLAS variables, `
 controller keeps one server per such environment (:mod:`pytest_dlperf.launch.forkserver`), so each worker's
 process was started with the variables its run has.  Python's hash seed is the server's.
 
-The server ends when its stdin closes (the controller ended, however it ended) or on SIGTERM, and takes the
-process groups of the workers it started with it; a worker whose server died sees its parent change and
-kills its own group (:mod:`.watchdog`).  Ctrl-C does not reach it (a session of its own, SIGINT ignored):
-the controller ends the run it interrupts.
+The server ends when its stdin closes (the controller ended, however it ended) or on SIGTERM, removing its
+log (:func:`main`), and takes the process groups of the workers it started with it; a worker whose server
+died sees its parent change and kills its own group (:mod:`.watchdog`).  Ctrl-C does not reach it (a session
+of its own, SIGINT ignored): the controller ends the run it interrupts.
 """
 
 from __future__ import annotations
@@ -295,9 +295,14 @@ def run_rank() -> None:
         leave(code)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """The server: its requests and replies on the stdin and stdout it was given; what it prints goes to its
-    stderr.  Returns its exit status; in a forked process it never returns (:func:`run_module`)."""
+    stderr.  Returns its exit status; in a forked process it never returns (:func:`run_module`).
+
+    ``argv``: the file its stderr goes to, if any, which it removes when its requests end (its controller
+    closed them, or ended however it ended, SIGKILL included, and so cannot remove it); a server that fails
+    leaves it for the controller to read and remove."""
+    argv = sys.argv[1:] if argv is None else argv
     requests, replies = os.dup(0), os.dup(1)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -311,6 +316,11 @@ def main() -> int:
     server = os.getpid()
     request = serve(requests, replies)
     if request is None:
+        for log in argv[:1]:
+            try:
+                os.unlink(log)
+            except OSError:
+                pass
         return 0
     become(request, server)
     run_module(request.module)
