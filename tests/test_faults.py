@@ -1,9 +1,11 @@
 """Faults: crashing, out-of-memory, hung and interrupted workers; no process is left behind."""
 
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -158,6 +160,34 @@ def test_progress_moves_the_deadline(tmp_path):
     deadline, seen = deadline_from_progress(progress, 123.0, 0)
     assert before + 3 * 0.5 * 100 + 60 <= deadline <= time.monotonic() + 3 * 0.5 * 100 + 60
     assert deadline_from_progress(progress, 1.0, seen) == (1.0, seen)  # unchanged file
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_lost_in_a_finalizer_still_ends_the_run_within_a_poll(tmp_path):
+    """Python raises Ctrl-C's KeyboardInterrupt wherever the main thread is when it handles the signal; in a
+    finalizer that is "Exception ignored" and lost.  The run's watch raises it again at its next look.
+    (2026-11-26: a session once went on watching its run for 80 s after a Ctrl-C.)"""
+    class Finalized:
+        def __del__(self):
+            time.sleep(1.5)  # SIGINT arrives here: its KeyboardInterrupt goes to sys.unraisablehook
+
+    calls = []
+
+    def on_progress(progress, elapsed):
+        calls.append(elapsed)
+        if len(calls) == 1:
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+            Finalized()  # dropped at once: its __del__ runs now
+
+    pid_file = tmp_path / "pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        launch.run_command([sys.executable, "-c", script], tmp_path / "run", timeout=60, on_progress=on_progress)
+    assert time.monotonic() - start < 10 and len(calls) <= 4, calls
+    assert wait_gone([int(pid_file.read_text())], 5.0) == []  # the run it interrupted is killed
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
 def test_return_codes_read_as_words():

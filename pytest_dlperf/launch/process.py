@@ -312,8 +312,9 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
         with _live_lock:
             _live_runs[proc.pid] = run_id
         try:
-            timed_out, deadline = _watch(proc, run_id, start, deadline, timeout is not None, progress_path,
-                                         on_progress, follow)
+            with _NotedInterrupts() as interrupted:
+                timed_out, deadline = _watch(proc, run_id, start, deadline, timeout is not None, progress_path,
+                                             on_progress, follow, interrupted)
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.
@@ -329,15 +330,58 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                           getattr(proc, "lost", None))
 
 
+class _NotedInterrupts:
+    """``with _NotedInterrupts() as interrupted``: the KeyboardInterrupt that SIGINT or SIGTERM raised meanwhile
+    (``interrupted()``; None if none), which the watch raises again at its next look.
+
+    Python raises it wherever the main thread is when it handles the signal; in a finalizer (a ``__del__``,
+    a generator's cleanup that the garbage collector runs) it is printed as "Exception ignored" and lost,
+    and a session told to stop (Ctrl-C, or the plugin's SIGTERM) would wait for the run it was told to end.
+    Each handler that was there stays the one that decides: a handler that does not raise KeyboardInterrupt
+    is not overruled.  Only the main thread can set handlers; elsewhere this notes nothing.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.raised: KeyboardInterrupt | None = None
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> Callable[[], KeyboardInterrupt | None]:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                handler = signal.getsignal(sig)
+                if callable(handler):
+                    self.previous[sig] = signal.signal(sig, self._noting(handler))
+        return lambda: self.raised
+
+    def _noting(self, handler: Callable) -> Callable:
+        def noting(signum, frame):
+            try:
+                handler(signum, frame)
+            except KeyboardInterrupt as exc:
+                self.raised = exc
+                raise
+        return noting
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
 def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start: float, deadline: float,
            fixed: bool, progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
-           follow: Callable[[], tuple[float, Progress | None]] | None) -> tuple[bool, float]:
+           follow: Callable[[], tuple[float, Progress | None]] | None,
+           interrupted: Callable[[], KeyboardInterrupt | None] = lambda: None) -> tuple[bool, float]:
     """Wait for ``proc``, looking at its progress once a second; kill its run at the deadline (moved by each
-    report unless the limit is ``fixed``).  Returns whether it timed out, and the deadline it ended with."""
+    report unless the limit is ``fixed``).  Returns whether it timed out, and the deadline it ended with.
+    ``interrupted()``: a KeyboardInterrupt raised meanwhile, raised again here (where it was lost)."""
     seen = 0.0
     with _ExitWaiter(proc) as exited:
         last = None
         while not exited(POLL_SECONDS):
+            if (lost := interrupted()) is not None:
+                raise lost
             fresh = None
             if progress_path is not None:
                 fresh, seen = read_progress(progress_path, seen)
