@@ -36,8 +36,12 @@ def kind_of(path: Path) -> str:
     return path.stem.split("-")[1]
 
 
-def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple[float, ...] = ()) -> tuple[str, int]:
-    """The verdict ('fail', 'inconclusive', 'pass', 'improved') of the document's one case, replayed, and its runs."""
+def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple[float, ...] = (),
+            probe_runs: dict[str, list[float]] | None = None) -> tuple[str, int]:
+    """The verdict ('fail', 'inconclusive', 'pass', 'improved') of the document's one case, replayed, and its runs.
+
+    ``baseline_runs``, ``probe_runs``: the saved baseline's runs and its runs' host probe readings, as the
+    plugin pools them."""
     case = document["cases"][0]
     options = document["options"]
     base = case["baseline"]
@@ -49,7 +53,7 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
                                max_interference=options.get("max_interference"))
     attempt, evidence = sequential.measure_until_decided(
         lambda index: Attempt.from_runs([runs[index]], case["unit"], case.get("device") or {}),
-        expected, baseline_runs, budget, sleep=lambda seconds: None)
+        expected, baseline_runs, budget, sleep=lambda seconds: None, probe_runs=probe_runs)
     verdict = judge_evidence(case["id"], evidence, case["unit"], expected, inconclusive="pass")
     status = verdict.status.value
     return ("inconclusive" if verdict.inconclusive and status != "fail" else status), len(attempt.runs)
@@ -60,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", type=Path, help="folders of verdict_quality --keep")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="the saved baseline the sessions ran against: its entry's runs are pooled as the "
-                             "plugin pools them (the results keep its figure, not its runs)")
+                             "plugin pools them, and its runs' host probes read as it reads them (the results "
+                             "keep its figure, not its runs)")
     parser.add_argument("--tolerance", default=None,
                         help="tolerances to judge at, comma-separated (default: each session's own)")
     opts = parser.parse_args(argv)
@@ -69,16 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"verdict_rejudge: no results documents in {', '.join(map(str, opts.folders))}", file=sys.stderr)
         return 2
     own: tuple[float, ...] = ()
+    probes: dict[str, list[float]] | None = None
     if opts.baseline is not None:
         entry = json.loads(opts.baseline.read_text())["cases"][0]
         own = tuple(entry.get("runs") or ())
+        probes = entry.get("probe_runs")
     documents = {p: json.loads(p.read_text()) for p in paths}
     tolerances = [None] if opts.tolerance is None else [float(t) for t in opts.tolerance.split(",")]
     for tolerance in tolerances:
         table: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         agree = 0
         for path, document in documents.items():
-            status, runs = rejudge(document, tolerance, own)
+            status, runs = rejudge(document, tolerance, own, probes)
             row = table[kind_of(path)]
             row["sessions"] += 1
             row["runs"] += runs

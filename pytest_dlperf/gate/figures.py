@@ -9,7 +9,9 @@ nothing about the case, and a slowdown of the case's own code does not move them
 drop (``--dlperf-max-bandwidth-drop``, ``--dlperf-max-core-drop``) and beyond :data:`PROBE_SIGMAS` of the
 probe's own spread between the baseline's runs, measured a host that gave it less than the baseline's
 did: it is busy, named so (:func:`starved`), never a pass or a fail by itself.  Where the counted runs'
-probes read far from the baseline's otherwise, the verdict says so beside its figures (:func:`probe_notes`).
+probes read far from the baseline's otherwise, the verdict says so beside its figures (:func:`probe_notes`);
+where, together, they read below the baseline's runs' beyond their noise, the host itself ran slower, and a
+regression must exceed that (:func:`pytest_dlperf.gate.evidence.host_slowdown`).
 """
 
 from __future__ import annotations

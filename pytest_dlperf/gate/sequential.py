@@ -5,10 +5,13 @@ case from the runs that are evidence (:mod:`.evidence`) and stops when the inter
 (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
 ``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  A run
 measured on a busy machine (a cause the message names: other processes on the saturated CPUs,
-steal, another process on the GPU, throttling; ``--dlperf-max-interference``) is no evidence: the
+steal, another process on the GPU, throttling, a host probe far below the baseline's;
+``--dlperf-max-interference``) is no evidence: the
 next run starts after a short wait, and a second busy run in a row ends the case, inconclusive
 (busy), rather than measuring a busy machine up to the budget.  A regression needs
-:data:`REGRESSION_RUNS` evidence runs.  A case still undecided at the budget is *inconclusive*.
+:data:`REGRESSION_RUNS` evidence runs, and where the counted runs' host probes show the host itself slower
+than the baseline's beyond their noise, an interval below the threshold less that slowdown (at most the
+tolerance: :func:`~.evidence.host_slowdown`); ``--dlperf-max-interference off`` turns that off too.  A case still undecided at the budget is *inconclusive*.
 
 A baseline being saved measures :data:`SAVE_RUNS` counted runs unless ``--dlperf-runs`` says how
 many: its runs' spread is what every later verdict against it pools with its own.
@@ -81,9 +84,10 @@ REGRESSION_RUNS = 2
 
 
 def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
-           tolerance: float) -> tuple[ev.Estimate | None, ev.Decision, bool]:
+           tolerance: float, host: ev.HostSlowdown | None = None) -> tuple[ev.Estimate | None, ev.Decision, bool]:
     """The estimate from the runs that are evidence, what it decides (no baseline: pass), and whether the busy
-    runs are in it.
+    runs are in it.  ``host``: the host's own slowdown in the counted runs, which a regression must exceed
+    (:func:`~.evidence.host_slowdown`).
 
     A busy run is no evidence of a regression, but the slowness it shows is the machine's: it
     measured at most what the case gives on a quiet machine.  So where the evidence runs alone
@@ -100,7 +104,7 @@ def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline
     estimate, decision = None, ev.Decision.UNDECIDED
     if values:
         estimate = ev.estimate(values, tolerance, base, runs)
-        decision = ev.decide(estimate, tolerance)
+        decision = ev.decide(estimate, tolerance, excused=host.excused if host is not None else 0.0)
     if base is not None and decision is ev.Decision.UNDECIDED and len(values) < len(figures):
         with_busy = ev.estimate([f.value for f in figures], tolerance, base, runs)
         if ev.decide(with_busy, tolerance) in (ev.Decision.PASS, ev.Decision.IMPROVED):
@@ -132,6 +136,16 @@ def run_figures(attempt: Attempt, budget: Budget, references: Mapping[str, float
     return fig.starved(figures, references, probe_runs, budget.probe_drops)
 
 
+def _host_slowdown(figures: Sequence[fig.RunFigure], expected: Expected | None,
+                   probe_runs: Mapping[str, Sequence[float]] | None, budget: Budget,
+                   counted_runs: int) -> ev.HostSlowdown | None:
+    """The host's own slowdown a regression must exceed (:func:`~.evidence.host_slowdown`): for a case judged
+    against a baseline (not one being saved), unless busy runs are off (``--dlperf-max-interference off``)."""
+    if expected is None or counted_runs or budget.max_interference is None:
+        return None
+    return ev.host_slowdown(figures, probe_runs, expected.tolerance)
+
+
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
                           baseline_runs: Sequence[float], budget: Budget,
                           more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
@@ -145,7 +159,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     its figure and spread come from as many runs of a quiet machine as were asked for.
 
     ``probe_runs``: the baseline's runs' host probe readings (by key), for the probes' own spread
-    (:func:`pytest_dlperf.gate.figures.probe_notes`).
+    (:func:`pytest_dlperf.gate.figures.probe_notes`) and the host's own slowdown (:func:`_host_slowdown`).
 
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided
@@ -170,15 +184,16 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         figures = run_figures(attempt, budget, references, probe_runs, counted_runs > 0)
         if len(attempts) < budget.first_runs:
             continue
-        estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance)
-        notes = fig.probe_notes(figures, references, probe_runs, budget.probe_drops)
-        evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted, notes)
+        host = _host_slowdown(figures, expected, probe_runs, budget, counted_runs)
+        estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, host)
+        evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted,
+                            fig.probe_notes(figures, references, probe_runs, budget.probe_drops), host)
         # A regression needs REGRESSION_RUNS runs that agree: one fresh run can be an outlier the spread
         # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose
         # five runs spread 9%).  Fine and improved cases are decided on their first run.
         unconfirmed = decision is ev.Decision.REGRESSION and estimate.runs < REGRESSION_RUNS
         wanting = sum(not f.busy for f in figures) < counted_runs
-        if decision is not ev.Decision.UNDECIDED and not unconfirmed and not wanting and not more(attempt, evidence):
+        if decision is not ev.Decision.UNDECIDED and not (unconfirmed or wanting) and not more(attempt, evidence):
             return attempt, evidence
         # A busy host stays busy for a while: two busy runs in a row end the case (a baseline being saved
         # measures on within its budget instead: it needs its counted runs).
@@ -186,9 +201,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.BUSY)
         if len(attempts) >= budget.max_runs:
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.MAX_RUNS)
-        elapsed = clock() - started
-        per_run = elapsed / len(attempts)
-        if budget.max_seconds is not None and elapsed + per_run > budget.max_seconds:
+        elapsed = clock() - started  # and a run more, at the runs' mean so far:
+        if budget.max_seconds is not None and elapsed + elapsed / len(attempts) > budget.max_seconds:
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.TIME_BUDGET)
         if figures and figures[-1].busy:
             sleep(min(BUSY_WAIT, attempt.runs[-1].wall_seconds or BUSY_WAIT))

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..results.case import Expected, GateResult, GateStatus, Scaling, Status
 from ..results.telemetry import gpu_utilizations
-from .evidence import Decision, Estimate, Evidence, StopReason, ruled_out, runs_to_decide
+from .evidence import Decision, Estimate, Evidence, HostSlowdown, StopReason, ruled_out, runs_to_decide
 from .format import fmt_pct, fmt_signed, fmt_value
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
@@ -271,10 +271,22 @@ def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool
     return f"undecided {at}: too noisy for {fmt_pct(tol)} here ({_varies(est)}) {goal}; {would}"
 
 
+def host_line(host: HostSlowdown, threshold: float, unit: str) -> str:
+    """Why a case whose interval lies below its threshold did not fail: the host ran its runs slower."""
+    return (f"not failed: the host's {host.what} read {fmt_pct(host.drop)} below the baseline's in these runs "
+            f"({host.reading:.1f} against {host.reference:.1f} {host.unit}, beyond its spread between the baseline's "
+            f"runs), which a slower build does not move: another tenant of the host may have slowed them; a "
+            f"regression needs its interval below {fmt_value(threshold * (1 - host.excused))} {unit} (the threshold "
+            f"less {fmt_pct(host.excused)})")
+
+
 def _undecided(j: Judged, est: Estimate, expected: Expected) -> Verdict:
     base, diff = expected.throughput, est.value / expected.throughput - 1.0
     threshold = base * (1 - expected.tolerance)
-    if est.high < threshold:  # the whole interval below, from fewer runs than a regression needs (the budget)
+    host = j.evidence.host
+    excused = [host_line(host, threshold, j.unit)] if host is not None and est.high < threshold else []
+    if est.high < threshold * (1 - (host.excused if host is not None else 0.0)):
+        # the whole interval below, from fewer runs than a regression needs (the budget)
         lines = [headline("FAIL", j.case_id, est, j.unit, expected),
                  f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}, from {est.runs} "
                  f"run{'s' if est.runs != 1 else ''}: not confirmed by a second (the run budget ended)", *j.tail]
@@ -282,8 +294,9 @@ def _undecided(j: Judged, est: Estimate, expected: Expected) -> Verdict:
     below = est.value < threshold
     failed = inconclusive_fails(j.inconclusive, below)
     lines = [headline("FAIL" if failed else "INCONCLUSIVE", j.case_id, est, j.unit, expected)]
-    lines.append(busy_stop_line(j.evidence) if j.evidence.stopped == StopReason.BUSY else
-                 _what_would_decide(j, est, expected, below))
+    if j.evidence.stopped == StopReason.BUSY:
+        lines.append(busy_stop_line(j.evidence))
+    lines += excused or ([] if j.evidence.stopped == StopReason.BUSY else [_what_would_decide(j, est, expected, below)])
     lines += j.tail
     if failed:
         lines.append("fails: its estimate is below the threshold, not confirmed (--dlperf-inconclusive below)"
