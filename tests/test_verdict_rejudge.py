@@ -11,10 +11,10 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "verdict_rejudge.py"
 
 
-def document(figures, verdict, baseline=1000.0, tolerance=0.05):
-    """A results document of one case whose runs measured ``figures`` img/s."""
+def document(figures, verdict, baseline=1000.0, tolerance=0.05, memory_gbs=None):
+    """A results document of one case whose runs measured ``figures`` img/s (and ``memory_gbs``, the host's)."""
     runs = [{"index": i, "status": "ok", "windows": [{"throughput": v}] * 3,
-             "interference": {"other_cpu_percent": 0.0}} for i, v in enumerate(figures)]
+             "interference": {"other_cpu_percent": 0.0, "memory_gbs": memory_gbs}} for i, v in enumerate(figures)]
     return {"options": {"runs": 1, "max_runs": 10, "inconclusive": "pass", "max_interference": 50.0},
             "cases": [{"id": "vq-fp32-bs16-gpu1", "unit": "img/s", "verdict": verdict, "device": {},
                        "baseline": {"throughput": baseline, "tolerance": tolerance, "unit": "img/s", "source": "test"},
@@ -62,6 +62,25 @@ def test_the_plugins_rule_replays_the_recorded_verdicts_at_their_own_tolerance_a
     assert "tolerance 0.05, baseline runs pooled: 5: 2 of 2 verdicts as recorded" in output
     code, output = rejudge(sessions, capsys, "--baseline", str(baseline))
     assert "each session's own tolerance" in output and rows(output)["each session's own tolerance", "slowed"] == (1, 0, 0)
+
+
+def test_the_baselines_probe_runs_are_read_as_the_plugin_reads_them(tmp_path, capsys):
+    # 8% slower on a host whose memory bandwidth read 8% below the baseline's runs' (CV 1%): the host's
+    # slowdown (excused up to the 5% tolerance) keeps it from being a regression; without the baseline's
+    # probe readings, a regression as recorded.
+    runs = [995.0, 1005.0, 1000.0, 998.0, 1002.0]
+    probes = {"memory_gbs": [10.0, 10.1, 9.9, 10.05, 9.95]}
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"cases": [{"throughput": 1000.0, "runs": runs, "probe_runs": probes}]}))
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"cases": [{"throughput": 1000.0, "runs": runs}]}))
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    (sessions / "0.05-unchanged-1.json").write_text(json.dumps(document([920.0, 921.0], "fail", memory_gbs=9.2)))
+    _, output = rejudge(sessions, capsys, "--baseline", str(baseline))
+    assert rows(output)["each session's own tolerance", "unchanged"] == (0, 1, 0), output
+    _, output = rejudge(sessions, capsys, "--baseline", str(bare))
+    assert rows(output)["each session's own tolerance", "unchanged"] == (1, 0, 0), output
 
 
 def test_a_folder_without_results_says_so(tmp_path, capsys):
