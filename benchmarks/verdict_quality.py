@@ -16,7 +16,10 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    by default) and, with ``--hog``, ``--sessions`` unchanged ones while another process keeps
    every CPU busy; with ``--neighbour-sessions``, that many unchanged ones beside a process that
    copies memory ``--neighbour-duty`` of the time, with ``--dlperf-max-interference off``: a
-   tenant of the host that only the memory probe can see; with ``--fine-sessions``, that many
+   tenant of the host that only the memory probe can see; with ``--tenant-sessions``, that many unchanged
+   (``tenant``) and as many slowed ones (``tenant+slowed``, the first ``--slowdown``) beside the same
+   process, judged by the plugin's own rules (the host's own slowdown a regression must exceed); with
+   ``--fine-sessions``, that many
    unchanged ones are judged at ``--fine-tolerance`` (20%): a case clearly fine, far from its threshold, whose verdict
    should cost one run.  The kinds alternate, so a drift of the machine does not favour one;
 4. with ``--baseline-sessions N`` (N > 1), N - 1 more sessions measure the case right after the
@@ -220,7 +223,8 @@ def print_table(table: dict[tuple[float, str], list[dict]], figures: dict[str, f
               f"{sum(o['busy'] for o in outcomes):9} | "
               f"{statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
               + ratios([o["estimate"] for o in outcomes], figures[name]))
-    print("failed: false alarms for unchanged, hog, neighbour, gpu_busy and fine, detections for slowed; inconclusive: "
+    print("failed: false alarms for unchanged, hog, neighbour, tenant, gpu_busy and fine, detections for slowed "
+          "(tenant+slowed too); inconclusive: "
           "not decided (not failed: --dlperf-inconclusive pass, the default); on 1st run: decided by its first run; "
           "busy runs: runs measured beside a cause the message names (not counted)")
     print(f"total {time.monotonic() - started:.0f} s", flush=True)
@@ -258,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="unchanged sessions beside a process copying memory --neighbour-duty of the time, with "
                              "--dlperf-max-interference off: a tenant of the host only the memory probe sees "
                              "(default 0)")
+    parser.add_argument("--tenant-sessions", type=int, default=0,
+                        help="unchanged and slowed sessions (each this many) beside the process copying memory "
+                             "--neighbour-duty of the time, judged by the plugin's own rules (default 0)")
     parser.add_argument("--neighbour-duty", type=float, default=0.5,
                         help="the share of the time the neighbour copies memory (default 0.5)")
     parser.add_argument("--gpu-busy-sessions", type=int, default=0,
@@ -413,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         kinds = [("unchanged", unchanged_cost, []), *((name, cost, []) for name, cost in slowed_kinds)] + \
             ([("hog", unchanged_cost, hog)] if opts.hog else []) + \
             ([("neighbour", unchanged_cost, neighbour)] if opts.neighbour_sessions else []) + \
+            ([("tenant", unchanged_cost, neighbour), ("tenant+" + slowed_kinds[0][0], slowed_cost, neighbour)]
+             if opts.tenant_sessions else []) + \
             ([("gpu_busy", unchanged_cost, [GPU_HOG])] if opts.gpu_busy_sessions else [])
         at = f"@{opts.baseline_sessions}"
         if multi is not None:
@@ -445,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             counts = {"unchanged": opts.sessions, **{name: opts.sessions for name, _ in slowed_kinds}, "hog": hogs,
                       "fine": opts.fine_sessions,
                       "neighbour": opts.neighbour_sessions, "gpu_busy": opts.gpu_busy_sessions,
+                      "tenant": opts.tenant_sessions, "tenant+" + slowed_kinds[0][0]: opts.tenant_sessions,
                       "unchanged" + at: opts.sessions,
                       "slowed" + at: opts.sessions, "unchanged~stale": opts.stale_sessions,
                       "slowed~stale": opts.stale_sessions}

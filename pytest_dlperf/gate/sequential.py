@@ -11,7 +11,8 @@ next run starts after a short wait, and a second busy run in a row ends the case
 (busy), rather than measuring a busy machine up to the budget.  A regression needs
 :data:`REGRESSION_RUNS` evidence runs, and where the counted runs' host probes show the host itself slower
 than the baseline's beyond their noise, an interval below the threshold less that slowdown (at most the
-tolerance: :func:`~.evidence.host_slowdown`); ``--dlperf-max-interference off`` turns that off too.  A case still undecided at the budget is *inconclusive*.
+tolerance: :func:`~.evidence.host_slowdown`); ``--dlperf-max-interference off`` turns that off too.  A case
+still undecided at the budget is *inconclusive*.
 
 A baseline being saved measures :data:`SAVE_RUNS` counted runs unless ``--dlperf-runs`` says how
 many: its runs' spread is what every later verdict against it pools with its own.
