@@ -239,6 +239,25 @@ def saved_tolerance_of(document: dict) -> float:
     return DEFAULT_TOLERANCE if tolerance is None else tolerance
 
 
+#: Kinds whose sessions run with ``--dlperf-max-interference off`` (no run busy, no host's slowdown excused).
+RULES_OFF = frozenset({"neighbour"})
+
+
+def session_kinds(opts: argparse.Namespace, unchanged_cost: dict[str, str],
+                  slowed_kinds: list[tuple[str, dict[str, str]]]) -> list[tuple[str, dict[str, str], list[str]]]:
+    """The kinds of session the options ask for, each ``(name, the case's cost, the scripts run beside it)``;
+    ``@N`` and ``~stale`` kinds, and ``fine``, are added where their baselines are made."""
+    hog = [HOG] * (os.cpu_count() or 1)
+    neighbour = [NEIGHBOUR.format(duty=opts.neighbour_duty)]
+    slowed_name, slowed_cost = slowed_kinds[0]
+    return [("unchanged", unchanged_cost, []), *((name, cost, []) for name, cost in slowed_kinds)] + \
+        ([("hog", unchanged_cost, hog)] if opts.hog else []) + \
+        ([("neighbour", unchanged_cost, neighbour)] if opts.neighbour_sessions else []) + \
+        ([("tenant", unchanged_cost, neighbour), ("tenant+" + slowed_name, slowed_cost, neighbour)]
+         if opts.tenant_sessions else []) + \
+        ([("gpu_busy", unchanged_cost, [GPU_HOG])] if opts.gpu_busy_sessions else [])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=3, help="sessions of each kind per tolerance (default 3)")
@@ -415,14 +434,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{old.get('core_gflops')} GFLOP/s; the save said: {' / '.join(said['said']) or 'nothing'}")
         budget = "the plugin's default max runs" if opts.user_path else f"max runs {opts.max_runs}"
         print(f"{cost_line}; {opts.sessions} session(s) of each kind per tolerance; {budget}")
-        hog = [HOG] * (os.cpu_count() or 1)
-        neighbour = [NEIGHBOUR.format(duty=opts.neighbour_duty)]
-        kinds = [("unchanged", unchanged_cost, []), *((name, cost, []) for name, cost in slowed_kinds)] + \
-            ([("hog", unchanged_cost, hog)] if opts.hog else []) + \
-            ([("neighbour", unchanged_cost, neighbour)] if opts.neighbour_sessions else []) + \
-            ([("tenant", unchanged_cost, neighbour), ("tenant+" + slowed_kinds[0][0], slowed_cost, neighbour)]
-             if opts.tenant_sessions else []) + \
-            ([("gpu_busy", unchanged_cost, [GPU_HOG])] if opts.gpu_busy_sessions else [])
+        kinds = session_kinds(opts, unchanged_cost, slowed_kinds)
         at = f"@{opts.baseline_sessions}"
         if multi is not None:
             kinds += [("unchanged" + at, unchanged_cost, []), ("slowed" + at, slowed_cost, [])]
@@ -468,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
                         against = ("fine.json" if fine else "m.json" if name.endswith(at) and multi else
                                    "s.json" if name.endswith("~stale") else "b.json")
                         args = [*common, "--dlperf-baseline", against, *runs]
-                        if name == "neighbour":
+                        if name in RULES_OFF:
                             args += ["--dlperf-max-interference", "off"]
                         judged = opts.fine_tolerance if fine else tolerance
                         keep = opts.keep / f"{judged:g}-{name}-{index + 1}.json" if opts.keep else None

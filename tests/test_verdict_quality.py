@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,22 @@ def test_the_saved_tolerance_is_the_entry_s_else_the_file_s_default_else_the_plu
     assert vq.saved_tolerance_of({"defaults": {"tolerance": 0.03}, "cases": [entry]}) == 0.03  # a save's --dlperf-tolerance
     assert vq.saved_tolerance_of({"defaults": {"tolerance": 0.03}, "cases": [{**entry, "tolerance": 0.07}]}) == 0.07
     assert vq.saved_tolerance_of({"cases": [entry]}) == vq.DEFAULT_TOLERANCE
+
+
+def test_the_tenant_kinds_run_beside_the_copying_process_under_the_plugin_s_own_rules():
+    spec = importlib.util.spec_from_file_location("verdict_quality", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    opts = types.SimpleNamespace(hog=False, neighbour_sessions=2, tenant_sessions=2, gpu_busy_sessions=0,
+                                 neighbour_duty=0.25)
+    cost, slowed = {"DLPERF_VQ_PAD": "0"}, [("slowed30", {"DLPERF_VQ_PAD": "14"})]
+    kinds = {name: (c, beside) for name, c, beside in script.session_kinds(opts, cost, slowed)}
+    assert list(kinds) == ["unchanged", "slowed30", "neighbour", "tenant", "tenant+slowed30"]
+    neighbour = script.NEIGHBOUR.format(duty=0.25)
+    assert kinds["tenant"] == (cost, [neighbour]) and kinds["tenant+slowed30"] == (slowed[0][1], [neighbour])
+    assert kinds["neighbour"] == (cost, [neighbour]) and kinds["unchanged"] == (cost, [])
+    # The neighbour kind counts every run (no process list shows another VM's tenant); the tenant kinds are judged
+    # as a user's sessions are, the host's own slowdown included.
+    assert script.RULES_OFF == {"neighbour"}
+    opts.tenant_sessions = 0
+    assert "tenant" not in {name for name, _, _ in script.session_kinds(opts, cost, slowed)}
