@@ -49,8 +49,14 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
     expected = Expected(base["throughput"], base.get("unit") or case["unit"], tol, base.get("source"),
                         memory_gbs=base.get("memory_gbs"), core_gflops=base.get("core_gflops"))
     runs = [RunRecord.from_dict(run, position) for position, run in enumerate(case["attempts"][-1]["runs"])]
+    # The host probes' drops as the session had them (the plugin's Options.bandwidth_drop and core_drop): as
+    # given, else on for a case on the CPU and off on GPUs.
+    device = (case.get("device") or {}).get("type") or options.get("device") or "cpu"
+    drops = {key: options.get(f"max_{key}_drop") if options.get(f"{key}_drop_given") or device == "cpu" else None
+             for key in ("bandwidth", "core")}
     budget = sequential.Budget(first_runs=options["runs"], max_runs=len(runs),
-                               max_interference=options.get("max_interference"))
+                               max_interference=options.get("max_interference"),
+                               max_bandwidth_drop=drops["bandwidth"], max_core_drop=drops["core"])
     attempt, evidence = sequential.measure_until_decided(
         lambda index: Attempt.from_runs([runs[index]], case["unit"], case.get("device") or {}),
         expected, baseline_runs, budget, sleep=lambda seconds: None, probe_runs=probe_runs)

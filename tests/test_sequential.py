@@ -419,11 +419,13 @@ def test_a_slowdown_the_slower_host_explains_is_not_a_regression_one_beyond_it_i
     _, e = measure_until_decided(one, expected, STEADY, Budget(), sleep=lambda s: None, probe_runs=QUICK_START_PROBES)
     assert e.decision is ev.Decision.REGRESSION and e.host is not None and calls == [0, 1]
     assert judge_evidence("c", e, "img/s", expected).status is Status.FAIL
-    # --dlperf-max-interference off: the probes excuse nothing, as they make no run busy.
-    one, calls = feed(values, slower)
-    _, e = measure_until_decided(one, expected, STEADY, Budget(max_interference=None), sleep=lambda s: None,
-                                 probe_runs=QUICK_START_PROBES)
-    assert e.decision is ev.Decision.REGRESSION and e.host is None
+    # --dlperf-max-interference off: the probes excuse nothing, as they make no run busy; nor does a probe that is
+    # off (--dlperf-max-bandwidth-drop off: by default for a case on GPUs).
+    for budget in (Budget(max_interference=None), Budget(max_bandwidth_drop=None)):
+        one, calls = feed(values, slower)
+        _, e = measure_until_decided(one, expected, STEADY, budget, sleep=lambda s: None,
+                                     probe_runs=QUICK_START_PROBES)
+        assert e.decision is ev.Decision.REGRESSION and e.host is None
 
 
 # -- the messages

@@ -15,7 +15,8 @@ def document(figures, verdict, baseline=1000.0, tolerance=0.05, memory_gbs=None)
     """A results document of one case whose runs measured ``figures`` img/s (and ``memory_gbs``, the host's)."""
     runs = [{"index": i, "status": "ok", "windows": [{"throughput": v}] * 3,
              "interference": {"other_cpu_percent": 0.0, "memory_gbs": memory_gbs}} for i, v in enumerate(figures)]
-    return {"options": {"runs": 1, "max_runs": 10, "inconclusive": "pass", "max_interference": 50.0},
+    return {"options": {"runs": 1, "max_runs": 10, "inconclusive": "pass", "max_interference": 50.0,
+                        "max_bandwidth_drop": 0.1, "max_core_drop": 0.1, "device": "cpu"},
             "cases": [{"id": "vq-fp32-bs16-gpu1", "unit": "img/s", "verdict": verdict, "device": {},
                        "baseline": {"throughput": baseline, "tolerance": tolerance, "unit": "img/s", "source": "test"},
                        "attempts": [{"runs": runs}]}]}
@@ -80,6 +81,12 @@ def test_the_baselines_probe_runs_are_read_as_the_plugin_reads_them(tmp_path, ca
     _, output = rejudge(sessions, capsys, "--baseline", str(baseline))
     assert rows(output)["each session's own tolerance", "unchanged"] == (0, 1, 0), output
     _, output = rejudge(sessions, capsys, "--baseline", str(bare))
+    assert rows(output)["each session's own tolerance", "unchanged"] == (1, 0, 0), output
+    # A case on a GPU, the drops not given: the probes are off there, as in the session: a regression.
+    gpu = document([920.0, 921.0], "fail", memory_gbs=9.2)
+    gpu["options"]["device"] = "cuda"
+    (sessions / "0.05-unchanged-1.json").write_text(json.dumps(gpu))
+    _, output = rejudge(sessions, capsys, "--baseline", str(baseline))
     assert rows(output)["each session's own tolerance", "unchanged"] == (1, 0, 0), output
 
 

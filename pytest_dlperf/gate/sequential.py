@@ -141,10 +141,14 @@ def _host_slowdown(figures: Sequence[fig.RunFigure], expected: Expected | None,
                    probe_runs: Mapping[str, Sequence[float]] | None, budget: Budget,
                    counted_runs: int) -> ev.HostSlowdown | None:
     """The host's own slowdown a regression must exceed (:func:`~.evidence.host_slowdown`): for a case judged
-    against a baseline (not one being saved), unless busy runs are off (``--dlperf-max-interference off``)."""
+    against a baseline (not one being saved), unless busy runs are off (``--dlperf-max-interference off``), from
+    the probes that are on (``--dlperf-max-bandwidth-drop``, ``--dlperf-max-core-drop``: off by default for a
+    case on GPUs, whose throughput the host's memory and cores do not set)."""
     if expected is None or counted_runs or budget.max_interference is None:
         return None
-    return ev.host_slowdown(figures, probe_runs, expected.tolerance)
+    drops = budget.probe_drops
+    return ev.host_slowdown(figures, {key: readings for key, readings in (probe_runs or {}).items()
+                                      if drops.get(key) is not None}, expected.tolerance)
 
 
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
