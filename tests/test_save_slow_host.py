@@ -63,7 +63,7 @@ def test_saving_over_an_entry_measured_in_a_faster_minute_says_so_and_notes_it(d
          "save it again when the host is quieter, or from several sessions (dlperf baseline update FILE --from "
          "each session's results)")])
     entry = json.loads(saved.read_text())["cases"][0]
-    assert "measured while the host ran slower: core speed " in entry["notes"]
+    assert "measured while the host ran slower: " in entry["notes"] and "core speed " in entry["notes"]
 
     # Another machine's file is no reference for this host's minute.
     document = json.loads(saved.read_text())
@@ -84,7 +84,9 @@ def test_saving_in_a_slower_minute_than_the_history_stores_last_sessions_says_so
     result = dlperf.run(*SAVE, "--dlperf-history", url, "--dlperf-save-baseline", "saved.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
-        ("dlperf: --dlperf-save-baseline: tiny-fp32-bs16-gpu1 was measured while the host ran slower: core speed "
+        # The memory probe may be named first where the suite's other workers take the host's bandwidth (a fresh
+        # clone's run, 2026-11-26: "memory bandwidth 4.2 GB/s, 56% below ...; core speed ...").
+        ("dlperf: --dlperf-save-baseline: tiny-fp32-bs16-gpu1 was measured while the host ran slower: *core speed "
          "* GFLOP/s, *% below the median of its last 1 session(s) here (--dlperf-history), * GFLOP/s; *"
          "or judge against the store's last sessions (--dlperf-baseline-from-history 5)")])
 
