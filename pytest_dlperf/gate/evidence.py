@@ -241,14 +241,6 @@ class HostSlowdown:
     drop: float  # 1 - reading / reference
     excused: float  # min(drop, tolerance)
 
-    def line(self, threshold: float, unit: str) -> str:
-        """What the verdict says of it."""
-        return (f"not failed: the host's {self.what} read {self.drop:.0%} below the baseline's in these runs "
-                f"({self.reading:.1f} against {self.reference:.1f} {self.unit}, beyond its spread between the "
-                f"baseline's runs), which a slower build does not move: another tenant of the host may have slowed "
-                f"them; a regression needs its interval below {threshold * (1 - self.excused):.1f} {unit} (the "
-                f"threshold less {self.excused:.0%})")
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -258,7 +250,7 @@ class HostSlowdown:
 
 
 #: Baseline probe readings (a saved baseline's ``probe_runs``) the host's slowdown is judged against, at the least.
-HOST_REFERENCE_RUNS = 3
+HOST_REFERENCE_RUNS = MEASURED_SPREAD_RUNS  # where pooled_sigma needs no prior
 
 
 def host_slowdown(figures: Sequence[RunFigure], references: Mapping[str, Sequence[float]] | None,
@@ -283,12 +275,7 @@ def host_slowdown(figures: Sequence[RunFigure], references: Mapping[str, Sequenc
         now = [math.log(v) for f in figures if not f.busy and (v := f.probe(probe)) and v > 0]
         if len(base) < HOST_REFERENCE_RUNS or not now:
             continue
-        squares = (len(base) - 1) * statistics.variance(base)
-        dof = len(base) - 1
-        if len(now) >= 2:
-            squares += (len(now) - 1) * statistics.variance(now)
-            dof += len(now) - 1
-        sigma = max(math.log1p(FLOOR_CV), math.sqrt(squares / dof))
+        sigma, dof = pooled_sigma(now, base, tolerance)  # no prior: the baseline kept its readings
         gap = statistics.fmean(base) - statistics.fmean(now)
         if gap <= t_quantile(0.5 + confidence / 2, dof) * sigma * math.sqrt(1 / len(now) + 1 / len(base)):
             continue

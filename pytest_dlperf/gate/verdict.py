@@ -294,9 +294,13 @@ def _undecided(j: Judged, est: Estimate, expected: Expected) -> Verdict:
     below = est.value < threshold
     failed = inconclusive_fails(j.inconclusive, below)
     lines = [headline("FAIL" if failed else "INCONCLUSIVE", j.case_id, est, j.unit, expected)]
-    if j.evidence.stopped == StopReason.BUSY:
+    busy = j.evidence.stopped == StopReason.BUSY
+    if busy:
         lines.append(busy_stop_line(j.evidence))
-    lines += excused or ([] if j.evidence.stopped == StopReason.BUSY else [_what_would_decide(j, est, expected, below)])
+    if excused:
+        lines += excused
+    elif not busy:
+        lines.append(_what_would_decide(j, est, expected, below))
     lines += j.tail
     if failed:
         lines.append("fails: its estimate is below the threshold, not confirmed (--dlperf-inconclusive below)"

@@ -232,6 +232,12 @@ def xdist_workers(config: pytest.Config) -> int:
     return len(getattr(config.option, "tx", None) or ())
 
 
+
+def probe_drop(value: float | None, given: bool, device: str) -> float | None:
+    """A host probe's drop (``--dlperf-max-bandwidth-drop``, ``--dlperf-max-core-drop``) for cases on ``device``:
+    ``value`` where it was given or the case runs on the CPU, else off (None)."""
+    return value if given or device == "cpu" else None
+
 class Options:
     """The validated dlperf options of one session, one attribute per :data:`OPTIONS` entry (its ``attribute``),
     and what follows from them (:meth:`settle`).  Raises :class:`~pytest_dlperf.cases.OptionError` naming the
@@ -295,16 +301,12 @@ class Options:
     def bandwidth_drop(self, device: str) -> float | None:
         """``--dlperf-max-bandwidth-drop`` for cases on ``device``: as given, else MAX_BANDWIDTH_DROP on the
         CPU and off on GPUs (their training hardly uses the host's memory bandwidth)."""
-        if self.bandwidth_drop_given or device == "cpu":
-            return self.max_bandwidth_drop
-        return None
+        return probe_drop(self.max_bandwidth_drop, self.bandwidth_drop_given, device)
 
     def core_drop(self, device: str) -> float | None:
         """``--dlperf-max-core-drop`` for cases on ``device``: as given, else MAX_CORE_DROP on the CPU and off on
         GPUs (a GPU case's host threads mostly wait for the GPU)."""
-        if self.core_drop_given or device == "cpu":
-            return self.max_core_drop
-        return None
+        return probe_drop(self.max_core_drop, self.core_drop_given, device)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as the results document keeps them: those that have a value, never a password."""
