@@ -16,6 +16,7 @@ import pytest
 from . import collect, jsonio, models, options
 from .baseline import machines
 from .cases import PRECISIONS, OptionError
+from .commands import parsers
 from .controller import outputs
 from .controller.session import SESSION, DlperfSession
 from .history import hooks as history_hooks
@@ -23,7 +24,7 @@ from .launch import process
 from .reporting import benchmark_json
 from .results.case import Status
 
-REGISTRY = pytest.StashKey[dict]()
+REGISTRY = pytest.StashKey[tuple[dict, dict]]()
 OUTPUTS = pytest.StashKey[outputs.Outputs]()
 OLD_SIGTERM = pytest.StashKey[object]()
 GPU_MARKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -49,9 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser, args):
-    # Models that conftest files register belong to this session only: remember the
-    # registry as it was before they loaded, and put it back at unconfigure.
-    early_config.stash[REGISTRY] = models.snapshot()
+    # Models and log parsers that conftest files register belong to this session only: remember the
+    # registries as they were before they loaded, and put them back at unconfigure.
+    early_config.stash[REGISTRY] = (models.snapshot(), parsers.PARSERS.snapshot())
     return (yield)
 
 
@@ -88,7 +89,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     saved = config.stash.get(REGISTRY, None)
     if saved is not None:
-        models.restore(saved)
+        models.restore(saved[0])
+        parsers.PARSERS.restore(saved[1])
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -34,7 +34,7 @@ def register_entries(entries: Iterable[tuple[Any, Mapping[str, Any], str]]) -> N
         fields = {_RENAMED.get(k, k): v for k, v in command.items()}
         source = where.split(": $.", 1)[0]
         try:
-            registry.add_spec(build_spec(name, source=source, unit=entry.unit or "img/s",
+            registry.add_spec(build_spec(name, source=source, unit=entry.unit,
                                          batch_size=entry.case.batch_size if isinstance(entry.case.batch_size, int)
                                          else 32, **fields))
         except ValueError as exc:

@@ -15,11 +15,17 @@ log; :class:`LogFollower` reads it as it grows, with the case's own parser, once
 
 A run that passes that limit logged nothing the parser reads for too long: it is hung, and
 :meth:`LogFollower.hung` says so, naming the last line it logged.
+
+Once each rank's log (the file :mod:`.measure` reads for it) has the logged steps the case needs,
+:meth:`LogFollower.measured` is true: the run is stopped there (``stop_once_measured``), whether or
+not the script would go on training.  A line ends at ``\n`` or ``\r`` (a progress bar redraws
+itself with ``\r``), as when the whole log is read.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,16 +39,23 @@ STEP_FACTOR = 3.0
 SLACK_SECONDS = 60.0
 #: The most bytes read from one file at one look (a script that floods its log is read over several).
 CHUNK_BYTES = 8 << 20
+#: Where a line ends: as Python's universal newlines read a whole log (a tqdm bar redraws with ``\r``).
+LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 @dataclasses.dataclass
 class _File:
-    """One followed file: how far it has been read, its unfinished last line, and its own parser."""
+    """One followed file: how far it has been read, its unfinished last line, its own parser, and the logged
+    steps read so far by the rank they name (None: the file's own)."""
 
     parser: parsers.Parser
     offset: int = 0
     partial: bytes = b""
-    steps: int = 0
+    records: dict[int | None, list[parsers.Record]] = dataclasses.field(default_factory=dict)
+
+    def counts(self) -> dict[int | None, int]:
+        """The logged steps of each rank in the file, as the whole log's reading keeps them (``finish``)."""
+        return {rank: len(self.parser.finish(list(found))) for rank, found in self.records.items()}
 
 
 class LogFollower:
@@ -88,8 +101,8 @@ class LogFollower:
         if not chunk:
             return
         followed.offset += len(chunk)
-        lines = (followed.partial + chunk).split(b"\n")
-        followed.partial = lines.pop()  # what follows the last newline: a line still being written
+        lines = LINE_END.split(followed.partial + chunk)
+        followed.partial = lines.pop()  # what follows the last line end: a line still being written
         now = self.clock()
         steps: list[parsers.Record] = []
         for raw in lines:
@@ -100,7 +113,8 @@ class LogFollower:
             if found:
                 self.last_activity = now
                 steps += [r for r in found if isinstance(r, parsers.Record) and not r.final]
-        followed.steps += len(steps)
+        for record in steps:
+            followed.records.setdefault(record.rank, []).append(record)
         if steps:
             self._arrived(steps, now)
 
@@ -119,7 +133,18 @@ class LogFollower:
     @property
     def steps(self) -> int:
         """The logged steps so far: the most of any one file (the ranks log alike)."""
-        return max((f.steps for f in self.files.values()), default=0)
+        return max((n for f in self.files.values() for n in f.counts().values()), default=0)
+
+    def measured(self, ranks: list[list[Path]]) -> bool:
+        """Whether every rank's log has the steps the case needs: ``ranks`` lists each rank's files in the order
+        they are read (the first one with steps is the rank's); False for a time-to-train case (it needs all)."""
+        if self.expected_steps is None:
+            return False
+        counts = []
+        for paths in ranks:
+            found = next((f.counts() for f in map(self.files.get, paths) if f is not None and f.records), None)
+            counts += found.values() if found else []
+        return bool(counts) and min(counts) >= self.expected_steps
 
     @property
     def steps_left(self) -> int:

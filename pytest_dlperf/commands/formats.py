@@ -11,12 +11,14 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ..models import UNITS
 from .parsers import Mark, Milestone, Parser, Record, register_parser
 
 
 def _number(value: Any) -> float | None:
+    """A positive finite number from a logged value (``"1,234.5"``: thousands separated), else None."""
     try:
-        number = float(value)
+        number = float(value.replace(",", "") if isinstance(value, str) else value)
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) and number > 0 else None
@@ -219,11 +221,41 @@ class _PatternParser(Parser):
         return f"lines matching {self.pattern.pattern!r}"
 
 
+#: Seconds in one of each unit a logged step time may be given in (``step_time_unit``).
+TIME_UNITS = {"s": 1.0, "ms": 1e-3}
+#: Rates that count steps, not samples (``throughput_unit``): a step's samples are ``samples_per_step``.
+STEP_RATES = ("it/s", "s/it")
+#: The groups of a ``regex`` pattern that give a step, each in the unit its name says: seconds per step
+#: (``step_time``, in ``step_time_unit``), milliseconds per step, steps per second, seconds per step.
+STEP_GROUPS = {"step_time_ms": lambda x: x / 1000.0, "it_per_s": lambda x: 1.0 / x, "s_per_it": lambda x: x}
+
+
 @register_parser
 class RegexParser(_PatternParser):
+    """Named groups: ``throughput`` (in ``throughput_unit``: the case's unit, default; or ``it/s``, ``s/it``),
+    ``step_time`` (in ``step_time_unit``: ``s``, default, or ``ms``), ``step_time_ms``, ``it_per_s``,
+    ``s_per_it``; optional ``step``, ``rank``, ``samples``; or ``time_to_train`` (seconds), optional ``status``."""
+
     name = "regex"
-    options: ClassVar[Mapping[str, Any]] = {"pattern": None}
-    groups = ("throughput", "step_time", "time_to_train")
+    options: ClassVar[Mapping[str, Any]] = {"pattern": None, "step_time_unit": "s", "throughput_unit": None}
+    groups = ("throughput", "step_time", *STEP_GROUPS, "time_to_train")
+
+    @classmethod
+    def check(cls, who: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        checked = super().check(who, options)
+        if checked.get("step_time_unit", "s") not in TIME_UNITS:
+            raise ValueError(f"{who}: step_time_unit must be one of {', '.join(TIME_UNITS)}, not "
+                             f"{checked['step_time_unit']!r}")
+        rates = (*STEP_RATES, *UNITS)
+        if checked.get("throughput_unit") not in (None, *rates):
+            raise ValueError(f"{who}: throughput_unit must be one of {', '.join(rates)} (it/s, s/it: steps, each of "
+                             f"samples_per_step samples), not {checked['throughput_unit']!r}")
+        return checked
+
+    @classmethod
+    def logged_unit(cls, options: Mapping[str, Any]) -> str | None:
+        unit = options.get("throughput_unit")
+        return unit if unit in UNITS else None
 
     def parse_line(self, line: str) -> list[Record | Mark]:
         match = self.pattern.search(line)
@@ -234,6 +266,13 @@ class RegexParser(_PatternParser):
         if seconds_to_train is not None:
             return [Mark(Milestone.TIME_TO_TRAIN, value=seconds_to_train, status=found.get("status"))]
         figure, seconds = _number(found.get("throughput")), _number(found.get("step_time"))
+        if figure is not None and self.settings["throughput_unit"] in STEP_RATES:
+            seconds, figure = (1.0 / figure if self.settings["throughput_unit"] == "it/s" else figure), None
+        elif seconds is not None:
+            seconds *= TIME_UNITS[self.settings["step_time_unit"]]
+        for group, to_seconds in STEP_GROUPS.items():
+            value = _number(found.get(group))
+            seconds = seconds if seconds is not None or value is None else to_seconds(value)
         if figure is None and seconds is None:
             return []
         whole = {k: int(v) for k, v in found.items() if k in ("step", "rank", "samples") and v and v.isdigit()}
@@ -244,8 +283,9 @@ class RegexParser(_PatternParser):
         groups = set(re.compile(options["pattern"]).groupindex)
         if figure == "time_to_train" and "time_to_train" not in groups:
             return f"pattern {options['pattern']!r} needs a named group (?P<time_to_train>...) (seconds)"
-        if figure == "throughput" and not groups & {"throughput", "step_time"}:
-            return f"pattern {options['pattern']!r} needs a named group (?P<throughput>...) or (?P<step_time>...)"
+        steps = ("throughput", "step_time", *STEP_GROUPS)
+        if figure == "throughput" and not groups & set(steps):
+            return f"pattern {options['pattern']!r} needs a named group {' or '.join(f'(?P<{g}>...)' for g in steps)}"
         return None
 
     def describe_time_to_train(self) -> str:

@@ -13,7 +13,11 @@ process group (:func:`pytest_dlperf.launch.process.run_command`):
 * the controller went away (SIGKILL, a crash, a node's OOM killer: nothing of it could clean
   up): the guard sends SIGTERM to its process group and to every process that carries the
   run's ``DLPERF_RUN_ID`` (torchrun's ranks, each in a session of its own; ``srun`` and
-  ``mpirun`` end their ranks on SIGTERM), SIGKILL to what is left after a grace, and exits.
+  ``mpirun`` end their ranks on SIGTERM), SIGKILL to what is left after a grace, and exits;
+* the controller stops the run once its log has the steps the case needs (SIGINT to the process
+  group, :func:`pytest_dlperf.launch.process.run_command`'s ``done``): the guard lets the SIGINT
+  pass (a handler that does nothing, which its command does not inherit) and still ends as its
+  command does.
 
 It needs nothing from the command, and runs on every launcher: it wraps the launcher's
 command line (``torchrun``, ``srun``, ``mpirun``) as it wraps a plain script.  It is run as a
@@ -127,6 +131,10 @@ def _start(argv: list[str]) -> int:
     return child
 
 
+def _let_pass(_signum: int, _frame: object) -> None:
+    """The run's SIGINT is for its command: the guard waits for it to end, and ends as it did."""
+
+
 def _controller_gone(controller: int) -> bool:
     return os.getppid() != controller
 
@@ -137,6 +145,7 @@ def watch(argv: list[str]) -> None:
     watched = _pidfd(controller)
     if controller == 1 or _controller_gone(controller):
         os._exit(1)  # the controller went before the command could start: start nothing
+    signal.signal(signal.SIGINT, _let_pass)  # a handler, not SIG_IGN: the command gets SIGINT's default back
     child = _start(argv)
     ended = _pidfd(child)
     while True:

@@ -12,8 +12,10 @@ Each run is one process group (:func:`pytest_dlperf.launch.process.run_command`)
 watching parent that takes it down if the controller dies (:mod:`.guard`), with a time limit
 that follows its log as it grows (:mod:`.follow`) where ``--dlperf-timeout`` or the command's
 ``timeout`` fixes none; a crash, an out-of-memory error, a hung command and a timeout are told
-apart from the exit status and the log.  A time-to-train case's runs are
-:mod:`.train_time`'s, through the same :func:`execute`.
+apart from the exit status and the log.  A script that trains on after the steps its case needs
+(most train for epochs) is stopped as soon as each rank's log has them (``stop_once_measured``:
+SIGINT to its process group, SIGKILL after the grace), and the run counts: its record says after how
+many logged steps.  A time-to-train case's runs are :mod:`.train_time`'s, through the same :func:`execute`.
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ class Run:
             return [p for p in own if p is not None]
         return [self.run_dir / "stdout.log", self.run_dir / "stderr.log"] if rank == 0 else []
 
+    def rank_logs(self) -> list[list[Path]]:
+        """Each rank's files, in the order they are read (:meth:`logs`)."""
+        return [self.logs(rank) for rank in range(self.case.gpus)]
+
     def followed(self) -> list[Path]:
         """Every file its lines may be in while it runs (a launcher's per-rank files appear after its start)."""
         if self.spec.log_file:
@@ -180,9 +186,12 @@ def execute(run: Run, on_progress=None) -> tuple[process.CommandOutcome, LogFoll
         follower.poll()
         return follower.deadline, follower.progress(params.warmup_steps, params.steps, params.repeats)
 
+    def done() -> bool:
+        return spec.stop_once_measured and follower.measured(run.rank_logs())
+
     outcome = process.run_command(guard.wrap(plan.command), run.run_dir, timeout=fixed_timeout(spec, params),
                                   startup_timeout=startup, extra_env={**plan.env, **spec.env}, cwd=cwd,
-                                  on_progress=on_progress, follow=follow)
+                                  on_progress=on_progress, follow=follow, done=done)
     return outcome, follower
 
 
@@ -220,14 +229,26 @@ def failure(run: Run, outcome: process.CommandOutcome, follower: LogFollower) ->
 
 
 def run_record(index: int, run: Run, outcome: process.CommandOutcome, windows: list[dict[str, Any]],
-               ranks: list[RankRecord], method: str, warnings: list[str]) -> RunRecord:
-    """One run as the session results keep it: a worker's run's record, with the command line."""
-    ok = outcome.returncode == 0 and not outcome.timed_out and bool(windows)
+               ranks: list[RankRecord], method: str, warnings: list[str], logged: int | None = None) -> RunRecord:
+    """One run as the session results keep it: a worker's run's record, with the command line (and, for a run
+    stopped once measured, the logged steps it had then: ``logged``)."""
+    ok = outcome.ok and bool(windows)
     status = RunStatus.OK if ok else (RunStatus.TIMEOUT if outcome.timed_out else RunStatus.CRASHED)
+    stopped_after = logged if outcome.stopped and logged else None
+    if stopped_after:
+        warnings = [*warnings, stop_note(stopped_after, run)]
     return RunRecord(index, status, outcome.returncode, round(outcome.wall_seconds, 3), str(outcome.run_dir),
                      device={"type": run.params.device}, windows=windows, warnings=warnings,
                      settings=run.spec.settings(run.case.settings_dict), ranks=ranks,
-                     command=CommandLine(tuple(run.argv), run.spec.cwd, dict(run.spec.env), run.spec.parser, method))
+                     command=CommandLine(tuple(run.argv), run.spec.cwd, dict(run.spec.env), run.spec.parser, method,
+                                         stopped_after))
+
+
+def stop_note(logged: int, run: Run) -> str:
+    """The words of a run stopped once measured."""
+    needed = run.params.warmup_steps + run.params.steps * run.params.repeats
+    return (f"stopped after {logged} logged steps (the case needs {needed}: it was still training; "
+            f"stop_once_measured)")
 
 
 def _measured(run: Run, by_rank: dict[int, list[parsers.Record]]) -> tuple[list[dict[str, Any]], list[RankRecord], str,
@@ -282,12 +303,13 @@ def measure(case: Case, spec: CommandSpec, params: RunParams, workdir: Path,
         run = Run(spec, case, params, run_dir, launcher, index)
         shown = None if on_progress is None else functools.partial(on_progress, index, first_index + params.runs)
         outcome, follower = execute(run, shown)
-        reads = run.read() if outcome.returncode == 0 and not outcome.timed_out else {}
+        reads = run.read() if outcome.ok else {}
         missing = next((found.missing for found in reads.values() if found.missing), None)
         by_rank = {r: found.records for r, found in reads.items() if found.records and not missing}
         windows, ranks, method, notes = _measured(run, by_rank) if by_rank else ([], [], "windows", [])
-        runs.append(run_record(index, run, outcome, windows, ranks, method, notes + run.batch_note(reads)))
-        if outcome.returncode != 0 or outcome.timed_out:
+        logged = min((sum(not r.final for r in records) for records in by_rank.values()), default=None)
+        runs.append(run_record(index, run, outcome, windows, ranks, method, notes + run.batch_note(reads), logged))
+        if not outcome.ok:
             kind, message = failure(run, outcome, follower)
             raise CaseError(message, kind, runs)
         if missing:

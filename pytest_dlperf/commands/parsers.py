@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
@@ -79,10 +81,23 @@ FIGURES = ("throughput", "time_to_train")
 
 
 class Parser:
-    """A named log parser; ``options`` are its settings with their defaults (None: required)."""
+    """A named log parser; ``options`` are its settings with their defaults (None: required).
+
+    ``default_unit`` and ``default_scope``: a command's ``unit`` and ``scope`` where its registration gives
+    none (torchtitan's ``tps`` is tokens per second of each GPU: ``tokens/s``, ``rank``);
+    :meth:`logged_unit`: the unit the log's own figures are in, which the case's unit must then be.
+    """
 
     name: ClassVar[str] = ""
     options: ClassVar[Mapping[str, Any]] = {}
+    default_unit: ClassVar[str | None] = None
+    default_scope: ClassVar[str | None] = None
+
+    @classmethod
+    def logged_unit(cls, options: Mapping[str, Any]) -> str | None:
+        """The unit of the throughput the log itself states (``tokens/s``), or None where a step's figure is its
+        samples (``samples_per_step``) over its logged time."""
+        return None
 
     def __init__(self, **options: Any):
         self.settings = {**self.options, **options}
@@ -145,11 +160,50 @@ PARSERS: Registry[type[Parser]] = Registry(
     "parser", taken=lambda name, old, new: f"parser name {name!r} is empty or taken")
 
 
-def register_parser(cls: type[Parser]) -> type[Parser]:
-    """Class decorator: make ``cls`` the parser named ``cls.name``."""
+def register_parser(name_or_class: str | type[Parser], /) -> Any:
+    """Register a parser class, in either of two forms (the first as ``register_model("name", ...)`` and
+    ``register_command("name", ...)`` read):
+
+    ``@register_parser("pytorch-wlm")`` on a :class:`Parser` subclass: it is the parser named so;
+    ``@register_parser`` on one with a class attribute ``name``: it is the parser named ``cls.name``.
+
+    Anything else is one ``ValueError`` naming the registering file and what to write.
+    """
+    where = os.path.abspath(sys._getframe(1).f_code.co_filename)  # the conftest (or module) registering it
+    if isinstance(name_or_class, str):
+        name = name_or_class
+
+        def decorate(cls: type[Parser]) -> type[Parser]:
+            if not (isinstance(cls, type) and issubclass(cls, Parser)):
+                raise ValueError(_form(where, f"@register_parser({name!r}) decorates {cls!r}", name))
+            if cls.name and cls.name != name:
+                raise ValueError(f"{where}: @register_parser({name!r}) on class {cls.__name__}, whose name is "
+                                 f"{cls.name!r}: give one name")
+            cls.name = name
+            return _add(where, cls)
+
+        if not name:
+            raise ValueError(_form(where, "register_parser('') has an empty name", "my-parser"))
+        return decorate
+    cls = name_or_class
+    if not (isinstance(cls, type) and issubclass(cls, Parser)):
+        raise ValueError(_form(where, f"register_parser({cls!r}) is given neither a name nor a Parser class",
+                               "my-parser"))
     if not cls.name:
-        raise ValueError(f"parser name {cls.name!r} is empty or taken")
-    return PARSERS.add(cls.name, cls)
+        raise ValueError(_form(where, f"@register_parser on class {cls.__name__}, which has no name", "my-parser"))
+    return _add(where, cls)
+
+
+def _form(where: str, what: str, name: str) -> str:
+    return (f"{where}: {what}; write @register_parser({name!r}) above a class deriving from "
+            f"pytest_dlperf.commands.Parser (or give the class name = {name!r} and write @register_parser)")
+
+
+def _add(where: str, cls: type[Parser]) -> type[Parser]:
+    try:
+        return PARSERS.add(cls.name, cls)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def list_parsers() -> list[str]:

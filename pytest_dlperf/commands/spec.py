@@ -81,6 +81,9 @@ class CommandSpec(ModelSpec):
     #: Steps the script runs that its log never shows, added to ``{steps}``: DeepLearningExamples' main.py
     #: logs an iteration when the next one starts, so its last one (``--prof N`` logs N - 1): 1.
     unlogged_steps: int = 0
+    #: Stop the script (SIGINT to its process group, SIGKILL after the grace) once its log has the steps the case
+    #: needs, as most scripts train on for epochs; False: it must end by itself (it writes its own report at the end).
+    stop_once_measured: bool = True
 
     @property
     def times_training(self) -> bool:
@@ -190,15 +193,37 @@ def _check_counts(who: str, timeout: float | None, startup_timeout: float | None
                          f"logs), not {unlogged_steps!r}")
 
 
-def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit: str = "img/s",
+def _unit_and_scope(who: str, parser: str, options: Mapping[str, Any], unit: str | None,
+                    scope: str | None) -> tuple[str, str]:
+    """The case's unit and scope: as given (checked), else the parser's defaults, else ``img/s`` and ``global``."""
+    from . import parsers
+
+    kind = parsers.PARSERS[parser]
+    logged = kind.logged_unit(options)
+    if unit is None:
+        unit = logged or kind.default_unit or "img/s"
+    check_choice(who, "unit", unit, UNITS)
+    if logged is not None and unit != logged:
+        raise ValueError(f"{who}: unit {unit!r}, but parser {parser!r} reads figures in {logged}: give unit "
+                         f"{logged!r} (or leave unit out)")
+    scope = scope or kind.default_scope or "global"
+    check_choice(who, "scope", scope, SCOPES)
+    return unit, scope
+
+
+def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit: str | None = None,
                batch_size: int = 32, precisions: Mapping[str, Sequence[str]] | None = None,
-               samples_per_step: int | str | None = None, scope: str = "global", cwd: str | None = None,
+               samples_per_step: int | str | None = None, scope: str | None = None, cwd: str | None = None,
                env: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None,
                requires: Mapping[str, str] | None = None, timeout: float | None = None,
                log_file: str | None = None, launch: str = "launcher", description: str = "",
                source: str | None = None, unlogged_steps: int = 0, startup_timeout: float | None = None,
-               figure: str = "throughput", **parser_options: Any) -> CommandSpec:
-    """A checked :class:`CommandSpec`; one ``ValueError`` naming the command and the field for a mistake."""
+               figure: str = "throughput", stop_once_measured: bool = True, **parser_options: Any) -> CommandSpec:
+    """A checked :class:`CommandSpec`; one ``ValueError`` naming the command and the field for a mistake.
+
+    ``unit`` and ``scope`` left out: the parser's (:attr:`Parser.default_unit`, ``default_scope``), else
+    ``img/s`` and ``global``; a unit other than the one the log states (:meth:`Parser.logged_unit`) is refused.
+    """
     from . import parsers
 
     registry.check_name(name)
@@ -207,8 +232,8 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
         check_mapping(who, "defaults", defaults, "setting names to values")
     known = [*PLACEHOLDERS, *(defaults or {})]
     argv = check_command(who, command, known)
-    check_choice(who, "unit", unit, UNITS)
-    check_choice(who, "scope", scope, SCOPES)
+    options = parsers.check(who, parser, parser_options)
+    unit, scope = _unit_and_scope(who, parser, options, unit, scope)
     check_choice(who, "launch", launch, LAUNCHES)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"{who}: batch_size must be a positive integer, not {batch_size!r}")
@@ -225,7 +250,8 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
         if not all(isinstance(v, str) for v in env.values()):
             raise ValueError(f"{who}: env values must be strings")
     _check_counts(who, timeout, startup_timeout, unlogged_steps)
-    options = parsers.check(who, parser, parser_options)
+    if not isinstance(stop_once_measured, bool):
+        raise ValueError(f"{who}: stop_once_measured must be true or false, not {stop_once_measured!r}")
     samples = options.get("samples")
     if isinstance(samples, str):
         check_command(f"{who}: samples", [samples], known)
@@ -241,7 +267,8 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
                        task=COMMAND_TASK, command=argv, precision_args=mapped, parser=parser,
                        parser_options=options, samples_per_step=samples_per_step, scope=scope, cwd=cwd,
                        env=dict(env or {}), timeout=timeout, log_file=log_file, launch=launch,
-                       unlogged_steps=unlogged_steps, startup_timeout=startup_timeout, figure=figure)
+                       unlogged_steps=unlogged_steps, startup_timeout=startup_timeout, figure=figure,
+                       stop_once_measured=stop_once_measured)
 
 
 def register_command(name: str, command: Sequence[str], **fields: Any) -> CommandSpec:
@@ -251,7 +278,8 @@ def register_command(name: str, command: Sequence[str], **fields: Any) -> Comman
     (``key``, ``pattern``, ...), ``unit``, ``batch_size`` (the default per-device batch),
     ``precisions`` (precision -> arguments), ``samples_per_step``, ``scope``, ``cwd``,
     ``env``, ``defaults``, ``requires``, ``timeout``, ``startup_timeout``, ``log_file``, ``launch``,
-    ``figure`` (``throughput``, or ``time_to_train``: a time-to-train case), ``unlogged_steps``, ``description``.
+    ``figure`` (``throughput``, or ``time_to_train``: a time-to-train case), ``unlogged_steps``,
+    ``stop_once_measured`` (default true), ``description``.
     docs/commands.md is the contract.
     """
     caller = sys._getframe(1).f_code.co_filename  # the registering file, as register_model records it

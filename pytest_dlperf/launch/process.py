@@ -95,9 +95,11 @@ def describe_returncode(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def kill_run(pgid: int, run_id: str | None = None, grace: float = KILL_GRACE_SECONDS) -> None:
-    """SIGTERM the process group and the run's tagged processes; SIGKILL what is left after ``grace``."""
-    _signal_run(pgid, run_id, signal.SIGTERM)
+def kill_run(pgid: int, run_id: str | None = None, grace: float = KILL_GRACE_SECONDS,
+             first: int = signal.SIGTERM) -> None:
+    """``first`` (SIGTERM; SIGINT to stop a command once measured) to the process group and the run's tagged
+    processes; SIGKILL what is left after ``grace``."""
+    _signal_run(pgid, run_id, first)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if not run_alive(pgid, run_id):
@@ -272,6 +274,13 @@ class CommandOutcome:
     run_dir: Path
     wall_seconds: float
     lost: str | None = None  # a forked worker's server died before it said how the worker ended
+    #: Ended by the controller once its log had the steps the case needs (``done``): its exit status is the stop's.
+    stopped: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """It ended by itself with status 0, or was stopped once measured; not timed out."""
+        return (self.returncode == 0 or self.stopped) and not self.timed_out
 
 
 def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup_timeout: float = 300.0,
@@ -279,7 +288,7 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 progress_path: Path | None = None,
                 on_progress: Callable[[Progress | None, float], None] | None = None,
                 follow: Callable[[], tuple[float, Progress | None]] | None = None,
-                forked: Sequence[str] | None = None) -> CommandOutcome:
+                forked: Sequence[str] | None = None, done: Callable[[], bool] | None = None) -> CommandOutcome:
     """Run ``cmd`` in a new session and process group, tagged with a run id, and wait for it.
 
     Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its
@@ -291,6 +300,9 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     the limit, on an exception in the controller, or when processes of the run remain
     after it exited.  ``forked``: the module and arguments that do what ``cmd`` does, which a fork server
     runs where it can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` runs, as without it).
+    ``done()``: asked after each ``follow()``; once it is true (a command that logged the steps its case needs
+    and would go on training), the run is stopped: SIGINT to its process group and tagged processes, SIGKILL
+    after the grace, and the outcome says ``stopped``.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     child_env = dict(os.environ, **(extra_env or {}))
@@ -314,8 +326,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
             _live_runs[proc.pid] = run_id
         try:
             with NotedInterrupts() as interrupted:
-                timed_out, deadline = _watch(proc, run_id, start, deadline, timeout is not None, progress_path,
-                                             on_progress, follow, interrupted)
+                timed_out, deadline, stopped = _watch(proc, run_id, start, deadline, timeout is not None,
+                                                      progress_path, on_progress, follow, interrupted, done)
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.
@@ -328,15 +340,17 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 _live_runs.pop(proc.pid, None)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start,
-                          getattr(proc, "lost", None))
+                          getattr(proc, "lost", None), stopped)
 
 
 def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start: float, deadline: float,
            fixed: bool, progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
            follow: Callable[[], tuple[float, Progress | None]] | None,
-           interrupted: Callable[[], KeyboardInterrupt | None] = lambda: None) -> tuple[bool, float]:
+           interrupted: Callable[[], KeyboardInterrupt | None] = lambda: None,
+           done: Callable[[], bool] | None = None) -> tuple[bool, float, bool]:
     """Wait for ``proc``, looking at its progress once a second; kill its run at the deadline (moved by each
-    report unless the limit is ``fixed``).  Returns whether it timed out, and the deadline it ended with.
+    report unless the limit is ``fixed``), stop it (SIGINT first) once ``done()``.  Returns whether it timed out,
+    the deadline it ended with, and whether it was stopped.
     ``interrupted()``: a KeyboardInterrupt raised meanwhile, raised again here (where it was lost)."""
     seen = 0.0
     with _ExitWaiter(proc) as exited:
@@ -354,18 +368,24 @@ def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start
                 followed, fresh = follow()
                 last = fresh or last
                 deadline = followed if not fixed else deadline
+            if done is not None and done():
+                if on_progress is not None:
+                    on_progress(last, time.monotonic() - start)
+                kill_run(proc.pid, run_id, first=signal.SIGINT)
+                proc.wait()
+                return False, deadline, True
             if on_progress is not None:
                 on_progress(last, time.monotonic() - start)
             if time.monotonic() > deadline:
                 kill_run(proc.pid, run_id)
                 proc.wait()
-                return True, deadline
+                return True, deadline, False
         if progress_path is not None and on_progress is not None:
             # The run's last progress (its windows done), which a run shorter than a poll leaves unread.
             fresh, seen = read_progress(progress_path, seen)
             if fresh is not None:
                 on_progress(fresh, time.monotonic() - start)
-    return False, deadline
+    return False, deadline, False
 
 
 def _read_results(run_dir: Path) -> tuple[dict[int, WorkerResult], dict[int, str]]:

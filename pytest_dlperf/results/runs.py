@@ -63,21 +63,25 @@ class RankRecord:
 @dataclasses.dataclass(frozen=True)
 class CommandLine:
     """What a command case's run ran (docs/commands.md): its arguments, folder, environment, parser and
-    method (``windows``: logged steps; ``final``: the script's own final figure; ``time_to_train``)."""
+    method (``windows``: logged steps; ``final``: the script's own final figure; ``time_to_train``), and the
+    logged steps after which it was stopped once measured (docs/commands.md)."""
 
     argv: tuple[str, ...]
     cwd: str | None
     env: Mapping[str, str]
     parser: str
     method: str
+    #: The logged steps its log had when the plugin stopped it (it would have trained on); None: it ended by itself.
+    stopped_after: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"argv": list(self.argv), "cwd": self.cwd, "env": dict(self.env), "parser": self.parser,
-                "method": self.method}
+                "method": self.method, "stopped_after": self.stopped_after}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CommandLine:
-        return cls(tuple(data["argv"]), data.get("cwd"), dict(data.get("env") or {}), data["parser"], data["method"])
+        return cls(tuple(data["argv"]), data.get("cwd"), dict(data.get("env") or {}), data["parser"], data["method"],
+                   data.get("stopped_after"))
 
 
 @dataclasses.dataclass
