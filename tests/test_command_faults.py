@@ -1,4 +1,5 @@
-"""Command cases that go wrong: pytest SIGKILLed mid-case (no orphan, on every launcher), a hung command.
+"""Command cases that go wrong: pytest SIGKILLed mid-case (no orphan, on every launcher), a hung command, a
+command that never stops by itself (stopped once measured).
 
 The orphan tests run pytest as a process of its own, SIGKILL it while its command case runs
 (``tests/commands/train_sleepy.py``, which also starts a child in a session of its own), and
@@ -98,6 +99,39 @@ def test_a_hung_command_fails_within_its_limit_naming_its_last_line(dlperf, monk
     assert "its last line: '[rank 0] iter 3 batch_cost 0.2 s'" in case["message"]
     assert case["verdict"] == "error" and case["attempts"][0]["runs"][0]["status"] == "timeout"
     assert time.monotonic() - started < 60
+
+
+STOPPED = f"""
+import sys
+from pytest_dlperf.commands import Parser, Record, register_parser
+
+@register_parser("sleepy-log")  # the name first, as register_command and register_model take it
+class SleepyLog(Parser):
+    def parse_line(self, line):
+        return [Record(step_time=float(line.split()[-2]))] if " batch_cost " in line else []
+
+from pytest_dlperf import register_command
+register_command("forever", [sys.executable, {str(SCRIPT)!r}, "forever", "{{data_dir}}"], parser="sleepy-log")
+"""
+
+
+def test_a_command_that_never_stops_is_stopped_once_measured_and_counts(dlperf):
+    # train_sleepy.py logs a step every 0.2 s for ever, and starts a child in a session of its own.
+    dlperf.pytester.makeconftest(STOPPED)
+    pids_dir = dlperf.path / "pids"
+    pids_dir.mkdir()
+    result = dlperf.run("--dlperf-model", "forever", "--dlperf-runs", "1", "--dlperf-data-dir", str(pids_dir),
+                        "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=1)
+    (case,) = dlperf.results()["cases"]
+    (run,) = case["attempts"][0]["runs"]
+    needed = 2 + 5 * 2  # FAST: warm-up + steps x repeats
+    logged = run["command"]["stopped_after"]
+    # Ended within a few seconds of its 12th step (0.2 s each): the log is read once a second.
+    assert needed <= logged <= needed + 25 and run["wall_seconds"] < needed * 0.2 + 10, run
+    assert run["status"] == "ok" and case["throughput"] == pytest.approx(32 / 0.2)
+    assert f"stopped after {logged} logged steps (the case needs {needed}" in case["message"]
+    assert wait_gone([int(p.name) for p in pids_dir.iterdir()], 5.0) == [], "the script or its child outlived the run"
 
 
 # --------------------------------------------------------------------------- the limit, on a clock of our own
