@@ -69,19 +69,35 @@ class _LineParser(Parser):
         return f"{self.name} step lines ({self.FORMAT})"
 
 
-@register_parser("torchtitan")
-class TorchTitanParser(_LineParser):
-    LINE = re.compile(r"\bstep:\s*(?P<step>\d+)\s.*?\btps:\s*(?P<tps>[\d,]+(?:\.\d+)?)")
-    FORMAT = "'step: 10  loss: ...  tps: 1,234  ...'"
-    default_scope = "rank"
+def _across_epochs(match: re.Match[str], first_epoch: int) -> int:
+    """The step's number counted over epochs: groups ``epoch`` (the first is ``first_epoch``), ``index`` in it
+    and ``total`` steps an epoch."""
+    return (int(match["epoch"]) - first_epoch) * int(match["total"]) + int(match["index"])
+
+
+class _RateParser(_LineParser):
+    """A line that states the throughput (group ``rate``, in ``UNIT``) of its step (group ``step``)."""
+
+    UNIT: ClassVar[str]
 
     @classmethod
     def logged_unit(cls, options: Mapping[str, Any]) -> str | None:
-        return "tokens/s"
+        return cls.UNIT
 
     def record(self, match: re.Match[str]) -> Record | None:
-        tps = _number(match["tps"])
-        return Record(throughput=tps, step=int(match["step"])) if tps else None
+        rate = _number(match["rate"])
+        return Record(throughput=rate, step=self.step(match)) if rate else None
+
+    def step(self, match: re.Match[str]) -> int:
+        return int(match["step"])
+
+
+@register_parser("torchtitan")
+class TorchTitanParser(_RateParser):
+    LINE = re.compile(r"\bstep:\s*(?P<step>\d+)\s.*?\btps:\s*(?P<rate>[\d,]+(?:\.\d+)?)")
+    FORMAT = "'step: 10  loss: ...  tps: 1,234  ...'"
+    UNIT = "tokens/s"
+    default_scope = "rank"
 
 
 @register_parser("megatron")
@@ -114,19 +130,14 @@ class MegatronParser(_LineParser):
 
 
 @register_parser("timm")
-class TimmParser(_LineParser):
+class TimmParser(_RateParser):
     LINE = re.compile(r"Train:\s*(?P<epoch>\d+)\s*\[\s*(?P<index>\d+)\s*/\s*(?P<total>\d+).*?Time:\s*[\d.]+s,\s*"
                       r"(?P<rate>[\d.]+)/s")
     FORMAT = "'Train: 0 [  50/1251 (  4%)]  Loss: ...  Time: 0.358s,  714.98/s ...'"
+    UNIT = "img/s"
 
-    @classmethod
-    def logged_unit(cls, options: Mapping[str, Any]) -> str | None:
-        return "img/s"
-
-    def record(self, match: re.Match[str]) -> Record | None:
-        rate = _number(match["rate"])
-        step = int(match["epoch"]) * int(match["total"]) + int(match["index"])
-        return Record(throughput=rate, step=step) if rate else None
+    def step(self, match: re.Match[str]) -> int:
+        return _across_epochs(match, first_epoch=0)
 
 
 class _BarParser(_LineParser):
@@ -196,27 +207,19 @@ class LightningParser(_BarParser):
 
 
 @register_parser("fairseq")
-class FairseqParser(_LineParser):
-    LINE = re.compile(r"""(?:\bwps=|"wps":\s*"?)(?P<wps>[\d.]+).*?(?:\bnum_updates=|"num_updates":\s*"?)(?P<step>\d+)""")
+class FairseqParser(_RateParser):
+    LINE = re.compile(r"""(?:\bwps=|"wps":\s*"?)(?P<rate>[\d.]+).*?(?:\bnum_updates=|"num_updates":\s*"?)(?P<step>\d+)""")
     FORMAT = "'epoch 001:    100 / 1000 loss=..., wps=26843.2, ..., num_updates=100' or its JSON form"
-
-    @classmethod
-    def logged_unit(cls, options: Mapping[str, Any]) -> str | None:
-        return "tokens/s"
-
-    def record(self, match: re.Match[str]) -> Record | None:
-        wps = _number(match["wps"])
-        return Record(throughput=wps, step=int(match["step"])) if wps else None
+    UNIT = "tokens/s"
 
 
 @register_parser("wlm")
 class WordLanguageModelParser(_LineParser):
-    LINE = re.compile(r"\|\s*epoch\s+(?P<epoch>\d+)\s*\|\s*(?P<batch>\d+)\s*/\s*(?P<total>\d+) batches\s*\|.*?"
+    LINE = re.compile(r"\|\s*epoch\s+(?P<epoch>\d+)\s*\|\s*(?P<index>\d+)\s*/\s*(?P<total>\d+) batches\s*\|.*?"
                       r"ms/batch\s+(?P<ms>[\d.]+)")
     FORMAT = "'| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 45.00 | loss  7.63 | ppl  2064.23'"
     default_unit = "seq/s"
 
     def record(self, match: re.Match[str]) -> Record | None:
         ms = _number(match["ms"])
-        step = (int(match["epoch"]) - 1) * int(match["total"]) + int(match["batch"])
-        return Record(step_time=ms / 1000.0, step=step) if ms else None
+        return Record(step_time=ms / 1000.0, step=_across_epochs(match, first_epoch=1)) if ms else None
