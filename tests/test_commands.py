@@ -92,6 +92,11 @@ def test_the_results_keep_the_command_line_and_the_method(good):
     hf = cases["hf-fp32-bs8-gpu1"]
     assert hf["attempts"][0]["runs"][0]["command"]["method"] == "final"
     assert "one final figure per run" in hf["message"] and hf["throughput"] > 0
+    # The same run's tqdm bar (stderr), as the tqdm parser reads a Trainer's: one step per iteration, all {steps}.
+    bar = Path(hf["attempts"][0]["runs"][0]["log_dir"]) / "stderr.log"
+    with open(bar, encoding="utf-8", errors="replace") as log:
+        steps = parsers.make("tqdm", {}).parse(log)[0]
+    assert [r.step for r in steps] == list(range(1, 13)) and all(r.step_time > 0 for r in steps)
 
 
 def test_two_ranks_through_torchrun_each_log_their_own_steps(good):

@@ -2,7 +2,8 @@
 
 Usage: python train_hf_trainer.py BATCH STEPS OUTPUT_DIR
 Nothing is downloaded: the model is built from a BertConfig, the data are random token ids.
-The Trainer prints its per-step log dicts and, at the end, ``train_samples_per_second``.
+The Trainer prints its per-step log dicts and, at the end, ``train_samples_per_second`` on stdout, and draws its
+tqdm progress bar on stderr (its default), as a user's run_clm.py does.
 """
 import os
 import sys
@@ -28,6 +29,6 @@ class RandomTokens(torch.utils.data.Dataset):
 
 
 arguments = TrainingArguments(output_dir=output, per_device_train_batch_size=batch, max_steps=steps,
-                              logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True,
+                              logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=False,
                               use_cpu=True, dataloader_num_workers=0)
 Trainer(model=model, args=arguments, train_dataset=RandomTokens()).train()
