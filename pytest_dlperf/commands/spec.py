@@ -274,8 +274,9 @@ def build_spec(name: str, *, command: Sequence[str], parser: str = "regex", unit
 def register_command(name: str, command: Sequence[str], **fields: Any) -> CommandSpec:
     """Register a training command as the case name ``name`` (from a conftest.py, as ``register_model``).
 
-    ``fields``: ``parser`` (``dllogger``, ``mllog``, ``regex``, ``final``) and its options
-    (``key``, ``pattern``, ...), ``unit``, ``batch_size`` (the default per-device batch),
+    ``fields``: ``parser`` (``dllogger``, ``mllog``, ``regex``, ``final``, a trainer's: ``torchtitan``,
+    ``megatron``, ``timm``, ``tqdm``, ``lightning``, ``fairseq``, ``wlm``; or one of ``register_parser``) and its
+    options (``key``, ``pattern``, ``step_time_unit``, ...), ``unit``, ``batch_size`` (the default per-device batch),
     ``precisions`` (precision -> arguments), ``samples_per_step``, ``scope``, ``cwd``,
     ``env``, ``defaults``, ``requires``, ``timeout``, ``startup_timeout``, ``log_file``, ``launch``,
     ``figure`` (``throughput``, or ``time_to_train``: a time-to-train case), ``unlogged_steps``,

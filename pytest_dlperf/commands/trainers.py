@@ -10,7 +10,7 @@ the formats are the projects' (their source, cited per parser), the code is ours
     scope ``rank``.
 ``megatron``
     Megatron-LM's ``training_log`` (https://github.com/NVIDIA/Megatron-LM, ``megatron/training/training.py``;
-    NeMo's Megatron trainers print the same): `` iteration       10/    1000 | consumed samples: ... |
+    Megatron-Bridge, NeMo's Megatron backend, prints the same): `` iteration       10/    1000 | consumed samples: ... |
     elapsed time per iteration (ms): 512.3 | throughput per GPU (TFLOP/s/GPU): ... | ... | global batch
     size:   256 | ...``: a step of ``elapsed time per iteration`` (the interval's mean) and of the global
     batch it logs (sequences; ``seq_length`` given: tokens).
@@ -208,7 +208,8 @@ class LightningParser(_BarParser):
 
 @register_parser("fairseq")
 class FairseqParser(_RateParser):
-    LINE = re.compile(r"""(?:\bwps=|"wps":\s*"?)(?P<rate>[\d.]+).*?(?:\bnum_updates=|"num_updates":\s*"?)(?P<step>\d+)""")
+    LINE = re.compile(r"""(?:\bwps=|"wps":\s*"?)(?P<rate>[\d.]+).*?"""
+                      r"""(?:\bnum_updates=|"num_updates":\s*"?)(?P<step>\d+)""")
     FORMAT = "'epoch 001:    100 / 1000 loss=..., wps=26843.2, ..., num_updates=100' or its JSON form"
     UNIT = "tokens/s"
 
