@@ -16,6 +16,7 @@ import pytest
 from . import baseline as baseline_mod
 from . import commands, convergence, data, models
 from .cases import Case, check_settings, matrix
+from .commands import trust
 from .commands.train_time import judged_by_time
 from .controller.session import SESSION
 from .results.case import CaseFailed
@@ -31,8 +32,8 @@ def build_cases(options: Options, baseline: baseline_mod.Baseline | None) -> lis
     out: list[CaseEntry] = []
     if baseline is not None:
         try:
-            commands.register_entries((e, e.command, _where(baseline, e, "command", "")) for e in baseline.entries
-                                      if e.command is not None)
+            commands.register_entries(((e, e.command, _where(baseline, e, "command", "")) for e in baseline.entries
+                                       if e.command is not None), trust.baseline_refusals(baseline, options.trust))
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         out.extend((entry.case, entry) for entry in baseline.entries)

@@ -226,6 +226,9 @@ def _entries(reference: Baseline, chosen: Baseline | None, missing: str) -> list
             continue
         gates = {key: getattr(ref, key) for key in ("min_scaling_efficiency", "min_gpu_utilization")
                  if getattr(figure, key) is None}
+        if figure.command is not None and figure.command == ref.command:
+            # The reference gives the same command (a recorded file copies it): it runs under the reference's trust.
+            gates["command_source"] = ref.command_source or (reference.path, ref.index)
         out.append(own(figure, chosen, **gates))
     if chosen is not None:
         out.extend(own(e, chosen) for e in chosen.entries if reference.find(e.case) is None)

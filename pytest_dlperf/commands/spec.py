@@ -81,6 +81,9 @@ class CommandSpec(ModelSpec):
     #: Steps the script runs that its log never shows, added to ``{steps}``: DeepLearningExamples' main.py
     #: logs an iteration when the next one starts, so its last one (``--prof N`` logs N - 1): 1.
     unlogged_steps: int = 0
+    #: Why the command never runs: the line that refused it (a baseline's command from a file not trusted,
+    #: :mod:`pytest_dlperf.commands.trust`); its cases are skipped with it. None: it runs.
+    refused: str | None = None
 
     @property
     def times_training(self) -> bool:

@@ -19,13 +19,14 @@ import pytest
 
 from .. import jsonio
 from ..cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
+from ..commands.trust import Trust, project_root
 from ..controller.batchsearch import MAX_TRIALS
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from ..gate.sequential import SAVE_SPAN
 from ..gate.verdict import INCONCLUSIVE_POLICIES
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
 from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
-                      number, plot_folder, record_folder, switch, text, words)
+                      number, plot_folder, record_folder, switch, text, trusted_paths, words)
 
 DEVICES = ("auto", "cuda", "cpu")
 #: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
@@ -71,6 +72,11 @@ OPTIONS = (
     Option("baseline", "baseline JSON: its cases are collected and judged against it; or a folder of baselines, "
                        "one per machine class: the file whose hardware matches this machine.", "PATH",
            field="baseline_path"),
+    Option("trust-commands", "a baseline file, or a folder of them, whose command objects (argv, cwd, env) may run "
+                             "although it lies outside the rootdir (repeatable; symbolic links resolved): a "
+                             "baseline's command is code, and runs only from the rootdir's files or these "
+                             "(docs/baselines.md, What runs).", "PATH", trusted_paths, ini="linelist",
+           action="append"),
     Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
                               "describes, which the next session on this machine gates against (default "
                               ".dlperf/baselines under the rootdir).", "DIR", record_folder),
@@ -247,6 +253,8 @@ class Options:
         raw = {option.name: given(config, option) for option in OPTIONS}
         for option in OPTIONS:
             setattr(self, option.attribute, option.read(raw[option.name]))
+        # Whose baselines' commands run: the rootdir's files and --dlperf-trust-commands' (pytest_dlperf.commands.trust).
+        self.trust = Trust.of(project_root(config), self.trust_commands)
         self.settle({name: g.value is not None for name, g in raw.items()})
 
     def settle(self, was_given: dict[str, bool]) -> None:
@@ -310,7 +318,7 @@ class Options:
 
     def to_dict(self) -> dict[str, Any]:
         """The options as the results document keeps them: those that have a value, never a password."""
-        out = {k: v for k, v in vars(self).items() if v not in (None, [])}
+        out = {k: v for k, v in vars(self).items() if v not in (None, []) and k != "trust"}
         if self.history_url:
             from ..history.store import redact
 
