@@ -190,6 +190,10 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Bas
         chosen, how = _best(machine, recorded), "recorded"
         if chosen is not None:
             record_path = Path(chosen.path)
+            real = record_path.resolve()
+            if not real.is_relative_to(record_dir.resolve()):  # written in place: never a file elsewhere
+                raise OptionError(f"--dlperf-baseline-record: {record_path} is a link to {real}, outside "
+                                  f"{record_dir}: a recorded baseline is written where it lies; remove the link")
     if chosen is None:
         how = "none"
     selection = Selection(shown(folder), machine, how, chosen, reference, files,

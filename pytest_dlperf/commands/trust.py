@@ -81,9 +81,8 @@ class Trust:
             return None
         actual = real(file)
         link = f" (a link to {actual})" if actual != Path(os.path.abspath(file)) else ""
-        return (f"{where}: not run: a baseline's command is code, and {file}{link} lies outside the rootdir "
-                f"{self.root} and is not trusted; run its commands with {OPTION} {actual} (or list it in the ini key "
-                f"{INI})")
+        return (f"{where}: not run: a baseline's command is code, and this file{link} lies outside the rootdir "
+                f"{self.root}; to run its commands, trust it: {OPTION} {actual} (or the ini key {INI})")
 
 
 class RefusedCommand(PermissionError):
