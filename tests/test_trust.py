@@ -172,7 +172,8 @@ def test_the_same_file_runs_where_it_is_trusted(dlperf, outside):
     # an outside PATH for a test path and looks for its ini file above it, not in the project.)
     for mark in marks.iterdir():
         mark.unlink()
-    (dlperf.path / "pytest.ini").write_text(f"[pytest]\ndlperf_trust_commands =\n    {os.path.relpath(path, dlperf.path)}\n")
+    relative = os.path.relpath(path, dlperf.path)
+    (dlperf.path / "pytest.ini").write_text(f"[pytest]\ndlperf_trust_commands =\n    {relative}\n")
     dlperf.run(f"--dlperf-baseline={path}", *only_commands, "-k", "argv").assert_outcomes(passed=1, deselected=3)
     assert [p.name for p in marks.iterdir()] == ["argv"]
     # Inside the rootdir: the project's own file.

@@ -70,7 +70,8 @@ class Trust:
         return cls(real(root), tuple(real(p) for p in paths))
 
     def trusts(self, file: str | os.PathLike) -> bool:
-        """Whether ``file``'s commands run: its real path is inside the rootdir, or is (or lies under) a trusted path."""
+        """Whether ``file``'s commands run: its real path lies inside the rootdir, or is (or lies under) a trusted
+        path."""
         where = real(file)
         return any(_within(where, folder) for folder in (self.root, *self.paths))
 

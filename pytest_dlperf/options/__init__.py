@@ -253,7 +253,7 @@ class Options:
         raw = {option.name: given(config, option) for option in OPTIONS}
         for option in OPTIONS:
             setattr(self, option.attribute, option.read(raw[option.name]))
-        # Whose baselines' commands run: the rootdir's files and --dlperf-trust-commands' (pytest_dlperf.commands.trust).
+        # Whose baselines' commands run: the rootdir's and --dlperf-trust-commands' (pytest_dlperf.commands.trust).
         self.trust = Trust.of(project_root(config), self.trust_commands)
         self.settle({name: g.value is not None for name, g in raw.items()})
 

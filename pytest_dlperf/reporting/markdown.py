@@ -265,7 +265,7 @@ def _logs(runs: Sequence[RunLogs], note: str | None) -> list[str]:
     for run in runs:
         where = f"**{run.case_id}**, attempt {run.attempt}, run {run.run}"
         if run.target is None:
-            lines.append(f"- {where}: not found at `{run.recorded}`")
+            lines.append(f"- {where}: no run's log folder at `{run.recorded}`")
             continue
         files = [link(_file_label(f), f"{run.target}/{f}") for f in run.files]
         lines.append(f"- {where}: " + " · ".join([link("folder", run.target + "/"), *files]))
