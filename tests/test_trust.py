@@ -187,3 +187,31 @@ def test_the_same_file_runs_where_it_is_trusted(dlperf, outside):
     bad = dlperf.run("--co", "--dlperf-baseline", str(path), "--dlperf-trust-commands", "no-such-folder")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--dlperf-trust-commands: no-such-folder: no such file or folder" in bad.stderr.str()
+
+
+def test_history_rows_are_figures_they_name_no_case_and_no_command(dlperf, tmp_path_factory):
+    # --dlperf-baseline-from-history reads figures by the session's own case ids: a row of another case, with a
+    # command object in its case and markup in its id, becomes no case and runs nothing.
+    from pytest_dlperf import environment
+    from pytest_dlperf.history.records import CaseRow, SessionRow, machine_class
+    from pytest_dlperf.history.store import open_store
+
+    marks = tmp_path_factory.mktemp("marks")
+    url = f"sqlite:///{tmp_path_factory.mktemp('store') / 'history.db'}"
+    machine = machine_class("cpu", environment.collect(dlperf.path))
+    command = {"argv": ["{python}", "-c", f"open({str(marks / 'argv')!r}, 'w')"], **READ}
+    with open_store(url) as store:
+        for night in range(3):
+            row = SessionRow(id=f"s{night}", created=f"2026-11-0{night + 1}T02:00:00", machine=machine,
+                             hostname="node1", gpu=None, driver=None, torch="2.14", git_commit=None, git_branch=None)
+            store.append(row, [
+                CaseRow("tiny-fp32-bs8-gpu1", {"model": "tiny", "precision": "fp32", "batch_size": 8, "gpus": 1,
+                                               "settings": {}}, "img/s", 100.0, (100.0,), "pass"),
+                CaseRow("job-fp32-bs8-gpu1</script>", {"model": "job", "precision": "fp32", "batch_size": 8,
+                                                       "gpus": 1, "command": command}, "img/s", 1.0, (1.0,), "pass")])
+    result = dlperf.run("--co", "--dlperf-model", "tiny", "--dlperf-batch-size", "8", "--dlperf-history", url,
+                        "--dlperf-baseline-from-history", "2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert [line.strip() for line in result.stdout.lines if "DlperfItem" in line] == \
+        ["<DlperfItem tiny-fp32-bs8-gpu1>"]
+    assert list(marks.iterdir()) == []
