@@ -31,9 +31,11 @@ def build_cases(options: Options, baseline: baseline_mod.Baseline | None) -> lis
     """The baseline's cases, then the matrix cases it has no entry for; raises ``pytest.UsageError``."""
     out: list[CaseEntry] = []
     if baseline is not None:
+        givers = baseline.command_givers()
+        refused = trust.command_refusals(givers, options.trust) if givers else {}
         try:
             commands.register_entries(((e, e.command, _where(baseline, e, "command", "")) for e in baseline.entries
-                                       if e.command is not None), trust.baseline_refusals(baseline, options.trust))
+                                       if e.command is not None), refused)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         out.extend((entry.case, entry) for entry in baseline.entries)

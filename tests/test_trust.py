@@ -154,6 +154,9 @@ def test_an_outside_baseline_command_is_refused_in_one_line_and_nothing_runs(dlp
         assert line in out.splitlines(), out
         assert out.index(line) < out.index("collected")  # before any case runs
         assert f"  {model}-fp32-bs8-gpu1: {line[len('dlperf: '):]}" in out.splitlines(), out  # its skip reason
+    # Quiet too (-q shows no header).
+    quiet = dlperf.run("-q", "--co", "--dlperf-baseline", str(path)).stdout.str()
+    assert f"dlperf: {path}: $.cases[2].command: not run: a baseline's command is code" in quiet
     # The file's figures still gate: tiny is judged against its 1e9.
     assert "  FAIL tiny-fp32-bs8-gpu1: " in out and "100% below 1000000000.0" in out
     assert sorted(p.name for p in marks.iterdir()) == []

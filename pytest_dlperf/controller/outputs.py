@@ -21,7 +21,6 @@ import pytest
 from .. import baseline as baseline_mod
 from .. import environment, jsonio
 from ..baseline import machines
-from ..commands import trust
 from ..gate.tolerance import Noisy, summary_line
 from ..history import hooks as history_hooks
 from ..reporting import markdown, plots, summary
@@ -341,8 +340,7 @@ def header_lines(session: DlperfSession) -> list[str]:
         device = (f"auto -> cuda ({choice.cuda_count} visible)" if choice.kind == "cuda" else
                   "auto -> cpu (no CUDA device is visible: every case trains on the CPU)")
     env = environment.collect(session.config.rootpath)
-    refused = trust.baseline_refusals(session.baseline, session.options.trust).values()
-    return [f"dlperf: device {device}, {src}", f"dlperf: {header_line(env)}", *(f"dlperf: {line}" for line in refused)]
+    return [f"dlperf: device {device}, {src}", f"dlperf: {header_line(env)}"]
 
 
 def params_summary(results: list[CaseResult]) -> dict[str, int | None]:
