@@ -328,7 +328,7 @@ def test_bad_input_gives_a_page_that_says_so_or_one_line(tmp_path, page, capsys)
 #: a host name, a branch and a machine class in the store: each must show as itself, as text.
 HOSTILE = """</script><script>document.title="pwned"</script><!--'"&amp;<b>bold</b>"""
 HOSTILE_CASE = f"evil{HOSTILE}-gpu1"
-HOSTILE_MACHINE = 'M"></td><svg onload="document.title=\'pwned\'">' + HOSTILE
+HOSTILE_MACHINE = '../../../M"></td><svg onload="document.title=\'pwned\'">' + HOSTILE
 
 
 def write_hostile_history(url: str) -> None:
@@ -370,6 +370,9 @@ def test_hostile_text_in_the_store_stays_text_in_the_html(tmp_path):
     url = f"sqlite:///{tmp_path / 'hostile.db'}"
     write_hostile_history(url)
     assert build(url, tmp_path / "site") == 0
+    # Its pages are files of the site: a "../" in a machine class or a case id names no other folder.
+    written = sorted(p.relative_to(tmp_path).parts[:2] for p in tmp_path.rglob("*.html"))
+    assert written == [("site", "cases"), ("site", "index.html")]
     for path, own_scripts in ((tmp_path / "site" / "index.html", 1),
                               (case_page(tmp_path / "site", HOSTILE_MACHINE, HOSTILE_CASE), 3)):
         text = path.read_text()

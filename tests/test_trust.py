@@ -218,3 +218,13 @@ def test_history_rows_are_figures_they_name_no_case_and_no_command(dlperf, tmp_p
     assert [line.strip() for line in result.stdout.lines if "DlperfItem" in line] == \
         ["<DlperfItem tiny-fp32-bs8-gpu1>"]
     assert list(marks.iterdir()) == []
+
+
+def test_an_outside_folder_records_into_the_project_not_beside_itself(dlperf, tmp_path_factory):
+    # pytest takes an outside --dlperf-baseline PATH (two arguments) for a test path, and its rootdir for a folder
+    # above PATH: the default record folder (.dlperf/baselines under the rootdir) is the project's all the same.
+    folder = tmp_path_factory.mktemp("shared") / "suite"
+    write(folder / "other.json", document([entry("tiny")], hardware={"device": "cpu", "cpu": "No Such CPU 1"}))
+    result = dlperf.run("--co", "--dlperf-baseline", str(folder))
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "run unjudged and are recorded in .dlperf/baselines/suite/" in result.stdout.str(), result.stdout.str()

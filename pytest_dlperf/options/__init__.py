@@ -216,8 +216,9 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(option.dest, help=option.help.replace("%%", "%"), type=option.ini, default=None)
 
 
-def given(config: pytest.Config, option: Option) -> Given:
-    """An option's value: the command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``)."""
+def given(config: pytest.Config, option: Option, root: Path | None = None) -> Given:
+    """An option's value: the command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``).
+    ``root``: the project's rootdir (:func:`~pytest_dlperf.commands.trust.project_root`; default pytest's)."""
     value, base = config.getoption(option.dest), Path.cwd()
     if (value is None or value == []) and option.ini is not None:
         try:
@@ -228,7 +229,7 @@ def given(config: pytest.Config, option: Option) -> Given:
             base = config.inipath.parent
     if value == [] or value == "":
         value = None
-    return Given(option.flag, value, base, Path(config.rootpath))
+    return Given(option.flag, value, base, root or Path(config.rootpath))
 
 
 def xdist_workers(config: pytest.Config) -> int:
@@ -250,11 +251,13 @@ class Options:
     option and what it expects."""
 
     def __init__(self, config: pytest.Config):
-        raw = {option.name: given(config, option) for option in OPTIONS}
+        # The rootdir as the test paths set it: pytest's own may lie above an outside --dlperf-baseline PATH.
+        root = project_root(config)
+        raw = {option.name: given(config, option, root) for option in OPTIONS}
         for option in OPTIONS:
             setattr(self, option.attribute, option.read(raw[option.name]))
         # Whose baselines' commands run: the rootdir's and --dlperf-trust-commands' (pytest_dlperf.commands.trust).
-        self.trust = Trust.of(project_root(config), self.trust_commands)
+        self.trust = Trust.of(root, self.trust_commands)
         self.settle({name: g.value is not None for name, g in raw.items()})
 
     def settle(self, was_given: dict[str, bool]) -> None:
