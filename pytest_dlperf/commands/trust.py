@@ -107,3 +107,12 @@ def command_refusals(entries: Iterable[tuple[str, object, str, int]], trust: Tru
     for model, _command, file, index in entries:
         lines.setdefault(model, []).append(trust.refusal(file, f"{file}: $.cases[{index}].command"))
     return {model: found[0] for model, found in lines.items() if all(line is not None for line in found)}
+
+
+def kept_note(document: dict[str, Any]) -> str:
+    """What ``--dlperf-save-baseline`` says of the commands it writes (those the session ran), or ""."""
+    given = sorted({case["model"] for case in document["cases"] if "command" in case})
+    if not given:
+        return ""
+    return (f"; it keeps the command of {', '.join(given)}, which this session ran: a session runs it where it trusts "
+            f"the file (inside its rootdir, or {OPTION})")
