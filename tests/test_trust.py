@@ -1,9 +1,10 @@
 """A baseline is data: its commands (argv, cwd, env) run only from a file the session trusts (docs/baselines.md,
 What runs).
 
-The rules (:mod:`pytest_dlperf.commands.trust`) and a baseline folder's files are checked in-process; three
-short inner sessions show the line and that nothing ran (a marker file stays absent), then that the same
-file runs where it is trusted: by the option, by the ini key, and inside the rootdir.
+The rules (:mod:`pytest_dlperf.commands.trust`) and a baseline folder's files are checked in-process; short
+inner sessions show the line and that nothing ran (a marker file stays absent), then that the same file runs
+where it is trusted: by the option, by the ini key, and inside the rootdir. Two collection-only sessions show
+what else data cannot do: history rows name no case, an outside folder records into the project.
 """
 
 from __future__ import annotations
