@@ -16,6 +16,7 @@ import pytest
 from . import baseline as baseline_mod
 from . import commands, convergence, data, models
 from .cases import Case, check_settings, matrix
+from .commands import trust
 from .commands.train_time import judged_by_time
 from .controller.session import SESSION
 from .results.case import CaseFailed
@@ -30,9 +31,11 @@ def build_cases(options: Options, baseline: baseline_mod.Baseline | None) -> lis
     """The baseline's cases, then the matrix cases it has no entry for; raises ``pytest.UsageError``."""
     out: list[CaseEntry] = []
     if baseline is not None:
+        givers = baseline.command_givers()
+        refused = trust.command_refusals(givers, options.trust) if givers else {}
         try:
-            commands.register_entries((e, e.command, _where(baseline, e, "command", "")) for e in baseline.entries
-                                      if e.command is not None)
+            commands.register_entries(((e, e.command, _where(baseline, e, "command", "")) for e in baseline.entries
+                                       if e.command is not None), refused)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
         out.extend((entry.case, entry) for entry in baseline.entries)

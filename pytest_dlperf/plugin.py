@@ -16,7 +16,7 @@ import pytest
 from . import collect, jsonio, models, options
 from .baseline import machines
 from .cases import PRECISIONS, OptionError
-from .commands import parsers
+from .commands import parsers, trust
 from .controller import outputs
 from .controller.session import SESSION, DlperfSession
 from .history import hooks as history_hooks
@@ -98,6 +98,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     dlperf = _session(config)
     if dlperf is not None:
         collect.collect_into(session, config, items, collect.build_cases(dlperf.options, dlperf.baseline))
+        # Before any case runs, at any verbosity (-q shows no header): each command refused, in one line.
+        tr = config.pluginmanager.get_plugin("terminalreporter")
+        for line in trust.baseline_refusals(dlperf.baseline, dlperf.options.trust).values():
+            if tr is not None:
+                tr.write_line(f"dlperf: {line}", yellow=True)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -450,3 +450,19 @@ def test_an_entry_that_spells_out_a_default_setting_is_updated_not_added_twice(t
     assert capsys.readouterr().out.startswith("updated tiny-fp32-bs32-gpu1: 1000.0 -> 1200.0 img/s (+20.0%)\n")
     [only] = jsonio.load(path, "baseline")["cases"]
     assert only["throughput"] == 1200.0 and only["settings"] == {"image_size": 32}
+
+
+def test_update_takes_figures_never_a_command_from_the_results(tmp_path, capsys):
+    # A results file is data: the command lines its runs record (or any object beside them) never become a
+    # baseline's command, which a later session would run (docs/baselines.md, What runs).
+    path = write(tmp_path / "b.json", baseline_doc(entry()))
+    ran = {"argv": ["sh", "-c", "touch pwned"], "cwd": "/", "env": {"LD_PRELOAD": "evil.so"}, "parser": "final",
+           "method": "final"}
+    cases = [{**result(throughput=1200.0), "command": ran}, {**result("amp", throughput=300.0), "command": ran}]
+    for case in cases:
+        case["attempts"] = [{"throughput": case["throughput"], "runs": [{"index": 0, "command": ran}]}]
+    assert cli.main(["baseline", "update", path, "--from", write(tmp_path / "r.json", results_doc(*cases))]) == 0
+    capsys.readouterr()
+    data = jsonio.load(path, "baseline")
+    assert [sorted(c) for c in data["cases"]] == [sorted({**entry(), "source": ""})] * 2
+    assert "touch pwned" not in (tmp_path / "b.json").read_text()

@@ -125,6 +125,10 @@ def test_a_baseline_saved_from_a_baseline_given_command_keeps_the_command(dlperf
                       "command": command}], name="given.json", schema_version=2)
     first = dlperf.run("--dlperf-baseline", "given.json", "--dlperf-runs", "1", "--dlperf-save-baseline", "saved.json")
     first.assert_outcomes(passed=1)
+    # It says so: the saved file's command runs only where a session trusts that file (docs/baselines.md).
+    assert ("dlperf: saved 1 case(s) as a baseline to saved.json; it keeps the command of ml, which this session ran: "
+            "a session runs it where it trusts the file (inside its rootdir, or --dlperf-trust-commands)") \
+        in first.stdout.str()
     saved = json.loads((dlperf.path / "saved.json").read_text())
     (entry,) = saved["cases"]
     assert entry["command"] == command and saved["schema_version"] == 2

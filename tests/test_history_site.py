@@ -4,10 +4,12 @@ browser: headless Chromium (tests/browser.py) loads it from ``file://``, with no
 from __future__ import annotations
 
 import datetime as _dt
+import html as _html
 import json
 import math
 import re
 import sqlite3
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -320,6 +322,104 @@ def test_bad_input_gives_a_page_that_says_so_or_one_line(tmp_path, page, capsys)
     assert "<b>host</b>" in hover and "<script>document.title='pwned'</script>" in hover, hover
     assert page.errors() == []
     page.screenshot("html-in-names")
+
+
+#: Text that would end the page's JSON script, open a script, a comment or an attribute, as a case id, a message,
+#: a host name, a branch and a machine class in the store: each must show as itself, as text.
+HOSTILE = """</script><script>document.title="pwned"</script><!--'"&amp;<b>bold</b>"""
+HOSTILE_CASE = f"evil{HOSTILE}-gpu1"
+HOSTILE_MACHINE = '../../../M"></td><svg onload="document.title=\'pwned\'">' + HOSTILE
+
+
+def write_hostile_history(url: str) -> None:
+    with open_store(url) as store:
+        for night in range(8):
+            row = dataclass_replace(session(EPYC, night), machine=HOSTILE_MACHINE,
+                                    hostname="\"><svg onload=document.title='pwned'>", git_branch="</script>")
+            store.append(row, [CaseRow(HOSTILE_CASE, case_json(HOSTILE, "fp32", 8, 1), "img/s", 500.0 + night,
+                                       (500.0 + night,), "pass", 500.0, 0.05, message=f"{HOSTILE} ]]> </SCRIPT >")])
+
+
+class _Elements(HTMLParser):
+    """Each element of a page with its attributes, and the text of each element with an id."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+        self.text: dict[str, str] = {}
+        self.data = ""  # all of the page's text
+        self._open: list[str | None] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.elements.append((tag, dict(attrs)))
+        if tag not in ("meta", "link", "br", "input", "img"):
+            self._open.append(dict(attrs).get("id"))
+
+    def handle_endtag(self, tag):
+        if self._open:
+            self._open.pop()
+
+    def handle_data(self, data):
+        self.data += data
+        for key in filter(None, self._open):
+            self.text[key] = self.text.get(key, "") + data
+
+
+def test_hostile_text_in_the_store_stays_text_in_the_html(tmp_path):
+    # Without a browser: the markup and the embedded JSON, read by an HTML parser as a browser tokenizes them.
+    url = f"sqlite:///{tmp_path / 'hostile.db'}"
+    write_hostile_history(url)
+    assert build(url, tmp_path / "site") == 0
+    # Its pages are files of the site: a "../" in a machine class or a case id names no other folder.
+    written = sorted(p.relative_to(tmp_path).parts[:2] for p in tmp_path.rglob("*.html"))
+    assert written == [("site", "cases"), ("site", "index.html")]
+    for path, own_scripts in ((tmp_path / "site" / "index.html", 1),
+                              (case_page(tmp_path / "site", HOSTILE_MACHINE, HOSTILE_CASE), 3)):
+        text = path.read_text()
+        page = _Elements()
+        page.feed(text)
+        scripts = [attrs for tag, attrs in page.elements if tag == "script"]
+        # Only the site's own scripts: its files and its JSON blocks, none made of the store's text.
+        assert len(scripts) == own_scripts and all("src" in a or a.get("type") == "application/json" for a in scripts)
+        assert text.count("<script") == own_scripts
+        handlers = {(tag, name, value) for tag, attrs in page.elements for name, value in attrs.items()
+                    if name.startswith("on")}
+        assert handlers <= {("form", "onsubmit", "return false")}  # the site's own, none from the store
+        rows = [attrs for tag, attrs in page.elements if tag == "tr" and "data-case" in attrs]
+        assert [(a["data-case"], a["data-machine"]) for a in rows] in ([], [(HOSTILE_CASE, HOSTILE_MACHINE)])
+    assert page.text["case-title"] == HOSTILE_CASE and f"on {HOSTILE_MACHINE} · {HOSTILE} · fp32" in page.data
+    figure = json.loads(page.text["figure-trend"])
+    hover = "".join(text for t in figure["data"] for text in t.get("text") or [])
+    assert _html.escape(f"{HOSTILE} ]]> </SCRIPT >", quote=False) in hover  # Plotly reads <b>: given as entities
+    assert "</" not in page.text["figure-trend"]  # nothing in the JSON can end its script element
+
+
+def test_hostile_text_in_the_store_shows_as_text_in_the_browser(tmp_path, page):
+    url = f"sqlite:///{tmp_path / 'hostile.db'}"
+    write_hostile_history(url)
+    assert build(url, tmp_path / "site") == 0
+    inline = "return document.querySelectorAll('script:not([src]):not([type=\"application/json\"]), [onload]').length"
+    page.open(tmp_path / "site" / "index.html")
+    assert page.js("return document.title") != "pwned" and page.js(inline) == 0
+    assert [(row["case"], row["machine"]) for row in page.js(ROWS)] == [(HOSTILE_CASE, HOSTILE_MACHINE)]
+    options = page.js("return Array.from(document.querySelectorAll('#filter-machine option')).map(o => o.value)")
+    assert HOSTILE_MACHINE in options
+    assert page.errors() == []
+    page.open(case_page(tmp_path / "site", HOSTILE_MACHINE, HOSTILE_CASE))
+    assert page.js("return document.title") != "pwned" and page.js(inline) == 0
+    assert page.js("return document.getElementById('case-title').textContent") == HOSTILE_CASE
+    assert page.js("return document.querySelector('p.machine b').textContent") == HOSTILE_MACHINE
+    assert page.js("return document.getElementById('latest-why').textContent") == f"{HOSTILE} ]]> </SCRIPT >"
+    # The chart drew from the JSON block (no </script> in the text ended it early), every night of it.
+    assert page.js("return document.getElementById('chart-trend').data.find(t => t.name.startsWith('throughput'))"
+                   ".x.length") == 8
+    page.js("const gd = document.getElementById('chart-trend'); const i = gd.data.findIndex(t => t.name.startsWith("
+            "'throughput')); Plotly.Fx.hover(gd, [{curveNumber: i, pointNumber: 0}]);")
+    page.wait("document.querySelector('#chart-trend .hoverlayer .hovertext')")
+    hover = page.js("return document.querySelector('#chart-trend .hoverlayer .hovertext').textContent")
+    assert f"{HOSTILE} ]]> </SCRIPT >" in hover and "\"><svg onload=document.title='pwned'>" in hover, hover
+    assert page.errors() == []
+    page.screenshot("hostile-text")
 
 
 def dataclass_replace(row, **changes):

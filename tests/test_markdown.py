@@ -223,7 +223,7 @@ def test_a_log_folder_that_is_gone_is_said_so_and_an_earlier_copy_is_kept(tmp_pa
     written = markdown_report.write_report(doc, tmp_path / "report.md")
     assert written.logs == tmp_path / "report-logs"
     text = (tmp_path / "report.md").read_text()
-    assert f"- **resnet50-amp-bs256-gpu1**, attempt 0, run 0: not found at `{gone}`" in text
+    assert f"- **resnet50-amp-bs256-gpu1**, attempt 0, run 0: no run's log folder at `{gone}`" in text
     assert "](report-logs/resnet50-amp-bs256-gpu2/attempt0/run0/stdout.log)" in text
 
     # The originals go away; rendering the same results again links the earlier copy, and loses nothing.
@@ -231,6 +231,25 @@ def test_a_log_folder_that_is_gone_is_said_so_and_an_earlier_copy_is_kept(tmp_pa
     written = markdown_report.write_report(doc, tmp_path / "report.md")
     assert (tmp_path / "report.md").read_text() == text
     assert (written.logs / "resnet50-amp-bs256-gpu2" / "attempt0" / "run0" / "stdout.log").read_text() == "kept\n"
+
+
+def test_a_log_dir_that_names_another_folder_is_neither_copied_nor_linked(tmp_path):
+    # A results file is data: a log_dir naming a folder that is no run's (no stdout.log or stderr.log of its own)
+    # is not copied into the report's folder, which gets published; a run folder beside it is.
+    secrets, logs, run = tmp_path / "home" / ".ssh", tmp_path / "var" / "log", tmp_path / "runs" / "run0"
+    for folder, name in ((secrets, "id_rsa"), (logs, "syslog.log"), (run, "stderr.log")):
+        folder.mkdir(parents=True)
+        (folder / name).write_text("private\n" if folder != run else "worker said\n")
+    (logs / "stdout.log").symlink_to(secrets / "id_rsa")  # a link named like a run's log does not make one
+    doc = document([record(1, 790.0, log_dir=secrets), record(2, 1501.0, log_dir=logs),
+                    record(4, 2900.0, log_dir=run)])
+    written = markdown_report.write_report(doc, tmp_path / "out" / "report.md")
+    copied = sorted(p.relative_to(written.logs).as_posix() for p in written.logs.rglob("*") if p.is_file())
+    assert copied == ["resnet50-amp-bs256-gpu4/attempt0/run0/stderr.log"]
+    text = (tmp_path / "out" / "report.md").read_text()
+    for gpus, folder in ((1, secrets), (2, logs)):
+        assert f"- **resnet50-amp-bs256-gpu{gpus}**, attempt 0, run 0: no run's log folder at `{folder}`" in text
+    assert "id_rsa" not in text and "syslog" not in text
 
 
 def test_an_invalid_document_writes_nothing(tmp_path):

@@ -56,6 +56,9 @@ class Entry:
     unjudged: str | None = None
     file: str | None = None  # the file the entry comes from, where it is not the baseline's own path
     command: Mapping[str, Any] | None = None  # a command case's command object (schema_version 2)
+    #: (file, index) of the entry the command is read from, where it is not this one's: a folder's reference file
+    #: that gives the same command as this figure's file (:mod:`.machines`), whose trust it runs under.
+    command_source: tuple[str, int] | None = None
     # A convergence case (schema version 2): its budget, seeds and the baseline's median seconds to target.
     budget: Mapping[str, float] | None = None
     seeds: int | None = None
@@ -87,6 +90,11 @@ class Baseline:
     def commands(self) -> dict[str, Mapping[str, Any]]:
         """The command objects its entries give, by model name (a baseline saved from its cases keeps them)."""
         return {e.case.model: e.command for e in self.entries if e.command}
+
+    def command_givers(self) -> list[tuple[str, Mapping[str, Any], str, int]]:
+        """``(model, command object, file, index)`` of each entry that gives a command: where it is read from."""
+        return [(e.case.model, e.command, *(e.command_source or (e.file or self.path, e.index)))
+                for e in self.entries if e.command is not None]
 
     @property
     def defaults(self) -> Mapping[str, Any]:

@@ -190,6 +190,10 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Bas
         chosen, how = _best(machine, recorded), "recorded"
         if chosen is not None:
             record_path = Path(chosen.path)
+            real = record_path.resolve()
+            if not real.is_relative_to(record_dir.resolve()):  # written in place: never a file elsewhere
+                raise OptionError(f"--dlperf-baseline-record: {record_path} is a link to {real}, outside "
+                                  f"{record_dir}: a recorded baseline is written where it lies; remove the link")
     if chosen is None:
         how = "none"
     selection = Selection(shown(folder), machine, how, chosen, reference, files,
@@ -226,6 +230,9 @@ def _entries(reference: Baseline, chosen: Baseline | None, missing: str) -> list
             continue
         gates = {key: getattr(ref, key) for key in ("min_scaling_efficiency", "min_gpu_utilization")
                  if getattr(figure, key) is None}
+        if figure.command is not None and figure.command == ref.command:
+            # The reference gives the same command (a recorded file copies it): it runs under the reference's trust.
+            gates["command_source"] = ref.command_source or (reference.path, ref.index)
         out.append(own(figure, chosen, **gates))
     if chosen is not None:
         out.extend(own(e, chosen) for e in chosen.entries if reference.find(e.case) is None)

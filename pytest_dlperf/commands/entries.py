@@ -6,6 +6,8 @@ GPUs); another entry of the same name may repeat it exactly, or leave it out.
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,12 +18,16 @@ from .spec import build_spec
 _RENAMED = {"argv": "command"}
 
 
-def register_entries(entries: Iterable[tuple[Any, Mapping[str, Any], str]]) -> None:
+def register_entries(entries: Iterable[tuple[Any, Mapping[str, Any], str]],
+                     refused: Mapping[str, str] | None = None) -> None:
     """Register each ``(entry, command object, where)``; ``ValueError`` naming ``where`` for a mistake.
 
     ``where`` reads ``FILE: $.cases[3].command``; the command's source is the file, so that
     another file (or a conftest) that registers the same name is an error, not a silent override.
+    ``refused``: model name -> the line that refuses its command (:func:`.trust.command_refusals`): registered
+    all the same (checked, its cases collected), but never run.
     """
+    refused = refused or {}
     given: dict[str, tuple[Mapping[str, Any], str]] = {}
     for entry, command, where in entries:
         name = entry.case.model
@@ -34,8 +40,9 @@ def register_entries(entries: Iterable[tuple[Any, Mapping[str, Any], str]]) -> N
         fields = {_RENAMED.get(k, k): v for k, v in command.items()}
         source = where.split(": $.", 1)[0]
         try:
-            registry.add_spec(build_spec(name, source=source, unit=entry.unit,
-                                         batch_size=entry.case.batch_size if isinstance(entry.case.batch_size, int)
-                                         else 32, **fields))
+            spec = build_spec(name, source=source, unit=entry.unit,
+                              batch_size=entry.case.batch_size if isinstance(entry.case.batch_size, int) else 32,
+                              **fields)
+            registry.add_spec(dataclasses.replace(spec, refused=refused.get(name)))
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None

@@ -37,6 +37,7 @@ from ..results.runs import CommandLine, RankRecord, RunRecord, RunStatus
 from . import guard, parsers
 from .follow import LogFollower
 from .spec import CommandSpec
+from .trust import RefusedCommand
 
 #: Out-of-memory errors as frameworks print them.
 OOM_MARKERS = ("out of memory", "outofmemoryerror", "std::bad_alloc", "resource_exhausted", "memoryerror",
@@ -173,6 +174,8 @@ def execute(run: Run, on_progress=None) -> tuple[process.CommandOutcome, LogFoll
     """Start ``run``'s command through the launcher, under :mod:`.guard`, and wait for it, its time limit
     following its log (:mod:`.follow`) where ``--dlperf-timeout`` or the command's ``timeout`` fixes none."""
     spec, case, params = run.spec, run.case, run.params
+    if spec.refused:  # the session skips its cases; nothing else may start it either
+        raise RefusedCommand(spec.refused)
     ranks = case.gpus if spec.launch == "launcher" else 1  # "command": it starts its own ranks
     plan = run.launcher.with_env(run.launcher.plan(ranks, params.device, run.run_dir, program=run.argv),
                                  threads.environment(params.cpu_threads))

@@ -84,6 +84,9 @@ class CommandSpec(ModelSpec):
     #: Stop the script (SIGINT to its process group, SIGKILL after the grace) once its log has the steps the case
     #: needs, as most scripts train on for epochs; False: it must end by itself (it writes its own report at the end).
     stop_once_measured: bool = True
+    #: Why the command never runs: the line that refused it (a baseline's command from a file not trusted,
+    #: :mod:`pytest_dlperf.commands.trust`); its cases are skipped with it. None: it runs.
+    refused: str | None = None
 
     @property
     def times_training(self) -> bool:

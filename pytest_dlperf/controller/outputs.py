@@ -21,6 +21,7 @@ import pytest
 from .. import baseline as baseline_mod
 from .. import environment, jsonio
 from ..baseline import machines
+from ..commands import trust
 from ..gate.tolerance import Noisy, summary_line
 from ..history import hooks as history_hooks
 from ..reporting import markdown, plots, summary
@@ -196,7 +197,7 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
     if tr:
         for found in noisy_cases:
             tr.write_line(f"dlperf: --dlperf-save-baseline: {found.line()}", yellow=True)
-        tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}")
+        tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}{trust.kept_note(document)}")
         remedy = (f", or judge against the store's last sessions (--dlperf-baseline-from-history "
                   f"{history_hooks.SAVE_REFERENCE_SESSIONS})" if session.options.history_url else
                   ", or from several sessions (dlperf baseline update FILE --from each session's results)")

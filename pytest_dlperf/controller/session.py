@@ -40,6 +40,8 @@ class DlperfSession(Context):
 
     def skip_reason(self, case: Case) -> str | None:
         spec = models.get_model_spec(case.model)
+        if getattr(spec, "refused", None):  # a baseline's command from a file not trusted
+            return spec.refused
         missing = spec.missing_requirements()
         if missing:
             return missing[0]

@@ -19,13 +19,14 @@ import pytest
 
 from .. import jsonio
 from ..cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
+from ..commands.trust import Trust, project_root
 from ..controller.batchsearch import MAX_TRIALS
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from ..gate.sequential import SAVE_SPAN
 from ..gate.verdict import INCONCLUSIVE_POLICIES
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
 from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
-                      number, plot_folder, record_folder, switch, text, words)
+                      number, plot_folder, record_folder, switch, text, trusted_paths, words)
 
 DEVICES = ("auto", "cuda", "cpu")
 #: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
@@ -71,6 +72,11 @@ OPTIONS = (
     Option("baseline", "baseline JSON: its cases are collected and judged against it; or a folder of baselines, "
                        "one per machine class: the file whose hardware matches this machine.", "PATH",
            field="baseline_path"),
+    Option("trust-commands", "a baseline file, or a folder of them, whose command objects (argv, cwd, env) may run "
+                             "although it lies outside the rootdir (repeatable; symbolic links resolved): a "
+                             "baseline's command is code, and runs only from the rootdir's files or these "
+                             "(docs/baselines.md, What runs).", "PATH", trusted_paths, ini="linelist",
+           action="append"),
     Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
                               "describes, which the next session on this machine gates against (default "
                               ".dlperf/baselines under the rootdir).", "DIR", record_folder),
@@ -210,8 +216,9 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(option.dest, help=option.help.replace("%%", "%"), type=option.ini, default=None)
 
 
-def given(config: pytest.Config, option: Option) -> Given:
-    """An option's value: the command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``)."""
+def given(config: pytest.Config, option: Option, root: Path | None = None) -> Given:
+    """An option's value: the command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``).
+    ``root``: the project's rootdir (:func:`~pytest_dlperf.commands.trust.project_root`; default pytest's)."""
     value, base = config.getoption(option.dest), Path.cwd()
     if (value is None or value == []) and option.ini is not None:
         try:
@@ -222,7 +229,7 @@ def given(config: pytest.Config, option: Option) -> Given:
             base = config.inipath.parent
     if value == [] or value == "":
         value = None
-    return Given(option.flag, value, base, Path(config.rootpath))
+    return Given(option.flag, value, base, root or Path(config.rootpath))
 
 
 def xdist_workers(config: pytest.Config) -> int:
@@ -244,9 +251,13 @@ class Options:
     option and what it expects."""
 
     def __init__(self, config: pytest.Config):
-        raw = {option.name: given(config, option) for option in OPTIONS}
+        # The rootdir as the test paths set it: pytest's own may lie above an outside --dlperf-baseline PATH.
+        root = project_root(config)
+        raw = {option.name: given(config, option, root) for option in OPTIONS}
         for option in OPTIONS:
             setattr(self, option.attribute, option.read(raw[option.name]))
+        # Whose baselines' commands run: the rootdir's and --dlperf-trust-commands' (pytest_dlperf.commands.trust).
+        self.trust = Trust.of(root, self.trust_commands)
         self.settle({name: g.value is not None for name, g in raw.items()})
 
     def settle(self, was_given: dict[str, bool]) -> None:
@@ -310,7 +321,7 @@ class Options:
 
     def to_dict(self) -> dict[str, Any]:
         """The options as the results document keeps them: those that have a value, never a password."""
-        out = {k: v for k, v in vars(self).items() if v not in (None, [])}
+        out = {k: v for k, v in vars(self).items() if v not in (None, []) and k != "trust"}
         if self.history_url:
             from ..history.store import redact
 

@@ -144,3 +144,18 @@ def cpu_threads(given: Given) -> int | str | None:
     from ..launch.threads import parse
 
     return parse(given.flag, given.value)
+
+
+def trusted_paths(given: Given) -> list[str]:
+    """Files or folders whose baselines' commands may run (:mod:`pytest_dlperf.commands.trust`): their real paths,
+    each relative to where it was given; a path that does not exist is an error (a typo would trust nothing)."""
+    from ..commands.trust import real
+
+    out = []
+    for value in given.value or []:
+        path = real(given.base / os.path.expanduser(str(value)))
+        if not path.exists():
+            raise OptionError(f"{given.flag}: {value}: no such file or folder; expected a baseline file or a folder "
+                              "of them whose commands may run")
+        out.append(str(path))
+    return out

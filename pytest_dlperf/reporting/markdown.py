@@ -83,7 +83,7 @@ def find_runs(results: Sequence[CaseResult], search_dirs: Sequence[str | os.Path
 
     A relative ``log_dir`` is relative to the directory pytest ran in; the first of
     ``search_dirs`` where it exists wins (the plugin passes its working directory, the
-    CLI also the results file's folder).
+    CLI also the results file's folder); a folder that is no run's (:func:`is_run_folder`) is not found.
     """
     runs = []
     for result in results:
@@ -94,12 +94,22 @@ def find_runs(results: Sequence[CaseResult], search_dirs: Sequence[str | os.Path
                     continue
                 candidates = [Path(recorded)] if os.path.isabs(recorded) else \
                     [Path(d) / recorded for d in search_dirs]
-                source = next((c for c in candidates if c.is_dir()), None)
+                source = next((c for c in candidates if is_run_folder(c)), None)
                 entry = RunLogs(result.id, a, run.index, recorded, source)
                 if source is not None:
                     entry.files = _log_files(source)
                 runs.append(entry)
     return runs
+
+
+#: What every run folder holds (:func:`pytest_dlperf.launch.process.run_process` makes both).
+RUN_LOGS = ("stdout.log", "stderr.log")
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run's folder (it holds its stdout.log or stderr.log): a results file is data, and a
+    ``log_dir`` in it that names another folder (``~/.ssh``) is neither copied nor linked."""
+    return folder.is_dir() and any((folder / name).is_file() and not (folder / name).is_symlink() for name in RUN_LOGS)
 
 
 def _log_files(folder: Path) -> list[str]:
@@ -255,7 +265,7 @@ def _logs(runs: Sequence[RunLogs], note: str | None) -> list[str]:
     for run in runs:
         where = f"**{run.case_id}**, attempt {run.attempt}, run {run.run}"
         if run.target is None:
-            lines.append(f"- {where}: not found at `{run.recorded}`")
+            lines.append(f"- {where}: no run's log folder at `{run.recorded}`")
             continue
         files = [link(_file_label(f), f"{run.target}/{f}") for f in run.files]
         lines.append(f"- {where}: " + " · ".join([link("folder", run.target + "/"), *files]))
