@@ -9,8 +9,8 @@ with one thing changed:
 * ``foreach AdamW``: ``AdamW(fused=False)``, to show what the fused step saves;
 * ``compile``: ``torch.compile`` of the model (default mode), the loss and optimizer step eager, as
   ``--dlperf-set compile=true`` does;
-* ``compile reduce-overhead``: ``mode="reduce-overhead"`` (CUDA graphs: the forward and backward replayed
-  with one launch each);
+* ``compile reduce-overhead``: ``--dlperf-set compile=true compile_mode=reduce-overhead`` (CUDA graphs:
+  the forward and backward replayed with one launch each);
 * ``compile reduce-overhead, eager attention``: a combination, for the attention's share under graphs.
 
 Method: one untimed warm-up of the first variant (a new model's first steps, cuDNN's and cuBLAS's choices and
@@ -24,7 +24,8 @@ vocabulary of 512, one step per window, the compiled variants left out (they com
     python benchmarks/bert_recipes.py --json bert-recipes.json                  # on a GPU, about 2-3 minutes
     python benchmarks/bert_recipes.py --dry-run                                 # anywhere, in seconds
 
-A winning variant becomes the built-in recipe only by this measurement on a GPU, with the host-work record of
+The compiled variants are settings a case can name already (``compile``, ``compile_mode``). A winning
+variant becomes the built-in recipe only by this measurement on a GPU, with the host-work record of
 tests/test_host_work.py updated in the same change.
 """
 
@@ -88,13 +89,12 @@ def make_step(variant: Variant, model: str, batch: int, settings: dict[str, Any]
 
         spec = replace(spec, factory=factory)
     precision = "amp" if device.type == "cuda" else "fp32"
+    if variant.compiled:  # as --dlperf-set compile=true compile_mode=MODE trains it
+        settings = {**settings, "compile": True, "compile_mode": variant.compile_mode}
     chosen = spec.settings(settings)
     step = TrainingStep(spec, Case.make(model, precision, batch, settings=settings), chosen, device)
     if not variant.fused:
         step.optimizer = torch.optim.AdamW(step.model.parameters(), lr=1e-4, weight_decay=0.01, foreach=True)
-    if variant.compiled:
-        mode = None if variant.compile_mode == "default" else variant.compile_mode
-        step.model = torch.compile(step.model, mode=mode)
     return step
 
 
