@@ -13,7 +13,8 @@
 #                 (benchmarks/ngc_side_by_side.py: both figures and their ratio); one unchanged session
 #                 while another process runs matrix products on the same GPU (verdict_quality.py
 #                 --gpu-busy-sessions: busy, never a regression); where the time of a one-rank DDP step and
-#                 of BERT's step goes (benchmarks/gpu_diagnose.py); then, as time allows, the plugin's own
+#                 of BERT's step goes (benchmarks/gpu_diagnose.py); BERT's recipe variants side by side
+#                 (benchmarks/bert_recipes.py: seq/s and GPU utilization); then, as time allows, the plugin's own
 #                 proof: tests/gpu, the seeds' cases and a baseline, the harness overhead
 #   --skip S,...  leave out the named steps of the command (never install): what an earlier lent GPU
 #                 measured already, so that what it could not reach gets the time (named in the summary)
@@ -37,9 +38,10 @@
 #   command1-logs.tar.gz   install log, nvidia-smi -L/-q/topo, environment.json, pip freeze,
 #                          verdicts.log, the kept sessions (verdict-sessions/*.json), the baseline
 #   command2-summary.txt   what ran, how long, what was left out; the NGC lines and ratio; the
-#                          GPU-busy session; gpu_diagnose's tables; tests/gpu counts; the seeds' summary
+#                          GPU-busy session; gpu_diagnose's and bert_recipes' tables; tests/gpu counts;
+#                          the seeds' summary
 #   command2-logs.tar.gz   every step's log and JSON: ngc-results.json, the GPU-busy session,
-#                          diagnose.json, tests/gpu output + JUnit XML, the seeds' report and plots
+#                          diagnose.json, bert-recipes.json, tests/gpu output + JUnit XML, the seeds' report and plots
 #   results.json, <gpu>.json   the seeds' results and measured baseline (h200.json, ...; in a dry
 #                          run cpu-dry-run.json), when the seeds ran: copy it to baselines/
 #
@@ -94,6 +96,7 @@ PLAN="
 2 ngc 110 60
 2 gpu-busy 100 60
 2 diagnose 75 40
+2 bert-recipes 150 90
 2 gpu-tests 330 60
 2 seeds 200 120
 2 overhead 150 90
@@ -529,6 +532,15 @@ command2() {
     DRY_CMD=("$PY" benchmarks/gpu_diagnose.py --device cpu --quick --json "$logs/diagnose.json")
     run_step diagnose "$(own_limit diagnose)" "$logs/diagnose.log" -- "${diag[@]}"
 
+    # bert-base amp bs64 seq128 step variants side by side (issue 42: which recipe keeps the GPU busy): 2 rounds
+    # in rotated order, each variant's seq/s and mean GPU utilization. The compiled variants compile in every
+    # round (inductor's cache makes the later ones quicker); --budget stops starting variants in time.
+    limit="$(limit_for "$(own_limit bert-recipes)")"
+    local recipes=("$PY" benchmarks/bert_recipes.py --rounds 2 --repeats 2 --budget $((limit > 40 ? limit - 30 : 10))
+        --json "$logs/bert-recipes.json")
+    DRY_CMD=("$PY" benchmarks/bert_recipes.py --dry-run --json "$logs/bert-recipes.json")
+    run_step bert-recipes "$(own_limit bert-recipes)" "$logs/bert-recipes.log" -- "${recipes[@]}"
+
     # tests/gpu: on an H200 about 330 s (each case starts fresh workers: about 8 s each; the
     # largest-batch search about 6 trials; the 1-rank torchrun comparison 2 x 25 s; compile 25 s).
     # Without CUDA they skip in seconds.
@@ -553,6 +565,7 @@ command2() {
         "$(printf 'NGC side by side (benchmarks/ngc_side_by_side.py):\n%s' "$(grep -E '^(ngc-rn50|resnet50): |^ngc-rn50 / resnet50' "$logs/ngc.log" 2>/dev/null | cut -c1-400 | sed 's/^/  /')")" \
         "$(printf 'GPU busy (verdict_quality.py --gpu-busy-sessions):\n%s' "$(sed -n '/^baseline:/,$p' "$logs/gpu-busy.log" 2>/dev/null)")" \
         "$(printf 'diagnostics (benchmarks/gpu_diagnose.py):\n%s' "$(grep -vE '\(round [0-9]+\)$' "$logs/diagnose.log" 2>/dev/null)")" \
+        "$(printf 'BERT recipes (benchmarks/bert_recipes.py):\n%s' "$(sed -n '/the median of each variant/,$p' "$logs/bert-recipes.log" 2>/dev/null)")" \
         "$(printf 'tests/gpu: %s' "$(junit_counts "$logs/gpu-tests.xml")")" \
         "$(printf 'seeds: %s\n%s' "$(junit_counts "$report/seeds.xml")" \
             "$(sed -n '/= dlperf summary =/,$p' "$report/seeds.log" 2>/dev/null)")" \

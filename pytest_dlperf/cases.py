@@ -19,12 +19,15 @@ from typing import Any
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 MAX_BATCH = "max"  # batch_size of a case whose per-device batch is searched for
 DATA_BACKENDS = ("synthetic", "torchvision", "dali")
+#: torch.compile's modes (``compile_mode``, with ``compile=true``); reduce-overhead replays CUDA graphs.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 # Settings every model accepts, besides its own defaults (``image_size``, ``seq_len``, ...).
 COMMON_SETTINGS = {
     "data": f"one of {', '.join(DATA_BACKENDS)}",
     "channels_last": "true or false",
     "compile": "true or false",
+    "compile_mode": f"one of {', '.join(COMPILE_MODES)} (with compile=true)",
 }
 
 # How known settings read in a test id; other settings read as key=value.
@@ -34,6 +37,7 @@ _ID_FORMATS = {
     "data": lambda v: str(v),
     "channels_last": lambda v: "nhwc" if v else "nchw",
     "compile": lambda v: "compile" if v else "eager",
+    "compile_mode": lambda v: str(v),
 }
 
 
@@ -287,6 +291,10 @@ def check_settings(settings: Mapping[str, Any], model_defaults: Mapping[str, Any
             raise ValueError(f"{where}.data: {value!r} is not one of {', '.join(DATA_BACKENDS)}")
         if key in ("channels_last", "compile") and not isinstance(value, bool):
             raise ValueError(f"{where}.{key}: {value!r} is not true or false")
+        if key == "compile_mode" and value not in COMPILE_MODES:
+            raise ValueError(f"{where}.compile_mode: {value!r} is not one of {', '.join(COMPILE_MODES)}")
+        if key == "compile_mode" and settings.get("compile") is not True:
+            raise ValueError(f"{where}.compile_mode: {value!r} needs compile=true too")
         if key in model_defaults:
             check_setting_value(key, value, model_defaults[key], where)
 

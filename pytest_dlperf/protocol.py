@@ -160,6 +160,8 @@ class WorkerSpec:
     data_workers: int | None = None  # loader workers / DALI threads per rank; None: from the CPUs
     data_only: bool = False  # time the data loader alone, no model (--dlperf-data-only)
     max_memory: int | None = None  # bytes the training may add (--dlperf-max-memory); None or 0: no cap
+    share_gpus: bool = False  # rank r on visible GPU r mod their count, over gloo (--dlperf-share-gpus)
+    dist_backend: str = "auto"  # the process group's: auto (NCCL on GPUs, gloo on CPUs), nccl, gloo
     convergence: ConvergenceSpec | None = None  # a convergence case: train to a target, not timed windows
     run_index: int = 0  # which run of the case (0, 1, ...): a convergence run seeds its training with it
     distributed: bool = False  # start a process group even for one rank (the launcher says so)

@@ -1,8 +1,10 @@
 """A real browser for the history site's tests: Debian's Chromium, driven by Selenium through Debian's
 ChromeDriver (``.ci/install-browser`` installs both).
 
-``browser`` (session scope) starts one headless Chromium with a fresh profile and no network
-services of its own (the flags below), and quits it at the end; it skips, with the reason, where
+``browser`` (session scope) starts one headless Chromium with a fresh profile, no network services of its
+own (the flags below) and ``about:blank`` as its one start page (``START_PREFS``: ChromeDriver passes no
+start URL, and Chromium 150 then opens its new-tab page, whose hundred-odd ``chrome://new-tab-page/``
+requests land in the same DevTools log as the test's page), and quits it at the end; it skips, with the reason, where
 Chromium, ChromeDriver or Selenium is missing. Selenium is given ChromeDriver's path, so it never
 runs Selenium Manager (which would look for a driver on the network). ``Page`` wraps it for a test:
 open a ``file://`` page and wait until its script says it is ready, read the console's errors,
@@ -24,13 +26,17 @@ from typing import Any
 
 import pytest
 
-__all__ = ["browser", "page", "Page", "CHROMIUM_FLAGS"]
+__all__ = ["browser", "page", "Page", "CHROMIUM_FLAGS", "START_PREFS", "own_requests"]
 
 #: How the tests start Chromium: headless, no sandbox (root in CI), no GPU, and none of its own network
 #: traffic (QUIC, background networking, component updates, sync); a fresh --user-data-dir is added.
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1400,1000")
+#: The profile's start page: about:blank, not the new-tab page (``session.restore_on_startup`` 4 is "open
+#: the URLs in ``session.startup_urls``", https://chromeenterprise.google/policies/#RestoreOnStartup).
+START_PREFS = {"session.restore_on_startup": 4, "session.startup_urls": ["about:blank"],
+               "homepage": "about:blank", "homepage_is_newtabpage": False}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,6 +67,7 @@ def start_chromium(chromium: str, driver: str, profile: str) -> Any:
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
+    options.add_experimental_option("prefs", START_PREFS)
     # The console's messages, and the DevTools network events: what each page asked for.
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     return webdriver.Chrome(options=options, service=Service(driver))
@@ -86,10 +93,37 @@ def browser() -> Iterator[Any]:
         shutil.rmtree(profile, ignore_errors=True)
         pytest.skip(f"Chromium did not start under ChromeDriver: {str(exc).strip().splitlines()[0]}")
     try:
+        pages = (len(session.window_handles), session.current_url)
+        assert pages == (1, "about:blank"), \
+            f"Chromium started with {pages[0]} page(s), showing {pages[1]}: expected one about:blank (START_PREFS)"
         yield session
     finally:
         session.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def own_requests(log: list[dict], target: str, url: str) -> list[str]:
+    """The URLs that the document loaded from ``url`` in the page ``target`` asked for, itself first, from
+    ChromeDriver's performance log (``log``: its entries' messages, parsed) of DevTools' Network events.
+
+    A page's requests are that page's own: the events of its target (the entry's ``webview``, the window's
+    handle) and of the document it loaded (the ``loaderId`` of the navigation request for ``url`` in the
+    target's main frame), so a page that Chromium opened by itself, or the previous document still loading
+    in the same tab, is never counted. A ``url`` with no navigation request in the log is an error."""
+    loader, urls = None, []
+    for record in log:
+        message = record["message"]
+        if message.get("method") != "Network.requestWillBeSent" or record.get("webview") != target:
+            continue
+        params = message["params"]
+        asked = params["request"]["url"]
+        if (loader is None and params.get("type") == "Document" and params.get("frameId") == target
+                and asked.split("#")[0] == url.split("#")[0]):
+            loader = params["loaderId"]
+        if loader is not None and params.get("loaderId") == loader:
+            urls.append(asked)
+    assert loader is not None, f"no navigation request for {url} in the DevTools log of page {target}"
+    return urls
 
 
 class Page:
@@ -104,7 +138,8 @@ class Page:
         url = path if isinstance(path, str) and path.startswith("file:") else Path(path).resolve().as_uri()
         self.driver.get_log("browser")  # what an earlier page said or asked for is not this one's
         self.driver.get_log("performance")
-        self._requests: list[str] = []
+        self._url = url
+        self._log: list[dict] = []
         self.driver.get(url)
         self.wait("document.body && document.body.getAttribute('data-ready') === '1'", timeout=timeout)
         return self
@@ -125,14 +160,11 @@ class Page:
         return [f"{entry['level']} {entry['message']}" for entry in self.driver.get_log("browser")]
 
     def requests(self) -> list[str]:
-        """Every URL the page asked for since it was opened (DevTools' Network.requestWillBeSent)."""
+        """Every URL that the opened document asked for since it was opened (``own_requests``)."""
         import json
 
-        for entry in self.driver.get_log("performance"):
-            message = json.loads(entry["message"])["message"]
-            if message.get("method") == "Network.requestWillBeSent":
-                self._requests.append(message["params"]["request"]["url"])
-        return list(self._requests)
+        self._log.extend(json.loads(entry["message"]) for entry in self.driver.get_log("performance"))
+        return own_requests(self._log, self.driver.current_window_handle, self._url)
 
     def errors(self) -> list[str]:
         """The console's errors (a script's uncaught exception, console.error, a file that did not load)."""

@@ -80,7 +80,7 @@ def test_settings_values_read_as_json_when_they_can():
 def test_settings_are_checked_against_the_model():
     check_settings({"image_size": 64, "data": "torchvision", "compile": False}, {"image_size": 224}, "here")
     with pytest.raises(ValueError, match=r"here.depth: unknown setting 'depth'; this model takes channels_last, "
-                                         r"compile, data, image_size"):
+                                         r"compile, compile_mode, data, image_size"):
         check_settings({"depth": 3}, {"image_size": 224}, "here")
 
 

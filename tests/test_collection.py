@@ -124,7 +124,7 @@ def usage_error(result, *lines):
     (("--dlperf-model", "resnet51"), "ERROR: --dlperf-model: unknown model 'resnet51'; registered models: *resnet50*"),
     (("--dlperf-set", "seq_len"), "ERROR: --dlperf-set: 'seq_len' is not KEY=VALUE"),
     (("--dlperf-set", "depth=3"), "ERROR: --dlperf-set.depth: unknown setting 'depth'; this model takes "
-                                  "channels_last, compile, data, image_size, num_classes"),
+                                  "channels_last, compile, compile_mode, data, image_size, num_classes"),
     (("--dlperf-set", "data=tfrecord"), "ERROR: --dlperf-set.data: 'tfrecord' is not one of synthetic, *"),
     (("--dlperf-set", "compile=yes"), "ERROR: --dlperf-set.compile: 'yes' is not true or false"),
     (("--dlperf-malloc", "fast"), "ERROR: --dlperf-malloc: 'fast' is not one of steady, system"),

@@ -102,3 +102,25 @@ def test_cnns_train_channels_last_under_bf16_unless_the_setting_says_otherwise(d
     assert [r["id"] for r in records] == ["probe-bf16-bs8-gpu1", "probe-bf16-bs8-gpu1-nchw"]
     assert [r["attempts"][0]["runs"][0]["settings"]["channels_last"] for r in records] == [True, False]
     assert (dlperf.path / "layouts").read_text().split("\n") == ["nhwc nhwc", "nchw nchw", ""]
+
+
+def test_compile_mode_reaches_torch_compile_and_is_checked():
+    import torch
+
+    from pytest_dlperf.cases import Case, check_settings
+    from pytest_dlperf.models import get_model_spec
+    from pytest_dlperf.worker.training import TrainingStep
+
+    spec = get_model_spec("tiny")
+    with pytest.raises(ValueError, match=r"^--dlperf-set.compile_mode: 'fast' is not one of default, reduce-overhead"):
+        check_settings({"compile": True, "compile_mode": "fast"}, spec.defaults, "--dlperf-set")
+    with pytest.raises(ValueError, match=r"^--dlperf-set.compile_mode: 'reduce-overhead' needs compile=true too$"):
+        check_settings({"compile_mode": "reduce-overhead"}, spec.defaults, "--dlperf-set")
+    check_settings({"compile": True, "compile_mode": "reduce-overhead"}, spec.defaults, "--dlperf-set")
+    case = Case.make("tiny", "fp32", 2, settings={"compile": True, "compile_mode": "reduce-overhead"})
+    assert case.id.endswith("-compile-reduce-overhead")
+    # reduce-overhead is inductor's CUDA graphs on (its compiler config's triton.cudagraphs), the default off
+    for mode, graphs in (("reduce-overhead", True), ("default", False), (None, False)):
+        settings = {**spec.settings(), "compile": True, "compile_mode": mode}
+        step = TrainingStep(spec, case, settings, torch.device("cpu"))  # compiles lazily: nothing compiled here
+        assert step.model.get_compiler_config()["triton.cudagraphs"] is graphs, mode

@@ -31,7 +31,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 #: What a GPU is lent for, in command time (the machine's start and the idle wait take the rest of 15 minutes).
 LEASE_COMMAND_SECONDS = 12 * 60
 #: The order issue 27 asks for: what has never been measured first, the plugin's own proof last.
-ORDER = ["verdicts", "ngc", "gpu-busy", "diagnose", "gpu-tests", "seeds", "overhead"]
+ORDER = ["verdicts", "ngc", "gpu-busy", "diagnose", "bert-recipes", "gpu-tests", "seeds", "overhead"]
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
                                 reason="needs bash and timeout (coreutils)")
@@ -124,12 +124,14 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
     two = (out / "command2-summary.txt").read_text()
     ran = re.findall(r"^  (\S+) ok\(exit=0\)", two, re.MULTILINE)
     peer = (ROOT / ".peer" / "convnets" / "main.py").is_file() and (ROOT / ".peer" / "dllogger").is_dir()
-    assert ran == ["install", *(["ngc"] if peer else []), "gpu-busy", "diagnose", "gpu-tests", "seeds", "overhead"], two
+    assert ran == ["install", *(["ngc"] if peer else []), "gpu-busy", "diagnose", "bert-recipes", "gpu-tests", "seeds",
+                   "overhead"], two
     if not peer:
         assert re.search(r"^  ngc \(no copy of NVIDIA's ConvNets", two, re.MULTILINE), two
     assert "out-of-time" not in two
     assert re.search(r"gpu_busy +\| +1 \|", two), two  # the busy kind's row (on the CPU: no GPU job beside it)
     assert "ddp: resnet18" in two and "bert: bert-tiny" in two  # gpu_diagnose's two tables (--quick: resnet18)
+    assert "bert-tiny bs2: the median of each variant's rounds" in two  # bert_recipes' table
     assert re.search(r"tests/gpu: (\d+) tests: 0 passed, 0 failed, 0 errors, \1 skipped", two), two
     assert "CUDA not available" in two
     assert re.search(r"^  ratio harness/bare: \d+\.\d+", two, re.MULTILINE), two

@@ -150,6 +150,36 @@ def test_the_overview_lists_every_case_with_its_verdict_and_numbers(store_url, t
     assert extra == [["scaling efficiency (%)", 40, pytest.approx(91.0)], ["MFU (%)", 40, pytest.approx(42.0)]]
 
 
+def test_a_page_s_requests_are_its_own_not_another_page_s(tmp_path, page):
+    """Requests of another page (the new-tab page that Chromium 150 opened at the start, 107 of whose requests
+    once came before the site's files), or of the document before in the same tab, are in the same DevTools
+    log; ``page.requests()`` keeps only the opened document's own."""
+    for name in ("mine", "other"):
+        (tmp_path / f"{name}.css").write_text("body { color: black; }")
+        (tmp_path / f"{name}.html").write_text(
+            f'<html><head><link rel="stylesheet" href="{name}.css"></head>'
+            "<body><script>document.body.setAttribute('data-ready', '1');</script></body></html>")
+    assert page.driver.window_handles == [page.driver.current_window_handle]  # the browser opened none of its own
+    ready = "document.body && document.body.getAttribute('data-ready') === '1'"
+    page.open(tmp_path / "other.html")  # its requests stay in the log: the next open below does not drain it
+    first = page.driver.current_window_handle
+    page.driver.switch_to.new_window("tab")
+    try:
+        for name in ("other", "mine"):  # the other document, then the test's, in the second tab
+            page._url = (tmp_path / f"{name}.html").as_uri()
+            page.driver.get(page._url)
+            page.wait(ready)
+        page._log.extend(json.loads(entry["message"]) for entry in page.driver.get_log("performance"))
+        asked = {(record["webview"], record["message"]["params"]["request"]["url"]) for record in page._log
+                 if record["message"].get("method") == "Network.requestWillBeSent"}
+        other_css = (tmp_path / "other.css").as_uri()
+        assert {(first, other_css), (page.driver.current_window_handle, other_css)} <= asked, asked
+        assert page.requests() == [(tmp_path / "mine.html").as_uri(), (tmp_path / "mine.css").as_uri()]
+    finally:
+        page.driver.close()
+        page.driver.switch_to.window(first)
+
+
 def test_a_case_page_shows_the_6pct_step_where_it_is_with_what_changed(tmp_path, page, capsys):
     url = f"sqlite:///{tmp_path / 'history.db'}"
     write_known_history(url)

@@ -155,8 +155,8 @@ def test_json_results_junit_properties_and_the_summary_table(dlperf):
     assert fp32["parameters"] == {"device": "cpu", "warmup_steps": 2, "steps": 5, "repeats": 2, "runs": 2,
                                   "timeout": None, "startup_timeout": 300.0, "launcher": "local",
                                   "peak_tflops": None, "telemetry": True, "data_dir": None,
-                                  "data_workers": None, "data_only": False, "max_memory": None, "malloc": "steady",
-                                  "fork_server": True,
+                                  "data_workers": None, "data_only": False, "max_memory": None, "share_gpus": False,
+                                  "dist_backend": "auto", "malloc": "steady", "fork_server": True,
                                   # an entry saved before cpu_threads was recorded: OMP_NUM_THREADS, else cores
                                   "cpu_threads": threads.as_before(1)}
     assert by_id["tiny-fp32-bs16-gpu1"]["verdict"] == "fail"

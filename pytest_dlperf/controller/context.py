@@ -151,6 +151,7 @@ class Context:
                          peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
                          malloc=opts.malloc, fork_server=not opts.no_fork_server,
+                         share_gpus=bool(opts.share_gpus), dist_backend=opts.dist_backend,
                          cpu_threads=cpu.threads if cpu is not None else None, **chosen)
 
     # -- what a case is judged against

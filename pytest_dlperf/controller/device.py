@@ -25,6 +25,13 @@ class DeviceChoice:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return cls("cuda" if (requested == "cuda" or count) else "cpu", count)
 
+    def shared(self, ranks: int, share: bool) -> int | None:
+        """How many GPUs a case of ``ranks`` ranks shares under ``--dlperf-share-gpus`` (``share``): the visible
+        ones where there are fewer than its ranks, else None (each rank has a GPU of its own, or none is shared)."""
+        if not share or self.kind != "cuda" or ranks <= self.cuda_count:
+            return None
+        return self.cuda_count
+
 
 #: FLOPs of one training step above which a case is too big for a CPU (a 2-core CPU trains
 #: about 0.1 TFLOP/s: a step of this size takes about 2 seconds; resnet50 at batch 256 is 3 TFLOP).

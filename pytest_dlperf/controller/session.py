@@ -61,6 +61,8 @@ class DlperfSession(Context):
         if unavailable:
             return unavailable
         reach = self.launcher.reach(choice.kind, choice.cuda_count)
+        if choice.kind == "cuda" and self.options.share_gpus:
+            reach = None  # the ranks share the visible GPUs (--dlperf-share-gpus)
         if reach is not None and case.gpus > reach:
             if choice.kind == "cuda":
                 return f"needs {case.gpus} GPUs, {reach} visible"

@@ -160,7 +160,8 @@ def judge_attempt(ctx: Context, case: Case, entry: baseline_mod.Entry | None, at
     minimum = ctx.gate_minimum(entry, "min_scaling_efficiency", opts.min_efficiency)
     figure = evidence.estimate.value if evidence.estimate is not None else attempt.summary.median
     value, source, kind = reference
-    return verdict, scaling(figure, case.gpus, value, source, minimum, kind)
+    shared = ctx.device_choice.shared(case.gpus, bool(opts.share_gpus))
+    return verdict, scaling(figure, case.gpus, value, source, minimum, kind, shared)
 
 
 def scaling_reference(ctx: Context, case: Case, params: RunParams,

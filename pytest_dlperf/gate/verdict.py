@@ -41,15 +41,19 @@ PLAIN_PROCESS, ONE_RANK_DDP = "plain process", "one-rank DDP"
 
 
 def scaling(throughput: float, ranks: int, reference: float, reference_source: str,
-            minimum: float | None, reference_kind: str | None = None) -> Scaling:
+            minimum: float | None, reference_kind: str | None = None, shared_gpus: int | None = None) -> Scaling:
     speedup = throughput / reference
-    return Scaling(ranks, reference, reference_source, speedup, speedup / ranks, minimum, reference_kind)
+    return Scaling(ranks, reference, reference_source, speedup, speedup / ranks, minimum, reference_kind,
+                   shared_gpus)
 
 
 def scaling_message(case_id: str, s: Scaling, unit: str) -> str:
     kind = f" ({s.reference_kind})" if s.reference_kind else ""
     base = (f"scaling efficiency {fmt_pct(s.efficiency)} (speedup {s.speedup:.2f}x on {s.ranks} ranks over "
             f"{fmt_value(s.reference)} {unit} on 1{kind}, from {s.reference_source})")
+    if s.shared_gpus is not None:
+        return (f"{base}: measures no scaling, the {s.ranks} ranks shared {s.shared_gpus} GPU(s) over gloo "
+                "(--dlperf-share-gpus); not gated")
     if s.failed:
         return f"{case_id}: {base} is below the minimum {fmt_pct(s.minimum)}"
     return base

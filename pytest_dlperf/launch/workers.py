@@ -42,6 +42,8 @@ class RunParams:
     data_workers: int | None = None  # --dlperf-data-workers: per rank; None: from the CPUs per rank
     data_only: bool = False  # --dlperf-data-only: time the data loader alone
     max_memory: int | None = None  # --dlperf-max-memory: bytes each worker's training may add
+    share_gpus: bool = False  # --dlperf-share-gpus: ranks onto the visible GPUs modulo their count, over gloo
+    dist_backend: str = "auto"  # --dlperf-dist-backend: the process group's backend
     convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
     malloc: str = "steady"  # --dlperf-malloc: the workers' allocator settings (launchers.malloc_env)
     fork_server: bool = True  # --dlperf-no-fork-server turns it off: every worker a process of its own

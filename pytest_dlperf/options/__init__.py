@@ -25,6 +25,7 @@ from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from ..gate.sequential import SAVE_SPAN
 from ..gate.verdict import INCONCLUSIVE_POLICIES
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
+from ..worker.distributed import BACKENDS, choose_backend
 from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
                       number, plot_folder, record_folder, switch, text, trusted_paths, words)
 
@@ -104,6 +105,11 @@ OPTIONS = (
            number(0, default=120.0)),
     Option("node-rank", "this node's rank in a torchrun job (default: the first of DLPERF_NODE_RANK, SLURM_NODEID, "
                         "OMPI_COMM_WORLD_RANK and NODE_RANK that is set, else 0).", "N", integer(0)),
+    Option("dist-backend", "the process group of multi-rank cases: auto (NCCL on GPUs, gloo on CPUs), nccl or gloo.",
+           "NAME", choice(BACKENDS, "auto")),
+    _switch("share-gpus", "run a case's ranks on the visible GPUs modulo their count (rank r on GPU r mod N) over "
+                          "gloo, so that a gpu2 case runs its multi-rank path on one GPU: its throughput and scaling "
+                          "figures measure no multi-GPU machine (the results say so; not gated)."),
     Option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the baseline sets "
                              "none, as a fraction (default: not gated).", "FRACTION", number(0, 1.5)),
     Option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: 80%%), "
@@ -278,6 +284,11 @@ class Options:
             # Only the node of rank 0 judges: a re-measurement there alone would leave the
             # other nodes waiting at a rendezvous that never comes.
             self.max_runs = self.runs
+        if self.share_gpus:
+            try:
+                choose_backend("cuda", self.dist_backend, shared=True)
+            except ValueError as exc:
+                raise OptionError(str(exc)) from None
         if self.nnodes > 1 and self.launcher != "torchrun":
             raise OptionError("--dlperf-nnodes: jobs across nodes need --dlperf-launcher torchrun "
                               "(slurm and mpi take their nodes from the allocation or the hostfile)")

@@ -64,8 +64,10 @@ def cell(result: CaseResult) -> str:
 
 
 def scaling_cell(scaling: Scaling) -> str:
-    """``6.77x (85%)``, with `` FAIL`` when the efficiency is below the gate's minimum."""
-    return f"{scaling.speedup:.2f}x ({100 * scaling.efficiency:.0f}%){' FAIL' if scaling.failed else ''}"
+    """``6.77x (85%)``, with `` FAIL`` when the efficiency is below the gate's minimum, `` shared GPU`` when the
+    ranks shared GPUs (--dlperf-share-gpus: no scaling measured)."""
+    shared = " shared GPU" if scaling.shared_gpus is not None else ""
+    return f"{scaling.speedup:.2f}x ({100 * scaling.efficiency:.0f}%){' FAIL' if scaling.failed else ''}{shared}"
 
 
 def _column(case: Case, chosen_batch: int | None = None) -> str:

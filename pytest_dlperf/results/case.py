@@ -97,10 +97,14 @@ class Scaling:
     #: scaling figures divide by), ``one-rank DDP`` (a one-rank torchrun/srun/mpirun job: DDP's own cost
     #: is in the reference too, so the efficiency reads higher), or None (a baseline's figure).
     reference_kind: str | None = None
+    #: The GPUs the ranks shared (``--dlperf-share-gpus``: fewer than the ranks), or None: the speedup and
+    #: efficiency then measure no scaling (ranks taking turns on a GPU, all-reducing over gloo through the
+    #: host) and are not gated.
+    shared_gpus: int | None = None
 
     @property
     def failed(self) -> bool:
-        return self.minimum is not None and self.efficiency < self.minimum
+        return self.minimum is not None and self.efficiency < self.minimum and self.shared_gpus is None
 
     def to_dict(self) -> dict[str, float | int | str | None]:
         return dataclasses.asdict(self)

@@ -150,7 +150,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
     from torchvision import datasets
 
     from .. import data
-    from .distributed import ProcessGroup
+    from .distributed import ProcessGroup, choose_backend
     from .prepare import prepare
 
     goal: ConvergenceSpec = spec.convergence
@@ -169,7 +169,8 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
     if schedule.steps_per_epoch < 1:
         raise data.DataError(f"{train_dir} has {train_images} images, fewer than one global batch ({global_batch})")
     distributed = ranks.distributed or spec.distributed
-    with Held(ProcessGroup(ranks, device) if distributed else None) as held:
+    with Held(ProcessGroup(ranks, device, backend=choose_backend(device.type, spec.dist_backend, spec.share_gpus))
+              if distributed else None) as held:
         validation = _start(spec, held, model_spec, settings, device, ranks, train_dir, val_dir, classes)
         trained = _train(spec, goal, held, validation, schedule, distributed, device, ranks)
     curve, windows, marks = trained.curve, trained.windows, trained.marks

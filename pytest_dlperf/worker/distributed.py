@@ -7,10 +7,17 @@ A worker learns its rank from whichever launcher started it:
 * OpenMPI's ``mpirun``: ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_SIZE``,
   ``OMPI_COMM_WORLD_LOCAL_RANK``.
 
-With more than one rank it joins a process group (NCCL on GPUs, gloo on CPUs) through
+With more than one rank it joins a process group (NCCL on GPUs, gloo on CPUs, or the backend that
+``--dlperf-dist-backend`` names: :func:`choose_backend`) through
 the ``env://`` rendezvous and trains a ``DistributedDataParallel`` model whose gradients are
 views into its buckets (:meth:`ProcessGroup.wrap`).  Every rank times the same windows; rank 0 gathers them once at the end, so
 gathering adds nothing to the measured time.
+
+``--dlperf-share-gpus`` puts rank ``r`` on visible GPU ``r mod N`` (:func:`shared_index`), so that a
+2-GPU case runs its whole multi-rank path (DDP on CUDA tensors, each rank's telemetry and logs, the
+scaling figures) on the one GPU of a test machine. NCCL refuses two ranks on one device ("Duplicate GPU
+detected"), so shared ranks meet over gloo, which all-reduces CUDA tensors through the host; the
+throughput of such a case measures neither a GPU nor scaling, and its results say so.
 """
 
 from __future__ import annotations
@@ -48,20 +55,47 @@ def ranks_from_env(env: dict[str, str] | None = None) -> Ranks:
     return Ranks()
 
 
+BACKENDS = ("auto", "nccl", "gloo")
+#: The one backend of ranks that share a GPU.
+SHARED_BACKEND = "gloo"
+
+
+def shared_index(local_rank: int, visible: int) -> int:
+    """The CUDA device of ``local_rank`` when the ranks share the ``visible`` GPUs: ``local_rank mod visible``."""
+    if visible < 1:
+        raise ValueError("--dlperf-share-gpus: no GPU is visible to share")
+    return local_rank % visible
+
+
+def choose_backend(device_type: str, requested: str = "auto", shared: bool = False) -> str:
+    """The process group's backend: ``requested``, or for ``auto`` NCCL on CUDA and gloo elsewhere; gloo for ranks
+    that share GPUs, where NCCL is refused in one line (it rejects two ranks on one device)."""
+    if requested not in BACKENDS:
+        raise ValueError(f"--dlperf-dist-backend: {requested!r}; expected one of {', '.join(BACKENDS)}")
+    if shared:
+        if requested == "nccl":
+            raise ValueError("--dlperf-share-gpus: ranks that share a GPU meet over gloo; NCCL refuses two ranks on "
+                             "one device; expected --dlperf-dist-backend gloo or auto")
+        return SHARED_BACKEND
+    if requested != "auto":
+        return requested
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
 class ProcessGroup:
     """The job's process group, from init to destroy."""
 
-    def __init__(self, ranks: Ranks, device, timeout_seconds: float = 600.0):
+    def __init__(self, ranks: Ranks, device, timeout_seconds: float = 600.0, backend: str | None = None):
         import torch.distributed as dist
 
         self.ranks = ranks
         self.device = device
-        self.backend = "nccl" if device.type == "cuda" else "gloo"
+        self.backend = backend or choose_backend(device.type)
         # The launcher's variables name the rendezvous; env:// reads them as these.
         os.environ.setdefault("RANK", str(ranks.rank))
         os.environ.setdefault("WORLD_SIZE", str(ranks.world_size))
         kwargs: dict[str, Any] = {}
-        if device.type == "cuda":
+        if self.backend == "nccl":
             kwargs["device_id"] = device
         dist.init_process_group(self.backend, init_method="env://", rank=ranks.rank,
                                 world_size=ranks.world_size, timeout=timedelta(seconds=timeout_seconds),
@@ -89,7 +123,7 @@ class ProcessGroup:
     def barrier(self) -> None:
         import torch.distributed as dist
 
-        if self.device.type == "cuda":
+        if self.backend == "nccl":
             dist.barrier(device_ids=[self.device.index])
         else:
             dist.barrier()

@@ -154,10 +154,11 @@ def compile_steps(step, on_progress=None) -> dict[str, float]:
             "compile_steps_seconds": sum(seconds)}
 
 
-def _sampler(spec: WorkerSpec, device_info: dict[str, Any], local_rank: int, warnings: list[str]):
+def _sampler(spec: WorkerSpec, device_info: dict[str, Any], warnings: list[str]):
     """The telemetry sampler of this rank, or None when the spec turns telemetry off.
 
-    On CUDA it samples the rank's own GPU (its NVML index, see :func:`telemetry.nvml_index`)
+    On CUDA it samples the rank's own GPU (its NVML index, see :func:`telemetry.nvml_index`; the one it
+    shares with other ranks under ``--dlperf-share-gpus``)
     and the host; on the CPU the host only.
     """
     if not spec.telemetry:
@@ -167,7 +168,7 @@ def _sampler(spec: WorkerSpec, device_info: dict[str, Any], local_rank: int, war
     indices: list[int | str] = []
     if device_info["type"] == "cuda":
         try:
-            indices = [telemetry.nvml_index(local_rank)]
+            indices = [telemetry.nvml_index(device_info["index"])]
         except ValueError as exc:
             warnings.append(f"GPU telemetry off: {exc}")
     return telemetry.Telemetry(indices)
@@ -207,14 +208,14 @@ def _input_source(spec: WorkerSpec, settings: dict[str, Any], batch_size: int, d
                             world_size=ranks.world_size, workers=spec.data_workers)
 
 
-def _nvml_index(device_info: dict[str, Any], local_rank: int) -> int | None:
+def _nvml_index(device_info: dict[str, Any]) -> int | None:
     """The NVML index of this rank's GPU, for :class:`Interference`; None on the CPU or without NVML's index."""
     if device_info.get("type") != "cuda":
         return None
     try:
         from . import telemetry
 
-        return telemetry.nvml_index(local_rank)
+        return telemetry.nvml_index(device_info["index"])
     except Exception:  # noqa: BLE001 - no index: other processes on the GPU are not looked for
         return None
 
@@ -225,14 +226,15 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         from .convergence import run as converge
 
         return converge(spec, result)
-    from .distributed import ProcessGroup
+    from .distributed import ProcessGroup, choose_backend
     from .prepare import prepare
 
     ranks, model_spec, settings, device, device_info = prepare(spec, result)
     per_rank = model_spec.samples_per_batch(spec.case.batch_size, settings)
     result.samples_per_step = per_rank * ranks.world_size
-    group = ProcessGroup(ranks, device) if (ranks.distributed or spec.distributed) else None
-    with Held(group, _sampler(spec, device_info, ranks.local_rank, result.warnings)) as held:
+    backend = choose_backend(device.type, spec.dist_backend, spec.share_gpus)
+    group = ProcessGroup(ranks, device, backend=backend) if (ranks.distributed or spec.distributed) else None
+    with Held(group, _sampler(spec, device_info, result.warnings)) as held:
         launched, marks, compiled = _measure(spec, result, held, model_spec, settings, device, device_info, ranks,
                                              per_rank)
     result.timing = timing(launched, marks, result.windows, total=marks["measured_done"])
@@ -267,7 +269,7 @@ def _measure(spec: WorkerSpec, result: WorkerResult, held: Held, model_spec, set
     held.source = source = _input_source(spec, settings, spec.case.batch_size, device, ranks)
     meter = data.WindowMeter(source, then=held.sampler) if source is not None else held.sampler
     # No memory probe under a CPU memory cap: its 64 MiB would come out of what the case may use.
-    busy = Interference(then=meter, gpu_index=_nvml_index(device_info, ranks.local_rank),
+    busy = Interference(then=meter, gpu_index=_nvml_index(device_info),
                         probe=not (spec.max_memory and device_info.get("type") == "cpu"))
     if spec.data_only:
         held.step = data.DataOnlyStep(source, device)

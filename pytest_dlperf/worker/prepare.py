@@ -7,17 +7,19 @@ from __future__ import annotations
 from ..protocol import ModelSource, WorkerResult, WorkerSpec
 
 
-def _device(kind: str, local_rank: int):
+def _device(kind: str, local_rank: int, share: bool = False):
     import torch
 
     from ..environment import cpu_model
+    from .distributed import shared_index
 
     if kind == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("CUDA is not available in the worker")
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-        return device, {"type": "cuda", "name": torch.cuda.get_device_name(device), "index": local_rank}
+        index = shared_index(local_rank, torch.cuda.device_count()) if share else local_rank
+        torch.cuda.set_device(index)
+        device = torch.device("cuda", index)
+        return device, {"type": "cuda", "name": torch.cuda.get_device_name(device), "index": index}
     # The intra-op threads this process trains with: OMP_NUM_THREADS as it started (--dlperf-cpu-threads).
     return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None,
                                  "intra_op_threads": torch.get_num_threads()}
@@ -35,7 +37,7 @@ def prepare(spec: WorkerSpec, result: WorkerResult):
     registered_in = spec.model_source or ModelSource()
     model_spec = ensure_registered(case.model, registered_in.file, registered_in.module)
     settings = model_spec.settings(case.settings_dict)
-    device, device_info = _device(spec.device, ranks.local_rank)
+    device, device_info = _device(spec.device, ranks.local_rank, spec.share_gpus)
     result.device = device_info
     settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
     settings["compile"] = bool(settings.get("compile", False))

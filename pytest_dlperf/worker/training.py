@@ -12,7 +12,8 @@ by default: one batch made on the device once and reused every step (NVIDIA's
 fetches its batch from it, so the loader's time is part of the step.  A step never
 synchronizes with the host by itself; timing code does.
 
-The ``compile`` setting ``torch.compile``s the model (after the DDP wrapper, if any): its
+The ``compile`` setting ``torch.compile``s the model (after the DDP wrapper, if any; in
+``compile_mode``'s mode, e.g. ``reduce-overhead``: CUDA graphs): its
 forward and backward run compiled; the loss and the optimizer step stay eager.  The
 first call compiles; the worker runs it before the warm-up (``worker.compile_steps``).
 """
@@ -78,7 +79,8 @@ class TrainingStep:
         model.train()
         self.model = wrap(model) if wrap else model
         if settings.get("compile"):
-            self.model = torch.compile(self.model)
+            mode = settings.get("compile_mode")
+            self.model = torch.compile(self.model, mode=None if mode in (None, "default") else mode)
         self.source = source  # None: the synthetic batch below, every step
         self.batch = None if source is not None else self._layout(spec.make_batch(case.batch_size, settings, device))
         self.loss_fn = spec.loss
