@@ -22,6 +22,8 @@ from .. import baseline as baseline_mod
 from .. import environment, jsonio
 from ..baseline import machines
 from ..gate.tolerance import Noisy, summary_line
+from ..ab import report as ab_report
+from ..ab.kind import ab_document
 from ..history import hooks as history_hooks
 from ..reporting import markdown, plots, summary
 from ..results.case import CaseResult, as_dicts
@@ -79,6 +81,8 @@ def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, A
     }
     if base is not None and base.selection is not None:
         document["baseline"]["selection"] = base.selection.line()
+    if session.ab is not None:
+        document["against"] = ab_document(session.ab)
     return document
 
 
@@ -294,9 +298,13 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
     label = session.baseline.path if session.baseline else None
     if selection is not None and selection.how == "none":
         label = f"{selection.folder} for this machine"
+    if session.ab is not None:
+        label = f"the reference, {session.ab.reference.describe()}"
     # Split to fit a terminal; a log (CI's) has no width to fit, and keeps one table per model.
     width = shutil.get_terminal_size().columns if terminalreporter.isatty() else None
     for line in summary.summary_lines(session.results, label, width=width):
+        terminalreporter.write_line(line)
+    for line in ab_report.summary_lines(session.results):
         terminalreporter.write_line(line)
     if selection is not None and terminalreporter.verbosity < 0:
         terminalreporter.write_line(f"dlperf: {selection.line()}")  # -q: the header that says it was not shown

@@ -52,12 +52,16 @@ FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHON
 class LaunchPlan:
     """How one run is started: the command line (before the spec path), the extra environment, whether the
     worker joins a process group (the spec's ``distributed``), and where a fork server can start the run
-    (:mod:`pytest_dlperf.launch.forkserver`) the module and arguments it runs instead (``fork``)."""
+    (:mod:`pytest_dlperf.launch.forkserver`) the module and arguments it runs instead (``fork``), with the
+    interpreter that server runs (``python``; None: this one) and the run's working directory (``cwd``; None:
+    this one's): another environment's, in an A/B session (:mod:`pytest_dlperf.ab`)."""
 
     command: list[str]
     env: dict[str, str]
     distributed: bool
     fork: tuple[str, ...] | None = None
+    python: str | None = None
+    cwd: str | None = None
 
 
 def _torchrun_program(program: list[str] | None) -> list[str]:
