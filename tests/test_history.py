@@ -141,7 +141,8 @@ def downgrade(store, version: int) -> None:
     def drop(cursor) -> None:
         for later in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[later]:
-                table, column = statement.split("ALTER TABLE ")[1].split()[0], statement.split("ADD COLUMN ")[1].split()[0]
+                table = statement.split("ALTER TABLE ")[1].split()[0]
+                column = statement.split("ADD COLUMN ")[1].split()[0]
                 cursor.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         cursor.execute("UPDATE dlperf_meta SET value = ?".replace("?", store.placeholder), (str(version),))
 

@@ -10,7 +10,7 @@ reference's as its baseline, the pairs, the verdict and its message (:mod:`.repo
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .. import baseline as baseline_mod
 from .. import models
@@ -119,9 +119,3 @@ def record(ctx: Context, result: CaseResult, found: paired.PairedEvidence, runs:
     result.stats, result.device, result.ranks = last.summary.to_dict(), last.device, last.ranks()
     result.telemetry = last.telemetry()
 
-
-def ab_document(ab: AB) -> dict[str, Any]:
-    """The results document's ``against``: the seed, the reference, both environments and what differs."""
-    return {"seed": ab.seed, "reference": ab.reference.to_dict(), "reference_version": ab.reference_version,
-            "candidate_environment": ab.candidate_env, "reference_environment": ab.reference_env,
-            "differences": list(ab.differences), "forked": ab.forkable}

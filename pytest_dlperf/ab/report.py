@@ -10,13 +10,16 @@ then every other version that differs).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..gate.evidence import Decision, StopReason
 from ..gate.format import fmt_pct, fmt_value
 from ..gate.paired import CANDIDATE, PairedEvidence
 from ..history.records import environment_changes, session_row
 from ..results.case import CaseResult, Status
+
+if TYPE_CHECKING:
+    from . import AB
 
 WORDS = {Decision.REGRESSION: "FAIL", Decision.PASS: "PASS", Decision.IMPROVED: "IMPROVED",
          Decision.UNDECIDED: "INCONCLUSIVE"}
@@ -126,3 +129,13 @@ def summary_lines(results: Sequence[CaseResult]) -> list[str]:
         figure = f"{est.value:.3f} ({est.low:.3f}..{est.high:.3f}, {est.runs})" if est else "no pair counted"
         lines.append(f"  {r.id}: {figure} {r.verdict.value.upper() if r.verdict else ''}")
     return lines
+
+
+def document(ab: AB | None) -> dict[str, Any]:
+    """The results document's ``against`` (none outside an A/B session): the seed, the reference, both environments
+    and what differs."""
+    if ab is None:
+        return {}
+    return {"against": {"seed": ab.seed, "reference": ab.reference.to_dict(), "reference_version": ab.reference_version,
+                        "candidate_environment": ab.candidate_env, "reference_environment": ab.reference_env,
+                        "differences": list(ab.differences), "forked": ab.forkable}}

@@ -140,7 +140,8 @@ def record(opts: Options, device: str, results: list[CaseResult], env: Mapping[s
     each case's history (trend, change points, newest step) in the results ``document`` and apply the gate.
     Raises OSError."""
     against = document.get("against")
-    row = session_row(env, device, against=against and f"{against['reference']['kind']} {against['reference']['given']}")
+    reference = against and against["reference"]
+    row = session_row(env, device, against=reference and f"{reference['kind']} {reference['given']}")
     cases = case_rows(results)
     done = Recorded()
     try:

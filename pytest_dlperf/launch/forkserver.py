@@ -59,7 +59,8 @@ class ForkServer:
         self.log = Path(tempfile.mkstemp(prefix="dlperf-forkserver-", suffix=".log")[1])
         started = time.monotonic()
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([python or sys.executable, "-m", FORK_SERVER, str(self.log)], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([python or sys.executable, "-m", FORK_SERVER, str(self.log)],
+                                         stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=log, start_new_session=True,
                                          env={**env, RUN_ID_VARIABLE: RUN_ID_PLACEHOLDER})
         self.replies: collections.deque[dict] = collections.deque()

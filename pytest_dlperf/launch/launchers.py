@@ -50,11 +50,9 @@ FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHON
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
-    """How one run is started: the command line (before the spec path), the extra environment, whether the
-    worker joins a process group (the spec's ``distributed``), and where a fork server can start the run
-    (:mod:`pytest_dlperf.launch.forkserver`) the module and arguments it runs instead (``fork``), with the
-    interpreter that server runs (``python``; None: this one) and the run's working directory (``cwd``; None:
-    this one's): another environment's, in an A/B session (:mod:`pytest_dlperf.ab`)."""
+    """How one run is started: the command line (before the spec path), the extra environment, whether the worker
+    joins a process group (the spec's ``distributed``), the module and arguments a fork server runs instead where it
+    can (``fork``), that server's interpreter (``python``) and the run's folder (``cwd``; None: this process's)."""
 
     command: list[str]
     env: dict[str, str]

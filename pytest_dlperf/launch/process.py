@@ -306,7 +306,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     for log in logs:
         log.write_bytes(b"")
     # A fork server that starts here first (its imports, once) does so outside the run's time limit.
-    proc = forkserver.start(forked, child_env, cwd or os.getcwd(), *logs, python=python) if forked else None
+    proc = forkserver.start(forked, child_env, cwd or os.getcwd(), *logs, python=python) if forked \
+        else None
     start = time.monotonic()
     deadline = start + (timeout if timeout is not None else startup_timeout)
     with open(logs[0], "ab") as out, open(logs[1], "ab") as err:
