@@ -55,15 +55,15 @@ def test_the_estimate_is_the_geometric_mean_of_the_ratios_against_one():
 
 @pytest.mark.parametrize(("ratios", "decision"), [
     ([0.80, 0.81], ev.Decision.REGRESSION), ([1.0, 1.01], ev.Decision.PASS), ([1.3, 1.31], ev.Decision.IMPROVED),
-    ([0.80], ev.Decision.UNDECIDED),  # a regression needs two counted pairs
+    ([0.80], ev.Decision.UNDECIDED), ([1.3], ev.Decision.UNDECIDED),  # any decision needs two counted pairs
     ([0.88, 0.99], ev.Decision.UNDECIDED)])
 def test_what_the_pairs_decide(ratios, decision):
-    assert paired.judge([pair(i, 100 * r) for i, r in enumerate(ratios)], 0.05, regression_pairs=2)[1] is decision
+    assert paired.judge([pair(i, 100 * r) for i, r in enumerate(ratios)], 0.05, min_pairs=2)[1] is decision
 
 
 def test_a_busy_pair_is_no_evidence_and_the_evidence_reads_back():
     pairs = [pair(0, 50.0, busy="other processes used 180% CPU"), pair(1, 100.0), pair(2, 101.0)]
-    est, decision = paired.judge(pairs, 0.05)
+    est, decision = paired.judge(pairs, 0.05, min_pairs=2)
     assert est.runs == 2 and decision is ev.Decision.PASS
     assert pairs[0].busy == "the candidate's run: other processes used 180% CPU"
     found = paired.PairedEvidence(7, 0.05, pairs, est, decision)
@@ -249,3 +249,26 @@ def test_the_option_is_documented():
 
     assert "`--dlperf-against REF`" in option_reference() and "`--dlperf-against-seed N`" in option_reference()
     assert textwrap  # noqa: B018 - used by the session's conftest text above
+
+
+def test_the_benchmark_is_wired(tmp_path, capsys):
+    """benchmarks/ab_quality.py: its faster reference is an interpreter with its own variable (a fork server of its
+    own), the candidate 10% more work; its table prints (a zero-session run; the smoke is --sessions 1)."""
+    import argparse
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "ab_quality.py"
+    spec = importlib.util.spec_from_file_location("ab_quality", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    opts = argparse.Namespace(cost=20, neighbour_sessions=1, neighbour_duty=0.5)
+    found = {name: (cost, against, beside, extra) for name, cost, against, beside, extra in
+             bench.kinds(opts, bench.verdict_quality().NEIGHBOUR)}
+    assert set(found) == {"A/A", "faster-ref", "A/A+neighbour", "A/A+tenant"}
+    cost, against, _, _ = found["faster-ref"]
+    side = sides.parse(against, tmp_path)
+    assert (cost, side.kind, side.variables) == ({"DLPERF_VQ_COST": "22"}, sides.INTERPRETER, {"DLPERF_VQ_COST": "20"})
+    assert found["A/A+neighbour"][3] == ["--dlperf-max-interference", "off"] and found["A/A+tenant"][2]
+    assert bench.main(["--sessions", "0", "--neighbour-sessions", "0"]) == 0
+    assert "pairs/verdict" in capsys.readouterr().out

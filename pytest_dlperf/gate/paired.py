@@ -21,7 +21,8 @@ https://doi.org/10.1145/3358960.3379132).  So:
   below ``1 - tolerance``, improved above ``1 + tolerance``, pass above ``1 - tolerance`` (or the estimate above
   it with the interval ruling out :func:`.evidence.ruled_out`), else undecided;
 * **the stopping rules** are the sequential verdict's (:mod:`.sequential`): the first decision after
-  ``--dlperf-runs`` pairs, a regression needing :data:`.sequential.REGRESSION_RUNS` counted pairs, at most
+  ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`.sequential.REGRESSION_RUNS` counted
+  pairs, so that the spread is measured, not the prior's alone (one A/A pair read +33% beside a busy neighbour), at most
   ``--dlperf-max-runs`` pairs, the time budget (``--dlperf-max-seconds``: no pair starts that would likely end
   past it), a busy pair not counted and :data:`.sequential.BUSY_RUNS` busy pairs in a row ending it.
 
@@ -114,16 +115,16 @@ def estimate(ratios: Sequence[float], tolerance: float, look: int = 1, max_looks
 
 
 def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int = 1,
-          regression_pairs: int = 1) -> tuple[Estimate | None, Decision]:
-    """The estimate from the counted pairs and what it decides; a regression shown by fewer than
-    ``regression_pairs`` counted pairs (:data:`~.sequential.REGRESSION_RUNS`) is undecided (one pair can be an
-    outlier)."""
+          min_pairs: int = 1) -> tuple[Estimate | None, Decision]:
+    """The estimate from the counted pairs and what it decides; fewer than ``min_pairs`` counted pairs
+    (:data:`~.sequential.REGRESSION_RUNS`) decide nothing: one pair can be an outlier, and its interval would be
+    the prior's alone (a stored baseline's single run pools the baseline's measured spread; a pair has none)."""
     ratios = [p.ratio for p in pairs if not p.busy]
     if not ratios:
         return None, Decision.UNDECIDED
     est = estimate(ratios, tolerance, look, max_looks)
     decision = ev.decide(est, tolerance)
-    if decision is Decision.REGRESSION and len(ratios) < regression_pairs:
+    if len(ratios) < min_pairs:
         decision = Decision.UNDECIDED
     return est, decision
 

@@ -1,0 +1,144 @@
+"""How good are A/B verdicts (``--dlperf-against``, docs/ab.md)?  False alarms and detections, measured on the path a
+user takes: real pytest sessions, the candidate this interpreter, the reference another side.
+
+The model is ``verdict_quality.py``'s ``vq`` (a small convnet whose forward repeats its conv block
+``DLPERF_VQ_COST`` times) in a temporary folder's ``conftest.py``; each session is
+``pytest --dlperf-model vq --dlperf-device cpu --dlperf-against REF`` with the plugin's defaults but the step
+counts (``--steps WARMUP,STEPS,REPEATS``; default: the plugin's own).  The kinds, alternating so that a drift of
+the machine favours none:
+
+* ``A/A``: the same interpreter as both sides (``--dlperf-against`` this Python): no FAIL expected;
+* ``faster-ref``: the reference 10% faster: the candidate's runs do ``--cost`` x 1.1 blocks (``DLPERF_VQ_COST`` in
+  this environment), the reference's ``--cost`` (``env DLPERF_VQ_COST=N python``, an interpreter with its own
+  variable and fork server): caught (FAIL) in most, never PASS;
+* ``A/A+neighbour`` (``--neighbour-sessions``): A/A beside ``verdict_quality.py``'s neighbour, a process copying
+  memory ``--neighbour-duty`` of the time, with ``--dlperf-max-interference off`` (a tenant no process list shows);
+* ``A/A+tenant``: the same beside it, judged by the plugin's own rules (a busy pair not counted).
+
+It prints per kind: sessions, FAIL / INCONCLUSIVE / PASS / IMPROVED, the mean pairs per verdict, the median ratio
+and the mean seconds per session.  Exit status 0: the figures are the result.
+
+    python benchmarks/ab_quality.py --sessions 20                  # the acceptance of issue 38
+    python benchmarks/ab_quality.py --sessions 1 --neighbour-sessions 0 --steps 2,5,2 --max-pairs 2   # a smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def verdict_quality():
+    """``verdict_quality.py`` as a module: its ``vq`` conftest and its neighbour."""
+    spec = importlib.util.spec_from_file_location("verdict_quality", HERE / "verdict_quality.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def kinds(opts: argparse.Namespace, neighbour: str) -> list[tuple[str, dict[str, str], str, list[str], list[str]]]:
+    """Each kind of session: (name, the candidate's environment, --dlperf-against, processes beside, more args)."""
+    same = {"DLPERF_VQ_COST": str(opts.cost)}
+    slower = {"DLPERF_VQ_COST": str(round(opts.cost * 1.1))}
+    faster_reference = f"env DLPERF_VQ_COST={opts.cost} {sys.executable}"
+    beside = [neighbour.format(duty=opts.neighbour_duty)]
+    out = [("A/A", same, sys.executable, [], []), ("faster-ref", slower, faster_reference, [], [])]
+    if opts.neighbour_sessions:
+        out += [("A/A+neighbour", same, sys.executable, beside, ["--dlperf-max-interference", "off"]),
+                ("A/A+tenant", same, sys.executable, beside, [])]
+    return out
+
+
+def session(folder: Path, cost: dict[str, str], against: str, beside: list[str], extra: list[str],
+            steps: list[str], timeout: float) -> dict:
+    """One A/B session: its verdict, pairs, ratio and seconds."""
+    results = folder / "results.json"
+    results.unlink(missing_ok=True)
+    hogs = [subprocess.Popen([sys.executable, "-c", code]) for code in beside]
+    started = time.monotonic()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
+                               "--dlperf-model", "vq", "--dlperf-device", "cpu", "--dlperf-against", against,
+                               "--dlperf-json", str(results), *steps, *extra], cwd=folder,
+                              env=dict(os.environ, **cost), capture_output=True, text=True, timeout=timeout)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    if not results.exists():
+        raise SystemExit(f"the session wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                         f"{proc.stderr[-2000:]}")
+    case = json.loads(results.read_text())["cases"][0]
+    found = case.get("paired") or {}
+    return {"verdict": case["verdict"], "pairs": len(found.get("pairs") or []),
+            "busy": sum(1 for p in found.get("pairs") or [] if p["busy"]),
+            "ratio": (found.get("estimate") or {}).get("value"), "seconds": time.monotonic() - started,
+            "message": case["message"].splitlines()[0]}
+
+
+def print_table(table: dict[str, list[dict]]) -> None:
+    print(f"{'kind':<14} {'sessions':>8} {'FAIL':>5} {'INCONCL':>7} {'PASS':>5} {'IMPROVED':>8} {'pairs/verdict':>13} "
+          f"{'busy pairs':>10} {'ratio (median)':>14} {'s/session':>9}")
+    for kind, rows in table.items():
+        count = defaultdict(int)
+        for row in rows:
+            count[row["verdict"]] += 1
+        ratios = [r["ratio"] for r in rows if r["ratio"]]
+        mean = (lambda key: statistics.fmean(r[key] for r in rows)) if rows else (lambda key: float("nan"))
+        print(f"{kind:<14} {len(rows):>8} {count['fail']:>5} {count['inconclusive']:>7} {count['pass']:>5} "
+              f"{count['improved']:>8} {mean('pairs'):>13.1f} {sum(r['busy'] for r in rows):>10} "
+              f"{statistics.median(ratios) if ratios else float('nan'):>14.3f} {mean('seconds'):>9.1f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=20, help="sessions of each kind (default 20)")
+    parser.add_argument("--neighbour-sessions", type=int, default=None,
+                        help="sessions beside the neighbour, of each of its two kinds (default: --sessions)")
+    parser.add_argument("--neighbour-duty", type=float, default=0.5, help="the neighbour's share of the time copying")
+    parser.add_argument("--cost", type=int, default=20, help="vq's blocks on the reference side (default 20)")
+    parser.add_argument("--steps", default=None, help="WARMUP,STEPS,REPEATS (default: the plugin's)")
+    parser.add_argument("--max-pairs", default=None, help="--dlperf-max-runs (default: the plugin's)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds a session may take")
+    parser.add_argument("--show", action="store_true", help="print each session's headline")
+    opts = parser.parse_args(argv)
+    if opts.neighbour_sessions is None:
+        opts.neighbour_sessions = opts.sessions
+    vq = verdict_quality()
+    steps = []
+    if opts.steps:
+        warmup, window, repeats = opts.steps.split(",")
+        steps = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", window, "--dlperf-repeats", repeats]
+    steps += ["--dlperf-max-runs", opts.max_pairs] if opts.max_pairs else []
+    table: dict[str, list[dict]] = {name: [] for name, *_ in kinds(opts, vq.NEIGHBOUR)}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="dlperf-ab-quality-") as tmp:
+        folder = Path(tmp)
+        (folder / "conftest.py").write_text(vq.CONFTEST)
+        for index in range(max(opts.sessions, opts.neighbour_sessions)):
+            for name, cost, against, beside, extra in kinds(opts, vq.NEIGHBOUR):
+                wanted = opts.neighbour_sessions if beside else opts.sessions
+                if index < wanted:
+                    row = session(folder, cost, against, beside, extra, steps, opts.timeout)
+                    table[name].append(row)
+                    if opts.show:
+                        print(f"  {name}: {row['message']}", flush=True)
+    print_table(table)
+    print(f"{time.monotonic() - started:.0f} s in all; candidate and reference: {sys.executable} "
+          f"(faster-ref: the reference with DLPERF_VQ_COST={opts.cost}, the candidate {round(opts.cost * 1.1)})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
