@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,31 +58,17 @@ def kinds(opts: argparse.Namespace, neighbour: str) -> list[tuple[str, dict[str,
     return out
 
 
-def session(folder: Path, cost: dict[str, str], against: str, beside: list[str], extra: list[str],
+def session(vq, folder: Path, cost: dict[str, str], against: str, beside: list[str], extra: list[str],
             steps: list[str], timeout: float) -> dict:
-    """One A/B session: its verdict, pairs, ratio and seconds."""
-    results = folder / "results.json"
-    results.unlink(missing_ok=True)
-    hogs = [subprocess.Popen([sys.executable, "-c", code]) for code in beside]
-    started = time.monotonic()
-    try:
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-                               "--dlperf-model", "vq", "--dlperf-device", "cpu", "--dlperf-against", against,
-                               "--dlperf-json", str(results), *steps, *extra], cwd=folder,
-                              env=dict(os.environ, **cost), capture_output=True, text=True, timeout=timeout)
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-    if not results.exists():
-        raise SystemExit(f"the session wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                         f"{proc.stderr[-2000:]}")
-    case = json.loads(results.read_text())["cases"][0]
-    found = case.get("paired") or {}
-    return {"verdict": case["verdict"], "pairs": len(found.get("pairs") or []),
+    """One A/B session (run by ``verdict_quality.session``): its verdict, pairs, ratio and seconds."""
+    kept = folder / "kept.json"
+    row = vq.session(folder, ["--dlperf-model", "vq", "--dlperf-device", "cpu", "--dlperf-against", against, *steps,
+                              *extra], cost, beside, timeout, keep=kept)
+    found = json.loads(kept.read_text())["cases"][0].get("paired") or {}
+    return {"verdict": row["verdict"], "pairs": len(found.get("pairs") or []),
             "busy": sum(1 for p in found.get("pairs") or [] if p["busy"]),
-            "ratio": (found.get("estimate") or {}).get("value"), "seconds": time.monotonic() - started,
-            "message": case["message"].splitlines()[0]}
+            "ratio": (found.get("estimate") or {}).get("value"), "seconds": row["seconds"],
+            "message": row["message"].splitlines()[0]}
 
 
 def print_table(table: dict[str, list[dict]]) -> None:
@@ -130,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, cost, against, beside, extra in kinds(opts, vq.NEIGHBOUR):
                 wanted = opts.neighbour_sessions if beside else opts.sessions
                 if index < wanted:
-                    row = session(folder, cost, against, beside, extra, steps, opts.timeout)
+                    row = session(vq, folder, cost, against, beside, extra, steps, opts.timeout)
                     table[name].append(row)
                     if opts.show:
                         print(f"  {name}: {row['message']}", flush=True)
