@@ -203,7 +203,7 @@ def two_revisions(dlperf):
 def revisions(shared_run):
     return shared_run("ab-git", "--dlperf-model", "abnet", "--dlperf-against", "HEAD", "--dlperf-against-seed", "5",
                       "--dlperf-max-runs", "2", "--dlperf-json", "results.json", "--dlperf-report", "report.md",
-                      "--dlperf-history", "history.db", setup=two_revisions)
+                      "--dlperf-history", "history.db", "--dlperf-plot", "plots", setup=two_revisions)
 
 
 def test_the_working_copy_against_its_last_commit_fails_slower(revisions):
@@ -242,6 +242,7 @@ def test_the_report_has_the_ab_section_and_the_history_keeps_the_session_apart(r
         kept = store.points(ab=True)
     assert len(kept) == 1 and kept[0].session.against == "git HEAD" and kept[0].case.verdict == "fail"
     assert "A/B session (against git HEAD" in revisions.result.stdout.str()
+    assert (revisions.tester.path / "plots" / "ab-ratios.png").stat().st_size > 0  # each pair's ratio, the interval
 
 
 def test_the_option_is_documented():
