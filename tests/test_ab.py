@@ -263,7 +263,7 @@ def test_the_benchmark_is_wired(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("ab_quality", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    opts = argparse.Namespace(cost=20, neighbour_sessions=1, neighbour_duty=0.5)
+    opts = argparse.Namespace(cost=20, neighbour_sessions=1, neighbour_duty=0.5, model="vq", more_work=0.1)
     found = {name: (cost, against, beside, extra) for name, cost, against, beside, extra in
              bench.kinds(opts, bench.verdict_quality().NEIGHBOUR)}
     assert set(found) == {"A/A", "faster-ref", "A/A+neighbour", "A/A+tenant"}
