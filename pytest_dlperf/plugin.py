@@ -82,6 +82,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION] = DlperfSession(config, opts, baseline, history=history, history_references=references)
     if opts.active and opts.against and not config.getoption("collectonly"):
         try:  # before any case runs: the reference can run the worker, or one line says what it lacks
+            if opts.save_baseline:
+                raise OptionError("--dlperf-against: an A/B session judges two environments against each other, and "
+                                  "saves no baseline; expected --dlperf-save-baseline in a session of its own")
             config.stash[SESSION].ab = ab.start(opts.against, opts.against_seed, config.rootpath,
                                                 not opts.no_fork_server)
         except OptionError as exc:
@@ -111,7 +114,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     dlperf = _session(config)
     if dlperf is None:
         return []
-    return outputs.header_lines(dlperf)
+    return outputs.header_lines(dlperf) + ab.header_lines(dlperf.ab)
 
 
 @pytest.hookimpl(wrapper=True)

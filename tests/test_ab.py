@@ -145,6 +145,9 @@ def test_the_session_refuses_such_a_reference_before_any_case_runs(dlperf):
     errors = [line for line in result.errlines if "--dlperf-against" in line]
     assert len(errors) == 1 and "cannot run the worker" in errors[0] and "pip install pytest-dlperf" in errors[0]
     assert not (dlperf.path / "results.json").exists()
+    saving = dlperf.run("--dlperf-model", "tiny", "--dlperf-against", sys.executable,
+                        "--dlperf-save-baseline", "b.json")
+    assert saving.ret == pytest.ExitCode.USAGE_ERROR and "saves no baseline" in saving.stderr.str()
 
 
 def test_a_side_runs_its_own_interpreter_and_a_fork_server_of_it(tmp_path):
@@ -211,6 +214,7 @@ def test_the_working_copy_against_its_last_commit_fails_slower(revisions):
     assert revisions.result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert "FAIL abnet-fp32-bs64-gpu1: " in out and "% slower than the reference (98% CI " in out, out
     assert "what differs: git " in out and "+dirty" in out  # the working copy against its commit
+    assert "dlperf: A/B against git HEAD (" in out and "; seed 5; runs forked by a server of each side)" in out
     tester = revisions.tester
     listed = subprocess.run(["git", "-C", str(tester.path), "worktree", "list"], capture_output=True, text=True)
     assert len(listed.stdout.splitlines()) == 1  # the reference's worktree is gone

@@ -59,6 +59,15 @@ def start(given: str, seed: int | None, rootdir: str | os.PathLike, fork_server:
               found.get("version"), forkable, tuple(report.differences(mine, theirs, "cpu")))
 
 
+def header_lines(ab: AB | None) -> list[str]:
+    """pytest's header in an A/B session: the reference, the seed, the stacks and what differs."""
+    if ab is None:
+        return []
+    how = "runs forked by a server of each side" if ab.forkable else "every run a fresh process"
+    return [f"dlperf: A/B against {ab.reference.describe()} ({ab.reference.kind}; seed {ab.seed}; {how}): {ab.stack}",
+            "dlperf: what differs: " + ("; ".join(ab.differences) or "nothing the environment captures")]
+
+
 def stop(ab: AB | None) -> None:
     """What the session made for its reference removed (a git revision's worktree)."""
     if ab is not None:
