@@ -12,8 +12,9 @@
 #   --command 2   (320 s) install; NVIDIA's own ResNet-50 script beside the built-in resnet50
 #                 (benchmarks/ngc_side_by_side.py: both figures and their ratio); one unchanged session
 #                 while another process runs matrix products on the same GPU (verdict_quality.py
-#                 --gpu-busy-sessions: busy, never a regression); where the time of a one-rank DDP step and
-#                 of BERT's step goes (benchmarks/gpu_diagnose.py); BERT's recipe variants side by side
+#                 --gpu-busy-sessions: busy, never a regression); an A/B session of resnet50 against itself
+#                 and against a reference 5% faster (benchmarks/ab_quality.py); where the time of a one-rank DDP step
+#                 and of BERT's step goes (benchmarks/gpu_diagnose.py); BERT's recipe variants side by side
 #                 (benchmarks/bert_recipes.py: seq/s and GPU utilization); then, as time allows, the plugin's own
 #                 proof: tests/gpu, the seeds' cases and a baseline, the harness overhead
 #   --skip S,...  leave out the named steps of the command (never install): what an earlier lent GPU
@@ -95,6 +96,7 @@ PLAN="
 2 install 30 10
 2 ngc 110 60
 2 gpu-busy 100 60
+2 ab 150 90
 2 diagnose 75 40
 2 bert-recipes 150 90
 2 gpu-tests 330 60
@@ -524,6 +526,14 @@ command2() {
         --max-interference off --keep "$logs/gpu-busy-sessions" --baseline-file "$STATE/verdict-baseline.json")
     run_step gpu-busy "$(own_limit gpu-busy)" "$logs/gpu-busy.log" -- "${busy[@]}"
 
+    # An A/B session (--dlperf-against, issue 38), resnet50 amp bs256: the same interpreter as both sides (no
+    # FAIL), then a reference 5% faster (the candidate trains 13 samples more a step: caught); pairs of two
+    # fresh runs, each side forked by its own server.  The dry run only checks the script's wiring.
+    local ab=("$PY" benchmarks/ab_quality.py --model resnet50 --device cuda --precision amp --batch-size 256
+        --more-work 0.05 --sessions 1 --neighbour-sessions 0 --steps 5,20,3 --max-pairs 4 --show)
+    DRY_CMD=("$PY" benchmarks/ab_quality.py --sessions 0 --neighbour-sessions 0)
+    run_step ab "$(own_limit ab)" "$logs/ab.log" -- "${ab[@]}"
+
     # Where a one-rank DDP step's time goes against the plain step's, and why BERT's GPU idles.
     local limit
     limit="$(limit_for "$(own_limit diagnose)")"
@@ -564,6 +574,7 @@ command2() {
         "$(left_out)" \
         "$(printf 'NGC side by side (benchmarks/ngc_side_by_side.py):\n%s' "$(grep -E '^(ngc-rn50|resnet50): |^ngc-rn50 / resnet50' "$logs/ngc.log" 2>/dev/null | cut -c1-400 | sed 's/^/  /')")" \
         "$(printf 'GPU busy (verdict_quality.py --gpu-busy-sessions):\n%s' "$(sed -n '/^baseline:/,$p' "$logs/gpu-busy.log" 2>/dev/null)")" \
+        "$(printf 'A/B (benchmarks/ab_quality.py):\n%s' "$(cat "$logs/ab.log" 2>/dev/null)")" \
         "$(printf 'diagnostics (benchmarks/gpu_diagnose.py):\n%s' "$(grep -vE '\(round [0-9]+\)$' "$logs/diagnose.log" 2>/dev/null)")" \
         "$(printf 'BERT recipes (benchmarks/bert_recipes.py):\n%s' "$(sed -n '/the median of each variant/,$p' "$logs/bert-recipes.log" 2>/dev/null)")" \
         "$(printf 'tests/gpu: %s' "$(junit_counts "$logs/gpu-tests.xml")")" \

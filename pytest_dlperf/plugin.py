@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from . import collect, jsonio, models, options
+from . import ab, collect, jsonio, models, options
 from .baseline import machines
 from .cases import PRECISIONS, OptionError
 from .commands import parsers, trust
@@ -81,12 +81,24 @@ def pytest_configure(config: pytest.Config) -> None:
     except (OptionError, jsonio.DocumentError) as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION] = DlperfSession(config, opts, baseline, history=history, history_references=references)
+    if opts.active and opts.against and not config.getoption("collectonly"):
+        try:  # before any case runs: the reference can run the worker, or one line says what it lacks
+            if opts.save_baseline:
+                raise OptionError("--dlperf-against: an A/B session judges two environments against each other, and "
+                                  "saves no baseline; expected --dlperf-save-baseline in a session of its own")
+            config.stash[SESSION].ab = ab.start(opts.against, opts.against_seed, config.rootpath,
+                                                not opts.no_fork_server)
+        except OptionError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.stash[OUTPUTS] = outputs.Outputs()
     if opts.active:
         benchmark_json.register(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(SESSION, None)
+    if session is not None:
+        ab.stop(session.ab)
     saved = config.stash.get(REGISTRY, None)
     if saved is not None:
         models.restore(saved[0])
@@ -109,7 +121,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     dlperf = _session(config)
     if dlperf is None:
         return []
-    return outputs.header_lines(dlperf)
+    return outputs.header_lines(dlperf) + ab.header_lines(dlperf.ab)
 
 
 @pytest.hookimpl(wrapper=True)

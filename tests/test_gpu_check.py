@@ -31,7 +31,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 #: What a GPU is lent for, in command time (the machine's start and the idle wait take the rest of 15 minutes).
 LEASE_COMMAND_SECONDS = 12 * 60
 #: The order issue 27 asks for: what has never been measured first, the plugin's own proof last.
-ORDER = ["verdicts", "ngc", "gpu-busy", "diagnose", "bert-recipes", "gpu-tests", "seeds", "overhead"]
+ORDER = ["verdicts", "ngc", "gpu-busy", "ab", "diagnose", "bert-recipes", "gpu-tests", "seeds", "overhead"]
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
                                 reason="needs bash and timeout (coreutils)")
@@ -101,6 +101,8 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
         assert option in verdicts, option
     busy = next(cmd for cmd in would if "--gpu-busy-sessions 1" in cmd)
     assert "--device cuda" in busy and "--baseline-file" in busy
+    ab = next(cmd for cmd in would if "ab_quality.py" in cmd)
+    assert "--model resnet50 --device cuda --precision amp --batch-size 256 --more-work 0.05" in ab
     diagnose = next(cmd for cmd in would if "gpu_diagnose.py" in cmd)
     assert "--device cuda" in diagnose and "--budget" in diagnose
     assert any(re.search(r"-m pytest .*tests/gpu", cmd) for cmd in would)
@@ -124,7 +126,7 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
     two = (out / "command2-summary.txt").read_text()
     ran = re.findall(r"^  (\S+) ok\(exit=0\)", two, re.MULTILINE)
     peer = (ROOT / ".peer" / "convnets" / "main.py").is_file() and (ROOT / ".peer" / "dllogger").is_dir()
-    assert ran == ["install", *(["ngc"] if peer else []), "gpu-busy", "diagnose", "bert-recipes", "gpu-tests", "seeds",
+    assert ran == ["install", *(["ngc"] if peer else []), "gpu-busy", "ab", "diagnose", "bert-recipes", "gpu-tests", "seeds",
                    "overhead"], two
     if not peer:
         assert re.search(r"^  ngc \(no copy of NVIDIA's ConvNets", two, re.MULTILINE), two

@@ -23,6 +23,7 @@ from .. import environment, jsonio
 from ..baseline import machines
 from ..commands import trust
 from ..gate.tolerance import Noisy, summary_line
+from ..ab import report as ab_report
 from ..history import hooks as history_hooks
 from ..reporting import markdown, plots, summary
 from ..results.case import CaseResult, as_dicts
@@ -80,6 +81,7 @@ def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, A
     }
     if base is not None and base.selection is not None:
         document["baseline"]["selection"] = base.selection.line()
+    document.update(ab_report.document(session.ab))  # an A/B session's "against"
     return document
 
 
@@ -143,8 +145,7 @@ def _keep_results(session: DlperfSession, document: dict[str, Any]) -> Path:
 
 
 def _say(config: pytest.Config, line: str, **markup: bool) -> None:
-    tr = _terminal(config)
-    if tr is not None:
+    if (tr := _terminal(config)) is not None:
         tr.write_line(line, **markup)
 
 
@@ -297,7 +298,7 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
         label = f"{selection.folder} for this machine"
     # Split to fit a terminal; a log (CI's) has no width to fit, and keeps one table per model.
     width = shutil.get_terminal_size().columns if terminalreporter.isatty() else None
-    for line in summary.summary_lines(session.results, label, width=width):
+    for line in summary.summary_lines(session.results, label, width=width) + ab_report.summary_lines(session.results):
         terminalreporter.write_line(line)
     if selection is not None and terminalreporter.verbosity < 0:
         terminalreporter.write_line(f"dlperf: {selection.line()}")  # -q: the header that says it was not shown

@@ -14,6 +14,8 @@ import pytest
 
 from .. import baseline as baseline_mod
 from .. import data, models
+from ..ab import AB
+from ..ab.kind import PairedKind
 from ..cases import Case
 from ..models import ModelSpec
 from ..registry import Registry
@@ -38,6 +40,9 @@ def kind_of(case: Case, spec: ModelSpec) -> CaseKind:
 class DlperfSession(Context):
     """One pytest session's cases: whether each can run here, and the kind that runs it."""
 
+    #: ``--dlperf-against``: the A/B session (:mod:`pytest_dlperf.ab`), set by the plugin; None: a session as ever.
+    ab: AB | None = None
+
     def skip_reason(self, case: Case) -> str | None:
         spec = models.get_model_spec(case.model)
         if getattr(spec, "refused", None):  # a baseline's command from a file not trusted
@@ -45,6 +50,10 @@ class DlperfSession(Context):
         missing = spec.missing_requirements()
         if missing:
             return missing[0]
+        if self.ab is not None:
+            unpaired = ab_skip_reason(case, kind_of(case, spec), self.options.data_only)
+            if unpaired:
+                return unpaired
         backend = data.backend_of(case.settings_dict)
         if self.options.data_only and not isinstance(kind_of(case, spec), ThroughputKind):
             return "--dlperf-data-only times data loaders; a convergence case trains to a target"
@@ -98,7 +107,20 @@ class DlperfSession(Context):
         if mismatch is not None:
             raise self.start(case, nodeid, spec.unit, self.params_for(case, entry)).record_error(mismatch, [],
                                                                                                  properties)
-        kind_of(case, spec).run(self, case, entry, nodeid, properties)
+        kind = PairedKind(self.ab) if self.ab is not None else kind_of(case, spec)
+        kind.run(self, case, entry, nodeid, properties)
+
+
+def ab_skip_reason(case: Case, kind: CaseKind, data_only: bool) -> str | None:
+    """Why an A/B session (``--dlperf-against``) does not run ``case``, or None: it compares the throughput of
+    cases of a fixed batch."""
+    if not isinstance(kind, ThroughputKind):
+        return f"--dlperf-against compares throughput; this is a {kind.name} case"
+    if case.searches_batch:
+        return "--dlperf-against compares a fixed batch: batch size max is not searched in an A/B session"
+    if data_only:
+        return "--dlperf-against compares training throughput, not --dlperf-data-only"
+    return None
 
 
 #: The session of a pytest run with ``--dlperf-*`` options, set by the plugin at configure.

@@ -139,12 +139,18 @@ def record(opts: Options, device: str, results: list[CaseResult], env: Mapping[s
     """Append the session's judged cases (``results``, measured on ``device``) to the store; with ``analyze``, put
     each case's history (trend, change points, newest step) in the results ``document`` and apply the gate.
     Raises OSError."""
-    row = session_row(env, device)
+    against = document.get("against")
+    reference = against and against["reference"]
+    row = session_row(env, device, against=reference and f"{reference['kind']} {reference['given']}")
     cases = case_rows(results)
     done = Recorded()
     try:
         with store_for(opts.history_url).open() as store:
             store.append(row, cases)
+            if against:  # an A/B session: kept apart, never a night of either side's series
+                done.lines.append(f"dlperf: history: {len(cases)} case(s) of this A/B session (against "
+                                  f"{row.against}; {row.machine}) written to {store.url}, apart from the nights")
+                return done
             if not analyze:
                 done.lines.append(f"dlperf: history: {len(cases)} case(s) of this session ({row.machine}) "
                                   f"written to {store.url}")

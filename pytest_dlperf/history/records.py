@@ -52,6 +52,9 @@ class SessionRow:
     git_commit: str | None = None
     git_branch: str | None = None
     environment: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    #: An A/B session (``--dlperf-against``, schema version 5): its reference (``git HEAD~1``, a Python's path); its
+    #: cases' figures are the candidate's, its baselines the reference's, and it is no night of either side.
+    against: str | None = None
 
     @property
     def short_commit(self) -> str | None:
@@ -122,8 +125,9 @@ def machine_class(device: str, env: Mapping[str, Any]) -> str:
 
 
 def session_row(env: Mapping[str, Any], device: str, *, created: _dt.datetime | None = None,
-                session_id: str | None = None) -> SessionRow:
-    """The session row of a session whose environment is ``env`` and whose cases ran on ``device``."""
+                session_id: str | None = None, against: str | None = None) -> SessionRow:
+    """The session row of a session whose environment is ``env`` and whose cases ran on ``device`` (``against``: an
+    A/B session's reference)."""
     versions = env.get("versions") or {}
     gpus = env.get("gpus") or {}
     git = env.get("git") or {}
@@ -136,7 +140,8 @@ def session_row(env: Mapping[str, Any], device: str, *, created: _dt.datetime | 
         machine=machine_class(device, env), hostname=(env.get("host") or {}).get("hostname"),
         gpu=gpus.get("model"), gpu_count=gpus.get("count"), driver=gpus.get("driver") or versions.get("driver"),
         torch=versions.get("torch"), cuda=versions.get("cuda"), cudnn=versions.get("cudnn"),
-        nccl=versions.get("nccl"), git_commit=commit, git_branch=git.get("branch"), environment=dict(env))
+        nccl=versions.get("nccl"), git_commit=commit, git_branch=git.get("branch"), environment=dict(env),
+        against=against)
 
 
 def case_rows(results: Iterable[CaseResult]) -> list[CaseRow]:

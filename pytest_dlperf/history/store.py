@@ -24,7 +24,7 @@ from typing import Any
 
 from .records import CaseRow, Point, SessionRow
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: What each version adds to the one before it, applied in order to an older store when it is opened.
 MIGRATIONS = {
     2: ("ALTER TABLE dlperf_cases ADD COLUMN memory_gbs DOUBLE PRECISION",),  # the runs' memory probe, GB/s
@@ -33,12 +33,13 @@ MIGRATIONS = {
         ("message", "TEXT"), ("busy", "TEXT"), ("busy_runs", "INTEGER"),  # and the case's other figures
         ("scaling_efficiency", "DOUBLE PRECISION"), ("mfu", "DOUBLE PRECISION"),
         ("time_to_target", "DOUBLE PRECISION"))),
+    5: ("ALTER TABLE dlperf_sessions ADD COLUMN against TEXT",),  # an A/B session's reference (--dlperf-against)
 }
 #: Seconds a writer waits for another's lock before it gives up (SQLite's busy timeout).
 BUSY_TIMEOUT = 60.0
 
 _SESSION_COLUMNS = ("id", "created", "machine", "hostname", "gpu", "gpu_count", "driver", "torch", "cuda",
-                    "cudnn", "nccl", "git_commit", "git_branch", "environment")
+                    "cudnn", "nccl", "git_commit", "git_branch", "environment", "against")
 _CASE_COLUMNS = ("session_id", "case_id", "case_json", "unit", "throughput", "runs", "verdict", "baseline",
                  "tolerance", "memory_gbs", "core_gflops", "message", "busy", "busy_runs", "scaling_efficiency",
                  "mfu", "time_to_target")
@@ -46,7 +47,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dlperf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ("CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
      "machine TEXT NOT NULL, hostname TEXT, gpu TEXT, gpu_count INTEGER, driver TEXT, torch TEXT, cuda TEXT, "
-     "cudnn TEXT, nccl TEXT, git_commit TEXT, git_branch TEXT, environment TEXT NOT NULL)"),
+          "cudnn TEXT, nccl TEXT, git_commit TEXT, git_branch TEXT, environment TEXT NOT NULL, against TEXT)"),
     ("CREATE TABLE IF NOT EXISTS dlperf_cases (session_id TEXT NOT NULL REFERENCES dlperf_sessions(id), "
      "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
      "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, memory_gbs DOUBLE PRECISION, "
@@ -132,9 +133,11 @@ class Store:
 
         self._guarded(lambda: self._transaction(write, write_lock=True))
 
-    def points(self, *, machine: str | None = None, case_ids: Iterable[str] | None = None) -> list[Point]:
-        """The figures of the store, oldest first: of one machine class and some cases, or all."""
-        where, params = [], []
+    def points(self, *, machine: str | None = None, case_ids: Iterable[str] | None = None,
+               ab: bool = False) -> list[Point]:
+        """The figures of the store, oldest first: of one machine class and some cases, or all; those of the
+        nights (``ab`` False: an A/B session's are never a night of either side), or of the A/B sessions."""
+        where, params = ["s.against IS NOT NULL" if ab else "s.against IS NULL"], []
         if machine is not None:
             where.append("s.machine = ?")
             params.append(machine)
@@ -333,7 +336,7 @@ def _first_line(exc: BaseException) -> str:
 def _session_values(session: SessionRow) -> tuple:
     return (session.id, session.created, session.machine, session.hostname, session.gpu, session.gpu_count,
             session.driver, session.torch, session.cuda, session.cudnn, session.nccl, session.git_commit,
-            session.git_branch, json.dumps(session.environment, sort_keys=True, default=str))
+            session.git_branch, json.dumps(session.environment, sort_keys=True, default=str), session.against)
 
 
 def _case_values(session_id: str, case: CaseRow) -> tuple:

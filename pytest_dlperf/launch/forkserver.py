@@ -52,13 +52,15 @@ class ServerError(Exception):
 
 
 class ForkServer:
-    """One server process, started with ``env`` (a run's environment), and the replies it has sent."""
+    """One server process of the interpreter ``python`` (None: this one), started with ``env`` (a run's
+    environment), and the replies it has sent."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], python: str | None = None):
         self.log = Path(tempfile.mkstemp(prefix="dlperf-forkserver-", suffix=".log")[1])
         started = time.monotonic()
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", FORK_SERVER, str(self.log)], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen([python or sys.executable, "-m", FORK_SERVER, str(self.log)],
+                                         stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=log, start_new_session=True,
                                          env={**env, RUN_ID_VARIABLE: RUN_ID_PLACEHOLDER})
         self.replies: collections.deque[dict] = collections.deque()
@@ -218,17 +220,18 @@ _owner = os.getpid()
 _servers_lock = threading.Lock()
 
 
-def start_key(env: dict[str, str]) -> tuple:
-    """What of ``env`` a process takes when it starts: all but :data:`LATE_VARIABLES`."""
-    return tuple(sorted((k, v) for k, v in env.items() if k not in LATE_VARIABLES))
+def start_key(env: dict[str, str], python: str | None = None) -> tuple:
+    """What of ``env`` a process takes when it starts: all but :data:`LATE_VARIABLES`; and its interpreter."""
+    return (python or sys.executable, *sorted((k, v) for k, v in env.items() if k not in LATE_VARIABLES))
 
 
-def server_for(env: dict[str, str]) -> ForkServer:
+def server_for(env: dict[str, str], python: str | None = None) -> ForkServer:
     """The server for runs with the environment ``env``: a live one started with the same start-time
     variables, else a new one (the least recently used beyond :data:`MAX_SERVERS` closed).  A server
-    that could not start is not tried again for that environment (:class:`ServerError`, saying why)."""
+    that could not start is not tried again for that environment (:class:`ServerError`, saying why).  ``python``:
+    the server's interpreter (None: this one): an A/B session's two sides have a server each."""
     global _owner
-    key = start_key(env)
+    key = start_key(env, python)
     with _servers_lock:
         if os.getpid() != _owner:  # a fork of this process: the servers are its parent's
             _servers.clear()
@@ -242,7 +245,7 @@ def server_for(env: dict[str, str]) -> ForkServer:
         if server is not None:
             _servers.pop(key).close()
         try:
-            server = ForkServer(env)
+            server = ForkServer(env, python)
         except ServerError as exc:
             _failed[key] = str(exc)
             raise
@@ -253,19 +256,20 @@ def server_for(env: dict[str, str]) -> ForkServer:
 
 
 def start(module_args: Sequence[str], env: dict[str, str], cwd: str, stdout: Path,
-          stderr: Path) -> ForkedProcess | None:
-    """``python -m MODULE ARGS`` (``module_args``) forked by the server for ``env``, or None where no server can
-    start it (the reason is written to ``stderr``, and the caller starts the run as a process of its own)."""
+          stderr: Path, python: str | None = None) -> ForkedProcess | None:
+    """``python -m MODULE ARGS`` (``module_args``) forked by the server of ``python`` (None: this interpreter) for
+    ``env``, or None where no server can start it (the reason is written to ``stderr``, and the caller starts the
+    run as a process of its own)."""
     # The logs as this process names them (a Popen would open them here); the arguments as the worker reads
     # them, in cwd.
     module, *args = module_args
     request = ForkRequest(module, args, env, cwd, os.path.abspath(stdout), os.path.abspath(stderr))
     for attempt in range(2):  # a server found dead at the request is replaced once
         try:
-            return server_for(env).start(request)
+            return server_for(env, python).start(request)
         except ServerError as exc:
             why = str(exc)
-            if attempt or start_key(env) in _failed:
+            if attempt or start_key(env, python) in _failed:
                 break
     with open(stderr, "a", encoding="utf-8") as log:
         log.write(f"dlperf: no fork server ({why}); the worker was started as a process of its own\n")

@@ -50,14 +50,16 @@ FORWARDED = ("DLPERF_RUN_ID", "DLPERF_PARENT_PID", "DLPERF_PARENT_HOST", "PYTHON
 
 @dataclasses.dataclass(frozen=True)
 class LaunchPlan:
-    """How one run is started: the command line (before the spec path), the extra environment, whether the
-    worker joins a process group (the spec's ``distributed``), and where a fork server can start the run
-    (:mod:`pytest_dlperf.launch.forkserver`) the module and arguments it runs instead (``fork``)."""
+    """How one run is started: the command line (before the spec path), the extra environment, whether the worker
+    joins a process group (the spec's ``distributed``), the module and arguments a fork server runs instead where it
+    can (``fork``), that server's interpreter (``python``) and the run's folder (``cwd``; None: this process's)."""
 
     command: list[str]
     env: dict[str, str]
     distributed: bool
     fork: tuple[str, ...] | None = None
+    python: str | None = None
+    cwd: str | None = None
 
 
 def _torchrun_program(program: list[str] | None) -> list[str]:

@@ -233,7 +233,8 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
                startup_timeout: float = 300.0, command: list[str] | None = None,
                extra_env: dict[str, str] | None = None,
                on_progress: Callable[[Progress | None, float], None] | None = None,
-               fork: Sequence[str] | None = None) -> WorkerOutcome:
+               fork: Sequence[str] | None = None, python: str | None = None,
+               cwd: str | None = None) -> WorkerOutcome:
     """Run one worker process for ``spec`` in ``run_dir`` and wait for it.
 
     ``spec`` is placed in ``run_dir`` (:meth:`WorkerSpec.placed`; a plain dict, as a test
@@ -245,7 +246,8 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     elapsed)`` is called about once a second while the worker runs, with its last progress
     report (None before the first) and the seconds since it started.  ``fork``: the module and its arguments
     (a :class:`~pytest_dlperf.launch.launchers.LaunchPlan`'s) that a fork server runs with the spec path where
-    one can start it (:mod:`pytest_dlperf.launch.forkserver`), instead of the command.
+    one can start it (:mod:`pytest_dlperf.launch.forkserver`), instead of the command; ``python``: that server's
+    interpreter (None: this one); ``cwd``: the run's working directory (None: this one).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     progress_path = run_dir / PROGRESS_FILE
@@ -257,8 +259,8 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     jsonio.write_atomic(spec_path, json.dumps(document, indent=2))
     cmd = (command or [sys.executable, "-m", "pytest_dlperf.worker"]) + [str(spec_path)]
     ended = run_command(cmd, run_dir, timeout=timeout, startup_timeout=startup_timeout, extra_env=extra_env,
-                        progress_path=progress_path, on_progress=on_progress,
-                        forked=[*fork, str(spec_path)] if fork else None)
+                        progress_path=progress_path, on_progress=on_progress, cwd=cwd,
+                        forked=[*fork, str(spec_path)] if fork else None, python=python)
     results, errors = _read_results(run_dir)
     return WorkerOutcome(ended.returncode, results.get(0), ended.timed_out, ended.time_limit, run_dir,
                          ended.wall_seconds, errors.get(0), results, ended.lost)
@@ -288,7 +290,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 progress_path: Path | None = None,
                 on_progress: Callable[[Progress | None, float], None] | None = None,
                 follow: Callable[[], tuple[float, Progress | None]] | None = None,
-                forked: Sequence[str] | None = None, done: Callable[[], bool] | None = None) -> CommandOutcome:
+                forked: Sequence[str] | None = None, done: Callable[[], bool] | None = None,
+                python: str | None = None) -> CommandOutcome:
     """Run ``cmd`` in a new session and process group, tagged with a run id, and wait for it.
 
     Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its
@@ -299,7 +302,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     progress, from what its log showed so far.  Nothing of the run outlives this call: at
     the limit, on an exception in the controller, or when processes of the run remain
     after it exited.  ``forked``: the module and arguments that do what ``cmd`` does, which a fork server
-    runs where it can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` runs, as without it).
+    runs where it can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` runs, as without it), a server
+    of the interpreter ``python`` (None: this one).
     ``done()``: asked after each ``follow()``; once it is true (a command that logged the steps its case needs
     and would go on training), the run is stopped: SIGINT to its process group and tagged processes, SIGKILL
     after the grace, and the outcome says ``stopped``.
@@ -315,7 +319,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     for log in logs:
         log.write_bytes(b"")
     # A fork server that starts here first (its imports, once) does so outside the run's time limit.
-    proc = forkserver.start(forked, child_env, cwd or os.getcwd(), *logs) if forked else None
+    proc = forkserver.start(forked, child_env, cwd or os.getcwd(), *logs, python=python) if forked \
+        else None
     start = time.monotonic()
     deadline = start + (timeout if timeout is not None else startup_timeout)
     with open(logs[0], "ab") as out, open(logs[1], "ab") as err:

@@ -234,7 +234,8 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
                                     extra_env=plan.env,
                                     on_progress=None if on_progress is None else
                                     functools.partial(on_progress, index, first_index + params.runs),
-                                    fork=plan.fork if params.fork_server else None)
+                                    fork=plan.fork if params.fork_server else None, python=plan.python,
+                                    cwd=plan.cwd)
         record = run_record(index, outcome)
         runs.append(record)
         local_ok = outcome.rank_results and all(r.ok for r in outcome.rank_results.values())

@@ -202,6 +202,12 @@ OPTIONS = (
                                 "a path with placeholders {session}, {date}, {commit}, ... (repeatable; dlperf history "
                                 "--help lists them), e.g. report=nights/{session}/report.md.", "LABEL=PATTERN",
            link_patterns, ini="linelist", action="append", field="history_html_links"),
+    Option("against", "an A/B session: every throughput case runs in this environment (the candidate) and in REF (the "
+                      "reference), in interleaved pairs of fresh runs in random order, and is judged on the paired "
+                      "ratios against the tolerance. REF: another Python interpreter (a venv's), a command that starts "
+                      "one ('docker run --rm IMAGE python'), or a git revision of this project (docs/ab.md).", "REF"),
+    Option("against-seed", "the seed of an A/B session's pair orders (default: drawn, and recorded in the results).",
+           "N", integer(0)),
     _switch("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image files "
                          "read; the cases pass with a data-only verdict."),
 )

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..ab import report as ab_report
 from .. import jsonio
 from ..environment import strip_ansi
 from ..history import text as history_text
@@ -293,6 +294,7 @@ def render(document: Mapping[str, Any], runs: Sequence[RunLogs] = (), logs_note:
     results = cases_from(document) if cases is None else cases
     lines = _title(document, results)
     lines += _environment(document.get("environment") or {})
+    lines += ab_report.markdown_section(document["against"], results) if document.get("against") else []
     lines += method_section(results, document.get("options") or {})
     lines += throughput_section(results)
     lines += comparison_section(results, document.get("baseline"))

@@ -185,6 +185,31 @@ def comparison_figure(plot: ComparisonPlot):
     return fig
 
 
+def ab_figure(results: Sequence[CaseResult]):
+    """An A/B session's cases (``--dlperf-against``): each pair's ratio candidate / reference (a hollow dot: busy,
+    not counted), the estimate with its interval, and the tolerance band around 1; the first case on top."""
+    fig = _figure(10, 1.8 + 0.55 * len(results))
+    ax = fig.add_subplot()
+    tolerance = results[0].paired.tolerance
+    ax.axvspan(1 - tolerance, 1 + tolerance, color="0.9", label=f"within the tolerance ({tolerance:.0%})")
+    ax.axvline(1.0, color="0.5", linewidth=0.8)
+    for y, result in enumerate(results):
+        pairs = result.paired.pairs
+        ax.scatter([p.ratio for p in pairs], [y] * len(pairs), s=18, zorder=3,
+                   facecolors=["none" if p.busy else "C0" for p in pairs], edgecolors="C0")
+        est = result.paired.estimate
+        if est is not None:
+            ax.errorbar([est.value], [y - 0.25], xerr=[[est.value - est.low], [est.high - est.value]], fmt="D",
+                        color="C3" if result.verdict is Status.FAIL else "C2", capsize=3)
+    ax.set_yticks(range(len(results)), labels=[r.id for r in results])
+    ax.set_ylim(len(results) - 0.5, -0.75)
+    ax.set_xlabel("candidate / reference: each pair (dots; hollow: busy), the estimate and its 98% interval")
+    ax.set_title("A/B: candidate against reference", fontsize=11)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return fig
+
+
 # --------------------------------------------------------------------------- writing
 
 
@@ -210,6 +235,8 @@ def write_plots(results: Sequence[CaseResult], outdir: Path, notes: list[str] | 
     scaling, scaling_notes = scaling_plots(results)
     figures = [(p.filename, scaling_figure, p) for p in scaling]
     figures += [(p.filename, comparison_figure, p) for p in comparison_plots(results)]
+    paired = [r for r in results if r.paired is not None and r.paired.pairs]
+    figures += [("ab-ratios.png", ab_figure, paired)] if paired else []
     written, taken = [], set()
     for filename, draw, plot in figures:
         path = outdir / _unique(filename, taken)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..cases import Case
 from ..gate.evidence import Evidence
+from ..gate.paired import PairedEvidence
 from ..protocol import ValueEnum
 from .runs import AttemptRecord, RunRecord
 
@@ -184,6 +185,8 @@ class CaseResult:
     evidence: Evidence | None = None  # the runs as evidence: estimate, interval, busy runs (pytest_dlperf.gate)
     #: Why a baseline being saved leaves this case out (gate.sequential.unsaved_reason); this session only.
     unsaved: str | None = None
+    #: An A/B session's case (``--dlperf-against``): its pairs, their estimate and decision (gate.paired).
+    paired: PairedEvidence | None = None
 
     # -- derived, so that no reader works them out again
 
@@ -258,6 +261,8 @@ class CaseResult:
         for name in _JUDGED:
             if self.judged or judged[name] is not None:
                 out[name] = judged[name]
+        if self.paired is not None:
+            out["paired"] = self.paired.to_dict()
         return out
 
     @classmethod
@@ -279,7 +284,7 @@ class CaseResult:
             gpu_utilization_gate=typed("gpu_utilization_gate", GateResult.from_dict),
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
-            evidence=typed("evidence", Evidence.from_dict),
+            evidence=typed("evidence", Evidence.from_dict), paired=typed("paired", PairedEvidence.from_dict),
         )
 
 
