@@ -11,6 +11,7 @@ import time
 import pytest
 
 from pytest_dlperf.launch import process as launch
+from pytest_dlperf.launch import waiting
 from tests.fixtures import wait_gone
 
 FAULTY = textwrap.dedent("""
@@ -149,8 +150,8 @@ def test_leftovers_of_a_finished_worker_are_killed(tmp_path):
 
 def test_progress_moves_the_deadline(tmp_path):
     def deadline_from_progress(path, current, last_seen):  # what run_command does with each look at the file
-        progress, seen = launch.read_progress(path, last_seen)
-        return launch.deadline_from(progress, current), seen
+        progress, seen = waiting.read_progress(path, last_seen)
+        return waiting.deadline_from(progress, current), seen
 
     progress = tmp_path / "progress.json"
     deadline, seen = deadline_from_progress(progress, 123.0, 0)

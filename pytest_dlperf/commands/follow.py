@@ -1,7 +1,7 @@
 """Following a command's log while it runs: its steps arrive, and its time limit follows them.
 
 A worker writes its progress (its step time, the steps it has left) and the controller moves
-its time limit on (:func:`pytest_dlperf.launch.process.deadline_from`).  A command writes only its
+its time limit on (:func:`pytest_dlperf.launch.waiting.deadline_from`).  A command writes only its
 log; :class:`LogFollower` reads it as it grows, with the case's own parser, once a second:
 
 * until its first logged step, the run has ``startup`` seconds (the session's
@@ -33,7 +33,7 @@ from pathlib import Path
 from ..protocol import Progress
 from . import parsers
 
-#: As a worker's limit (pytest_dlperf.launch.process.deadline_from): this many step times for each step left ...
+#: As a worker's limit (pytest_dlperf.launch.waiting.deadline_from): this many step times for each step left ...
 STEP_FACTOR = 3.0
 #: ... plus this many seconds.
 SLACK_SECONDS = 60.0

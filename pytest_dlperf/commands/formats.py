@@ -15,7 +15,7 @@ from ..models import UNITS
 from .parsers import Mark, Milestone, Parser, Record, register_parser
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
     """A positive finite number from a logged value (``"1,234.5"``: thousands separated), else None."""
     try:
         number = float(value.replace(",", "") if isinstance(value, str) else value)
@@ -48,20 +48,20 @@ class DLLoggerParser(Parser):
         step, data = entry.get("step"), entry["data"]
         if isinstance(step, list) and not step:  # the run's summary
             found: list[Record | Mark] = []
-            seconds = _number(data.get(self.settings["time_to_train_key"])) if self.settings["time_to_train_key"] \
+            seconds = number(data.get(self.settings["time_to_train_key"])) if self.settings["time_to_train_key"] \
                 else None
             if seconds is not None:
                 found.append(Mark(Milestone.TIME_TO_TRAIN, value=seconds))
-            figure = _number(data.get(self.settings["final_key"] or self.settings["key"]))
+            figure = number(data.get(self.settings["final_key"] or self.settings["key"]))
             return found + ([Record(throughput=figure, final=True)] if figure else [])
         if isinstance(step, bool) or not (isinstance(step, int) or (isinstance(step, list) and len(step) >= 2)):
             return []  # PARAMETER lines, epoch summaries ([epoch])
         index = step if isinstance(step, int) else step[-1]
         index = index if isinstance(index, int) else None
         if self.settings["time_key"]:
-            seconds = _number(data.get(self.settings["time_key"]))
+            seconds = number(data.get(self.settings["time_key"]))
             return [Record(step_time=seconds, step=index)] if seconds else []
-        figure = _number(data.get(self.settings["key"]))
+        figure = number(data.get(self.settings["key"]))
         return [Record(throughput=figure, step=index)] if figure else []
 
     def describe(self) -> str:
@@ -122,7 +122,7 @@ class MLLogParser(Parser):
         when = _ms(event)
         seconds = when / 1000.0 if when is not None else None
         if key == self.settings["key"]:
-            figure = _number(value.get(self.settings["field"]) if isinstance(value, dict) else value)
+            figure = number(value.get(self.settings["field"]) if isinstance(value, dict) else value)
             step = meta.get("step")
             return [Record(throughput=figure, step=_whole(step), kind="key")] if figure else []
         if key == "train_samples":
@@ -262,16 +262,16 @@ class RegexParser(_PatternParser):
         if match is None:
             return []
         found = match.groupdict()
-        seconds_to_train = _number(found.get("time_to_train"))
+        seconds_to_train = number(found.get("time_to_train"))
         if seconds_to_train is not None:
             return [Mark(Milestone.TIME_TO_TRAIN, value=seconds_to_train, status=found.get("status"))]
-        figure, seconds = _number(found.get("throughput")), _number(found.get("step_time"))
+        figure, seconds = number(found.get("throughput")), number(found.get("step_time"))
         if figure is not None and self.settings["throughput_unit"] in STEP_RATES:
             seconds, figure = (1.0 / figure if self.settings["throughput_unit"] == "it/s" else figure), None
         elif seconds is not None:
             seconds *= TIME_UNITS[self.settings["step_time_unit"]]
         for group, to_seconds in STEP_GROUPS.items():
-            value = _number(found.get(group))
+            value = number(found.get(group))
             seconds = seconds if seconds is not None or value is None else to_seconds(value)
         if figure is None and seconds is None:
             return []
@@ -300,5 +300,5 @@ class FinalParser(_PatternParser):
 
     def parse_line(self, line: str) -> list[Record | Mark]:
         match = self.pattern.search(line)
-        figure = _number(match.group("throughput")) if match else None
+        figure = number(match.group("throughput")) if match else None
         return [Record(throughput=figure, final=True)] if figure else []

@@ -44,7 +44,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from .formats import _number
+from .formats import number
 from .parsers import Mark, Parser, Record, register_parser
 
 #: ANSI colour codes (torchtitan colours its line unless --metrics.disable_color_printing).
@@ -85,7 +85,7 @@ class _RateParser(_LineParser):
         return cls.UNIT
 
     def record(self, match: re.Match[str]) -> Record | None:
-        rate = _number(match["rate"])
+        rate = number(match["rate"])
         return Record(throughput=rate, step=self.step(match)) if rate else None
 
     def step(self, match: re.Match[str]) -> int:
@@ -121,7 +121,7 @@ class MegatronParser(_LineParser):
         return "tokens/s" if options.get("seq_length") else "seq/s"
 
     def record(self, match: re.Match[str]) -> Record | None:
-        ms = _number(match["ms"])
+        ms = number(match["ms"])
         if not ms:
             return None
         batch = int(match["batch"]) if match["batch"] else None
@@ -177,8 +177,8 @@ _SCALE = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
 def _per_step(match: re.Match[str]) -> float | None:
     """Seconds per iteration at a bar's rate (``4.98it/s``, ``1.2kit/s``, ``2.03s/it``); None for none."""
     if match["inverse"]:
-        return _number(match["inverse"])
-    rate = _number(match["rate"])
+        return number(match["inverse"])
+    rate = number(match["rate"])
     return 1.0 / (rate * _SCALE[match["scale"] or ""]) if rate else None
 
 
@@ -222,5 +222,5 @@ class WordLanguageModelParser(_LineParser):
     default_unit = "seq/s"
 
     def record(self, match: re.Match[str]) -> Record | None:
-        ms = _number(match["ms"])
+        ms = number(match["ms"])
         return Record(step_time=ms / 1000.0, step=_across_epochs(match, first_epoch=1)) if ms else None

@@ -106,9 +106,7 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
             write()
         except (OSError, jsonio.DocumentError) as exc:
             ok = False
-            kept = ""
-            if option == "--dlperf-json":
-                kept = f"; the results are kept in {_keep_results(session, document)}"
+            kept = f"; the results are kept in {_keep_results(session, document)}" if option == "--dlperf-json" else ""
             _say(session.config, f"dlperf: {option} not written: {exc}{kept}", red=True)
 
     if opts.history_url and exitstatus != pytest.ExitCode.INTERRUPTED:

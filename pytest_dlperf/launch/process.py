@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -37,6 +36,7 @@ from typing import Any
 from .. import jsonio
 from . import forkserver
 from .interrupts import NotedInterrupts
+from .waiting import ExitWaiter, deadline_from, read_progress
 from ..protocol import PROGRESS_FILE, RESULT_PREFIX, SPEC_FILE, Progress, WorkerResult, WorkerSpec, result_rank
 
 STDERR_TAIL_LINES = 30
@@ -173,62 +173,6 @@ def kill_all_live() -> None:
         kill_run(pgid, run_id, grace=1.0)
 
 
-class _ExitWaiter:
-    """``waiter(seconds)``: block until the process exits or ``seconds`` pass; True once it has exited.
-
-    With a pidfd the controller sleeps in ``select`` and wakes once a second, or at the exit;
-    ``Popen.wait(timeout)`` polls every few milliseconds, taking CPU from the training it
-    measures on a small machine.
-    """
-
-    def __init__(self, proc: subprocess.Popen | forkserver.ForkedProcess):
-        self.proc = proc
-        try:
-            self.pidfd: int | None = os.pidfd_open(proc.pid)
-        except (AttributeError, OSError):  # not Linux, or a kernel without pidfds
-            self.pidfd = None
-
-    def __call__(self, seconds: float) -> bool:
-        if self.pidfd is None:
-            try:
-                self.proc.wait(timeout=seconds)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-        ready, _, _ = select.select([self.pidfd], [], [], seconds)
-        if ready:
-            self.proc.wait()
-        return bool(ready)
-
-    def __enter__(self) -> _ExitWaiter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-
-
-def read_progress(path: Path, last_seen: float) -> tuple[Progress | None, float]:
-    """The worker's progress report if the file changed since ``last_seen`` (its mtime), else None."""
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None, last_seen
-    if stat.st_mtime_ns == last_seen:
-        return None, last_seen
-    try:
-        return Progress.from_dict(json.loads(path.read_text(encoding="utf-8"))), stat.st_mtime_ns
-    except (OSError, ValueError, TypeError):
-        return None, last_seen
-
-
-def deadline_from(progress: Progress | None, current: float) -> float:
-    """Without ``--dlperf-timeout``: three times the steps the worker has left at its step time, plus a minute."""
-    if progress is None or progress.step_seconds is None or progress.remaining_steps is None:
-        return current
-    return time.monotonic() + 3.0 * float(progress.step_seconds) * int(progress.remaining_steps) + 60.0
-
-
 def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: float | None,
                startup_timeout: float = 300.0, command: list[str] | None = None,
                extra_env: dict[str, str] | None = None,
@@ -309,11 +253,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
     after the grace, and the outcome says ``stopped``.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    child_env = dict(os.environ, **(extra_env or {}))
-    child_env["PYTHONUNBUFFERED"] = "1"
-    child_env["DLPERF_PARENT_PID"] = str(os.getpid())
-    child_env["DLPERF_PARENT_HOST"] = socket.gethostname()
-    run_id = child_env[RUN_ID_VARIABLE] = uuid.uuid4().hex
+    child_env = _child_env(extra_env)
+    run_id = child_env[RUN_ID_VARIABLE]
 
     logs = run_dir / "stdout.log", run_dir / "stderr.log"
     for log in logs:
@@ -348,6 +289,14 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                           getattr(proc, "lost", None), stopped)
 
 
+def _child_env(extra_env: dict[str, str] | None) -> dict[str, str]:
+    """A run's environment: this one, ``extra_env``, unbuffered output, its controller and a new run id."""
+    env = {**os.environ, **(extra_env or {})}
+    env.update({"PYTHONUNBUFFERED": "1", "DLPERF_PARENT_PID": str(os.getpid()),
+                "DLPERF_PARENT_HOST": socket.gethostname(), RUN_ID_VARIABLE: uuid.uuid4().hex})
+    return env
+
+
 def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start: float, deadline: float,
            fixed: bool, progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
            follow: Callable[[], tuple[float, Progress | None]] | None,
@@ -358,7 +307,7 @@ def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start
     the deadline it ended with, and whether it was stopped.
     ``interrupted()``: a KeyboardInterrupt raised meanwhile, raised again here (where it was lost)."""
     seen = 0.0
-    with _ExitWaiter(proc) as exited:
+    with ExitWaiter(proc) as exited:
         last = None
         while not exited(POLL_SECONDS):
             if (lost := interrupted()) is not None:
