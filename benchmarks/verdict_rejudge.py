@@ -54,7 +54,8 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
     device = (case.get("device") or {}).get("type") or options.get("device") or "cpu"
     drops = {key: probe_drop(options.get(f"max_{key}_drop"), bool(options.get(f"{key}_drop_given")), device)
              for key in ("bandwidth", "core")}
-    budget = sequential.Budget(first_runs=options["runs"], max_runs=len(runs),
+    # The looks the session planned (its --dlperf-max-runs), its kept runs being all a replay can take.
+    budget = sequential.Budget(first_runs=options["runs"], max_runs=len(runs), planned=options.get("max_runs"),
                                max_interference=options.get("max_interference"),
                                max_bandwidth_drop=drops["bandwidth"], max_core_drop=drops["core"])
     attempt, evidence = sequential.measure_until_decided(

@@ -28,6 +28,9 @@ from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, inte
                       number, plot_folder, record_folder, switch, text, words)
 
 DEVICES = ("auto", "cuda", "cpu")
+#: Sessions in a row a case may end inconclusive before it fails, with a history store: a night that never decides is
+#: not green forever.
+INCONCLUSIVE_NIGHTS = 3
 #: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
 MAX_RUNS = 10
 #: The options that name files or folders the session writes, checked before any case runs (``folder``: a folder).
@@ -181,6 +184,9 @@ OPTIONS = (
                       "sqlite:///PATH or a path (SQLite), or postgresql://USER@HOST/DB.", "URL", field="history_url"),
     Option("baseline-from-history", "judge cases without a baseline entry against their last N sessions on this "
                                     "machine class in the --dlperf-history store.", "N", integer(2)),
+    Option("inconclusive-nights", "with --dlperf-history, a case inconclusive on this many sessions in a row, this "
+                                  "one included, fails, saying so (default 3).", "N",
+           integer(1, default=INCONCLUSIVE_NIGHTS)),
     _switch("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
                             "significant downward step, even within the tolerance."),
     Option("history-html", "at the end of the session, after writing the --dlperf-history store, write the whole "
