@@ -18,7 +18,7 @@ from ..gate.evidence import Drift
 from ..results.case import CaseResult, Expected
 from . import analysis, changepoints, dashboard, text
 from .dashboard import LinkPattern
-from .records import case_rows, machine_class, session_row
+from .records import Point, case_rows, machine_class, session_row
 from .store import StoreError, store_for
 
 if TYPE_CHECKING:
@@ -74,7 +74,8 @@ class HistoryBaselines:
 def check(options: Options, root: Path) -> HistoryBaselines | None:
     """Before any case: the history options make sense and the store opens (its schema created on first use).
 
-    Returns the baselines from history when ``--dlperf-baseline-from-history`` asks for them.
+    Returns what the session takes from the store (:class:`HistoryBaselines`): the baselines from history when
+    ``--dlperf-baseline-from-history`` asks for them, each case's drift between sessions and its last verdicts.
     Raises :class:`OptionError` with one line naming the option and the problem.
     """
     url = options.history_url
@@ -106,7 +107,12 @@ def check(options: Options, root: Path) -> HistoryBaselines | None:
             points = store.points(machine=machine)
     except StoreError as exc:
         raise OptionError(f"--dlperf-history: {exc}") from None
-    count = options.baseline_from_history or 0
+    return from_points(points, options.baseline_from_history or 0, machine)
+
+
+def from_points(points: list[Point], count: int, machine: str) -> HistoryBaselines:
+    """What a session takes from its machine class's ``points`` (oldest first): the baselines of the cases' last
+    ``count`` sessions (0: none), their figures on the trend and every night's verdict."""
     nights = {case_id: [p.case.throughput for p in group]
               for (_, case_id), group in analysis.series(points).items()}
     verdicts: dict[str, list[str]] = {}
