@@ -317,12 +317,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
     parser.add_argument("--max-interference", default=None,
                         help="--dlperf-max-interference of each session (default: the plugin's, 50; off: never busy)")
-    parser.add_argument("--max-bandwidth-drop", default=None,
-                        help="--dlperf-max-bandwidth-drop of each session (default: the plugin's, 0.1 on the CPU; "
-                             "off: never busy for it)")
-    parser.add_argument("--max-core-drop", default=None,
-                        help="--dlperf-max-core-drop of each session (default: the plugin's, 0.1 on the CPU; off: never "
-                             "busy for it)")
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS of every session's worker (default: the plugin's, one intra-op thread per CPU rank: --dlperf-cpu-threads)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
@@ -375,10 +369,6 @@ def main(argv: list[str] | None = None) -> int:
     slowed_cost = slowed_kinds[0][1]
     if opts.max_interference is not None:
         common += ["--dlperf-max-interference", opts.max_interference]
-    if opts.max_bandwidth_drop is not None:
-        common += ["--dlperf-max-bandwidth-drop", opts.max_bandwidth_drop]
-    if opts.max_core_drop is not None:
-        common += ["--dlperf-max-core-drop", opts.max_core_drop]
     with tempfile.TemporaryDirectory(prefix="dlperf-vq-") as tmp:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(CONFTEST)

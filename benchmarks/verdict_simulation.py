@@ -75,8 +75,10 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float) -> tuple[str, int,
     session = np.exp(rng.normal(math.log(ratio) + rng.normal(0.0, tau), sigma, s.budget.max_runs)) * 1000.0
     drift = None
     if s.history:
-        nights = [float(np.exp(np.mean(rng.normal(rng.normal(0.0, tau), sigma, s.night_runs)))) * 1000.0
-                  for _ in range(s.history)]
+        nights = []
+        for _ in range(s.history):  # each night's figure and its runs', as a history store keeps them
+            runs = tuple(float(v) for v in np.exp(rng.normal(rng.normal(0.0, tau), sigma, s.night_runs)) * 1000.0)
+            nights.append((float(np.exp(np.mean(np.log(runs)))), runs))
         drift = drift_mod.drift(nights, None, s.tolerance)
 
     def one(index: int) -> Attempt:

@@ -63,6 +63,13 @@ def test_the_drift_comes_from_the_case_s_nights_else_its_machine_s_else_the_prio
     pooled = dr.drift(nights[:2], {"a": nights[:20], "b": nights[20:]}, 0.05)
     assert pooled.tau == pytest.approx(own.tau, rel=0.1) and "machine class" in pooled.source
     assert dr.drift(nights[:2], {"a": nights[:3]}, 0.05) == dr.prior(0.05)
+    # Each night's own noise (its runs' spread / their number) is not drift: nights that differ only by it give
+    # about none (the prior, shrunk towards 0 by the nights' weight).
+    noisy = []
+    for _ in range(40):
+        runs = tuple(1000.0 * np.exp(rng.normal(0, 0.05, 3)))
+        noisy.append((float(np.exp(np.mean(np.log(runs)))), runs))
+    assert dr.drift(noisy, None, 0.05).tau < 0.4 * dr.drift([f for f, _ in noisy], None, 0.05).tau
 
 
 def test_a_case_inconclusive_night_after_night_fails_saying_so():

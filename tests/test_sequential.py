@@ -320,7 +320,7 @@ def test_the_probes_are_named_only_far_outside_their_own_spread():
     high = fig.probe_notes(runs(12.0), refs, None)  # no spread kept: the drop (10%) alone
     assert high == ["the host's memory bandwidth read 20% above the baseline's (12.0 against 10.0 GB/s): a slowdown "
                     "may hide behind it"]
-    assert fig.probe_notes(runs(12.0), refs, None, {"memory_gbs": None}) == []  # --dlperf-max-bandwidth-drop off
+    assert fig.probe_notes(runs(12.0), refs, None, {"memory_gbs": None}) == []  # the probe off (a GPU case's)
 
 
 def test_a_slowdown_with_the_probes_far_below_is_still_a_regression():
@@ -553,7 +553,7 @@ def test_each_verdict_path_in_one_session(dlperf):
     # The busy rules on (the old starved rule ran only with them), at a level no neighbour on this test machine's
     # 2 cores reaches (other processes' CPU, in percent of one CPU), so that only the probes could excuse a case.
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-json", "results.json",
-                        "--dlperf-max-interference", "10000", "--dlperf-max-bandwidth-drop", "0.1",
+                        "--dlperf-max-interference", "10000",
                         "--junitxml", "junit.xml", "-v")
     result.assert_outcomes(passed=3, failed=2)
     cases = {c["id"]: c for c in dlperf.results()["cases"]}
@@ -664,8 +664,7 @@ def test_the_host_probes_reach_the_results_and_the_message_never_the_decision(dl
     path = dlperf.baseline([{**paced_case("paced-slow", 0.2), "memory_gbs": 1e6, "core_gflops": 1e6},
                             {**paced_case("paced-improved", 0.2), "throughput": 700.0, "memory_gbs": 1e-3}],
                            schema_version=2)
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-max-bandwidth-drop", "0.1",
-                        "--dlperf-max-core-drop", "0.1", "--dlperf-json", "results.json", "--junitxml", "junit.xml")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-json", "results.json", "--junitxml", "junit.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     cases = {c["id"].split("-")[1]: c for c in dlperf.results()["cases"]}
     slow, fine = cases["slow"], cases["improved"]

@@ -16,8 +16,7 @@ offsets), ``tau^2`` once.
 
 * a history store (``--dlperf-history``): the case's nightly figures, each against the trend: half the mean
   squared successive difference of their logs (von Neumann's, which a slow trend or one step barely moves),
-  ``nights - 1`` degrees of freedom; it also holds each night's own run noise (``sigma^2 / n``), so it errs
-  wide;
+  less each night's own run noise (``s^2 / n`` of its runs), ``nights - 1`` degrees of freedom;
 * a case with fewer than :data:`MIN_NIGHTS` nights: the same, pooled over the cases of its machine class;
 * otherwise a stated prior, :data:`PRIOR_SHARE` of the tolerance (:func:`prior`), taken as known.  A saved
   baseline spreads its runs over ``--dlperf-save-span``: their spread, which the interval pools as ``sigma``,
@@ -30,7 +29,9 @@ make it zero.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
+from typing import Union
 
 from .evidence import Drift
 
@@ -52,15 +53,29 @@ def prior(tolerance: float) -> Drift:
     return Drift(math.log1p(PRIOR_SHARE * tolerance), None, f"prior ({PRIOR_SHARE:g} x the tolerance)")
 
 
-def successive(figures: Sequence[float]) -> tuple[float, int]:
-    """(sum of squares, degrees of freedom) of ``figures``' drift between sessions: half the squared successive
-    differences of their logs, ``len - 1`` of them; (0, 0) for fewer than two."""
-    logs = [math.log(v) for v in figures if v and v > 0 and math.isfinite(v)]
-    diffs = [b - a for a, b in zip(logs, logs[1:])]
-    return sum(d * d for d in diffs) / 2, len(diffs)
+#: A night: its figure, or its figure and its runs' figures (whose spread is the night's own noise).
+Night = Union[float, tuple[float, Sequence[float]]]
 
 
-def drift(nights: Sequence[float] | None, machine_nights: Mapping[str, Sequence[float]] | None,
+def _noise(runs: Sequence[float]) -> float:
+    """The variance of a night's log figure from its own runs: their log variance / their number (0 for fewer
+    than two)."""
+    logs = [math.log(v) for v in runs if v and v > 0 and math.isfinite(v)]
+    return statistics.variance(logs) / len(logs) if len(logs) >= 2 else 0.0
+
+
+def successive(nights: Sequence[Night]) -> tuple[float, int]:
+    """(sum of squares, degrees of freedom) of the drift between ``nights`` (oldest first): half the squared
+    successive differences of their log figures, less each pair's own noise (its nights' runs' spread), at
+    least 0; ``len - 1`` of them; (0, 0) for fewer than two."""
+    points = [(math.log(f), _noise(r)) for f, r in (n if isinstance(n, tuple) else (n, ()) for n in nights)
+              if f and f > 0 and math.isfinite(f)]
+    pairs = list(zip(points, points[1:]))
+    squares = sum((b - a) ** 2 / 2 - (wa + wb) / 2 for (a, wa), (b, wb) in pairs)
+    return max(0.0, squares), len(pairs)
+
+
+def drift(nights: Sequence[Night] | None, machine_nights: Mapping[str, Sequence[Night]] | None,
           tolerance: float) -> Drift:
     """The drift between sessions of a case whose sessions' figures (oldest first) are ``nights``, on a machine
     class whose cases' are ``machine_nights``: its own where it has :data:`MIN_NIGHTS`, else the class's pooled,

@@ -190,7 +190,8 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
                 spreads: Mapping[str, Sequence[float]] | None = None,
                 drops: Mapping[str, float | None] | None = None) -> list[str]:
     """What the counted runs' host probes (their median) say against the baseline's, where they read far from
-    it: more than the probe's ``drops`` (:data:`MAX_BANDWIDTH_DROP`, :data:`MAX_CORE_DROP`; None: never named)
+    it: more than the probe's ``drops`` (:data:`MAX_BANDWIDTH_DROP`, :data:`MAX_CORE_DROP` on the CPU; None: never
+    named, a GPU case's)
     and outside :data:`PROBE_SIGMAS` of the probe's own spread between the baseline's runs (``spreads``: their
     readings).  Nothing here decides: a faster host may hide a slowdown, a slower one may explain part of one.
 

@@ -70,8 +70,8 @@ class Budget:
     max_runs: int = 10  # --dlperf-max-runs
     max_seconds: float | None = None  # --dlperf-max-seconds
     max_interference: float | None = fig.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
-    max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop: named beyond it
-    max_core_drop: float | None = fig.MAX_CORE_DROP  # --dlperf-max-core-drop: named beyond it
+    max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # the memory probe named beyond it (None: off, GPUs)
+    max_core_drop: float | None = fig.MAX_CORE_DROP  # the core probe, likewise
     planned: int | None = None  # the looks planned (a replay's budget stops at its kept runs): max_runs's
 
     @property

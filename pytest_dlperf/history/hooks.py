@@ -45,7 +45,8 @@ class HistoryBaselines:
     count: int
     machine: str
     baselines: dict[str, analysis.HistoryBaseline]
-    nights: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # on the trend, oldest first
+    #: On the trend, oldest first: each night's figure and its runs'.
+    nights: dict[str, list[tuple[float, tuple[float, ...]]]] = dataclasses.field(default_factory=dict)
     verdicts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # every night's, oldest first
 
     def drift(self, case_id: str, tolerance: float) -> Drift:
@@ -113,7 +114,7 @@ def check(options: Options, root: Path) -> HistoryBaselines | None:
 def from_points(points: list[Point], count: int, machine: str) -> HistoryBaselines:
     """What a session takes from its machine class's ``points`` (oldest first): the baselines of the cases' last
     ``count`` sessions (0: none), their figures on the trend and every night's verdict."""
-    nights = {case_id: [p.case.throughput for p in group]
+    nights = {case_id: [(p.case.throughput, tuple(p.case.runs or ())) for p in group]
               for (_, case_id), group in analysis.series(points).items()}
     verdicts: dict[str, list[str]] = {}
     for point in points:
