@@ -18,7 +18,7 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    copies memory ``--neighbour-duty`` of the time, with ``--dlperf-max-interference off``: a
    tenant of the host that only the memory probe can see; with ``--tenant-sessions``, that many unchanged
    (``tenant``) and as many slowed ones (``tenant+slowed``, the first ``--slowdown``) beside the same
-   process, judged by the plugin's own rules (the host's own slowdown a regression must exceed); with
+   process, judged by the plugin's own rules (the probes excuse nothing since issue 43); with
    ``--fine-sessions``, that many
    unchanged ones are judged at ``--fine-tolerance`` (20%): a case clearly fine, far from its threshold, whose verdict
    should cost one run.  The kinds alternate, so a drift of the machine does not favour one;
@@ -239,7 +239,7 @@ def saved_tolerance_of(document: dict) -> float:
     return DEFAULT_TOLERANCE if tolerance is None else tolerance
 
 
-#: Kinds whose sessions run with ``--dlperf-max-interference off`` (no run busy, no host's slowdown excused).
+#: Kinds whose sessions run with ``--dlperf-max-interference off`` (no run busy).
 RULES_OFF = frozenset({"neighbour"})
 
 

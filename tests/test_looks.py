@@ -1,6 +1,7 @@
 """The verdict's statistics of issue 43: the looks paid for (gate/looks.py), the drift between sessions
 (gate/drift.py) in the interval, and a case that never decides (verdict.never_decided)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -54,7 +55,7 @@ def test_the_drift_comes_from_the_case_s_nights_else_its_machine_s_else_the_prio
     rng = np.random.default_rng(1)
     nights = list(1000.0 * np.exp(rng.normal(0, 0.05, 40)))
     own = dr.drift(nights, None, 0.05)
-    assert own.tau == pytest.approx(0.05, rel=0.25) and own.dof == 39 + dr.PRIOR_NIGHTS
+    assert own.tau == pytest.approx(0.05, rel=0.25) and own.dof == pytest.approx(2 * 39 ** 2 / (3 * 39 - 1))
     assert own.source.startswith("history: this case's 40 sessions")
     # A slow trend barely moves it (successive differences).
     trend = [v * (1 + 0.01 * i) for i, v in enumerate(nights)]
@@ -64,12 +65,13 @@ def test_the_drift_comes_from_the_case_s_nights_else_its_machine_s_else_the_prio
     assert pooled.tau == pytest.approx(own.tau, rel=0.1) and "machine class" in pooled.source
     assert dr.drift(nights[:2], {"a": nights[:3]}, 0.05) == dr.prior(0.05)
     # Each night's own noise (its runs' spread / their number) is not drift: nights that differ only by it give
-    # about none (the prior, shrunk towards 0 by the nights' weight).
+    # none beyond the prior, which is also the least a history gives.
     noisy = []
     for _ in range(40):
         runs = tuple(1000.0 * np.exp(rng.normal(0, 0.05, 3)))
         noisy.append((float(np.exp(np.mean(np.log(runs)))), runs))
-    assert dr.drift(noisy, None, 0.05).tau < 0.4 * dr.drift([f for f, _ in noisy], None, 0.05).tau
+    assert dr.drift([f for f, _ in noisy], None, 0.05).tau > 0.02
+    assert dr.drift(noisy, None, 0.05).tau == dr.prior(0.05).tau
 
 
 def test_a_case_inconclusive_night_after_night_fails_saying_so():
@@ -98,3 +100,6 @@ def test_the_history_gives_each_case_its_drift_and_its_streak_of_inconclusive_ni
     assert found.baselines == {} and found.inconclusive_streak("c") == 2 and found.inconclusive_streak("d") == 0
     drift = found.drift("c", 0.05)
     assert drift.source == "history: this case's 10 sessions" and 0.02 < drift.tau < 0.08  # the on-trend nights
+    steady = hooks.from_points([dataclasses.replace(p, case=dataclasses.replace(p.case, throughput=1000.0))
+                                for p in rows], 0, "m")
+    assert steady.drift("c", 0.05).tau == dr.prior(0.05).tau  # never below the prior

@@ -22,12 +22,14 @@ offsets), ``tau^2`` once.
   baseline spreads its runs over ``--dlperf-save-span``: their spread, which the interval pools as ``sigma``,
   already holds the host's moves within those minutes; ``tau`` is what minutes do not see.
 
-An estimate is shrunk to the prior by :data:`PRIOR_NIGHTS` nights' weight, so two or three nights cannot
-make it zero.
+The prior is also the least ``tau`` an estimate gives: a history can say a host drifts more than the
+tolerance presumes, never less (ten nights' estimate of a small ``tau`` is too uncertain to narrow the
+interval on: the simulation's false alarms at the threshold rose to 5% when it could).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -44,8 +46,6 @@ from .evidence import Drift
 PRIOR_SHARE = 0.2
 #: Nights of a case from which its own history gives tau (else its machine class's, pooled).
 MIN_NIGHTS = 5
-#: The prior's weight, in nights, where an estimate exists.
-PRIOR_NIGHTS = 2
 
 
 def prior(tolerance: float) -> Drift:
@@ -79,7 +79,7 @@ def drift(nights: Sequence[Night] | None, machine_nights: Mapping[str, Sequence[
           tolerance: float) -> Drift:
     """The drift between sessions of a case whose sessions' figures (oldest first) are ``nights``, on a machine
     class whose cases' are ``machine_nights``: its own where it has :data:`MIN_NIGHTS`, else the class's pooled,
-    else the prior; an estimate shrunk to the prior by :data:`PRIOR_NIGHTS` nights."""
+    else the prior; never below the prior."""
     base = prior(tolerance)
     squares, dof = successive(nights or ())
     source = f"this case's {dof + 1} sessions"
@@ -91,6 +91,8 @@ def drift(nights: Sequence[Night] | None, machine_nights: Mapping[str, Sequence[
         source = f"{dof} session-to-session change(s) of this machine class's cases"
         if dof + 1 < MIN_NIGHTS:
             return base
-    total = PRIOR_NIGHTS * base.tau ** 2 + squares
-    weight = PRIOR_NIGHTS + dof
-    return Drift(math.sqrt(total / weight), float(weight), f"history: {source}")
+    if squares / dof <= base.tau ** 2:  # no more than the prior: the prior, which the tolerance presumes
+        return dataclasses.replace(base, source=f"prior (at least; history: {source})")
+    # The successive differences overlap: their mean square has about 2 (k - 1)^2 / (3k - 4) degrees of freedom
+    # for k - 1 differences (von Neumann's ratio; 2/3 of the usual variance's).
+    return Drift(math.sqrt(squares / dof), 2 * dof ** 2 / (3 * dof - 1), f"history: {source}")

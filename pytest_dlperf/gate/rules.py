@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ..options import INCONCLUSIVE_NIGHTS
 from .evidence import ALPHA, RULED_OUT, RULED_OUT_BEYOND
-from .sequential import BUSY_RUNS, MIN_SAVED_RUNS, REGRESSION_RUNS, SAVE_RUNS
+from .sequential import BUSY_RUNS, REGRESSION_RUNS
 
-#: Every rule, (what, where): the decision's five, the busy runs' four, the save's six, the policy's two, the
-#: interval's three.  Issue 43 removed two (starved runs, the host's own slowdown) and added one (a case that
+#: Every rule, (what, where): the decision's five, the busy runs' four, the save's five, the notes' one, the
+#: policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's own slowdown) and added one (a case that
 #: never decides).
 RULES = (
     ("regression: the interval's top at its look's boundary below the threshold", "evidence.decide, looks"),
@@ -66,5 +66,3 @@ def readme_table() -> str:
     lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines)
 
-
-__all__ = ["RULES", "readme_table", "MIN_SAVED_RUNS", "SAVE_RUNS"]
