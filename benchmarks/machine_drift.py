@@ -52,7 +52,7 @@ worker's own probes (:class:`pytest_dlperf.worker.interference.MemoryProbe` and 
 before each of 5 windows and after the last, as a run does.  It prints each process's median
 img/s, GB/s and GFLOP/s, then for each probe the Pearson correlation of the logs, the slope of
 log(img/s) on log(probe) and the CV left once it is accounted for, and the CV of the processes
-kept by each ``--dlperf-max-bandwidth-drop`` (and ``--dlperf-max-core-drop`` alike) below the
+kept by each probe drop (``MAX_BANDWIDTH_DROP``, ``MAX_CORE_DROP`` alike) below the
 fastest third's medians.
 
     python benchmarks/machine_drift.py --rounds 60 --copy
@@ -87,7 +87,7 @@ from scipy import stats
 
 FAST = ["--dlperf-device", "cpu", "--dlperf-model", "tiny", "--dlperf-precision", "fp32",
         "--dlperf-batch-size", "32", "--dlperf-warmup-steps", "5", "--dlperf-steps", "30", "--dlperf-repeats", "3",
-        "--dlperf-max-interference", "off", "--dlperf-max-bandwidth-drop", "off", "-p", "no:cacheprovider", "-p",
+        "--dlperf-max-interference", "off", "-p", "no:cacheprovider", "-p",
         "no:benchmark", "-q"]
 
 

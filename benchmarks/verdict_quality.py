@@ -18,7 +18,7 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    copies memory ``--neighbour-duty`` of the time, with ``--dlperf-max-interference off``: a
    tenant of the host that only the memory probe can see; with ``--tenant-sessions``, that many unchanged
    (``tenant``) and as many slowed ones (``tenant+slowed``, the first ``--slowdown``) beside the same
-   process, judged by the plugin's own rules (the host's own slowdown a regression must exceed); with
+   process, judged by the plugin's own rules (the probes excuse nothing since issue 43); with
    ``--fine-sessions``, that many
    unchanged ones are judged at ``--fine-tolerance`` (20%): a case clearly fine, far from its threshold, whose verdict
    should cost one run.  The kinds alternate, so a drift of the machine does not favour one;
@@ -239,7 +239,7 @@ def saved_tolerance_of(document: dict) -> float:
     return DEFAULT_TOLERANCE if tolerance is None else tolerance
 
 
-#: Kinds whose sessions run with ``--dlperf-max-interference off`` (no run busy, no host's slowdown excused).
+#: Kinds whose sessions run with ``--dlperf-max-interference off`` (no run busy).
 RULES_OFF = frozenset({"neighbour"})
 
 
@@ -317,12 +317,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
     parser.add_argument("--max-interference", default=None,
                         help="--dlperf-max-interference of each session (default: the plugin's, 50; off: never busy)")
-    parser.add_argument("--max-bandwidth-drop", default=None,
-                        help="--dlperf-max-bandwidth-drop of each session (default: the plugin's, 0.1 on the CPU; "
-                             "off: never busy for it)")
-    parser.add_argument("--max-core-drop", default=None,
-                        help="--dlperf-max-core-drop of each session (default: the plugin's, 0.1 on the CPU; off: never "
-                             "busy for it)")
     parser.add_argument("--threads", type=int, default=None,
                         help="OMP_NUM_THREADS of every session's worker (default: the plugin's, one intra-op thread per CPU rank: --dlperf-cpu-threads)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
@@ -375,10 +369,6 @@ def main(argv: list[str] | None = None) -> int:
     slowed_cost = slowed_kinds[0][1]
     if opts.max_interference is not None:
         common += ["--dlperf-max-interference", opts.max_interference]
-    if opts.max_bandwidth_drop is not None:
-        common += ["--dlperf-max-bandwidth-drop", opts.max_bandwidth_drop]
-    if opts.max_core_drop is not None:
-        common += ["--dlperf-max-core-drop", opts.max_core_drop]
     with tempfile.TemporaryDirectory(prefix="dlperf-vq-") as tmp:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(CONFTEST)

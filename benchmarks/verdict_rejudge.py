@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pytest_dlperf.gate import sequential
 from pytest_dlperf.gate.verdict import judge_evidence
+from pytest_dlperf.gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP
 from pytest_dlperf.options import probe_drop
 from pytest_dlperf.results.case import Expected
 from pytest_dlperf.results.runs import Attempt, RunRecord
@@ -50,11 +51,11 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
     expected = Expected(base["throughput"], base.get("unit") or case["unit"], tol, base.get("source"),
                         memory_gbs=base.get("memory_gbs"), core_gflops=base.get("core_gflops"))
     runs = [RunRecord.from_dict(run, position) for position, run in enumerate(case["attempts"][-1]["runs"])]
-    # The host probes' drops as the session had them (the plugin's own rule: as given, else on for the CPU).
+    # The host probes' drops as the plugin sets them (on for the CPU, off on GPUs): they name notes only.
     device = (case.get("device") or {}).get("type") or options.get("device") or "cpu"
-    drops = {key: probe_drop(options.get(f"max_{key}_drop"), bool(options.get(f"{key}_drop_given")), device)
-             for key in ("bandwidth", "core")}
-    budget = sequential.Budget(first_runs=options["runs"], max_runs=len(runs),
+    drops = {"bandwidth": probe_drop(MAX_BANDWIDTH_DROP, device), "core": probe_drop(MAX_CORE_DROP, device)}
+    # The looks the session planned (its --dlperf-max-runs), its kept runs being all a replay can take.
+    budget = sequential.Budget(first_runs=options["runs"], max_runs=len(runs), planned=options.get("max_runs"),
                                max_interference=options.get("max_interference"),
                                max_bandwidth_drop=drops["bandwidth"], max_core_drop=drops["core"])
     attempt, evidence = sequential.measure_until_decided(

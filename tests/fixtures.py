@@ -34,7 +34,7 @@ __all__ = ["FAST", "UNUSED_PLUGINS", "DlperfTester", "SharedRun", "alive", "dlpe
 UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
         "--dlperf-repeats", "2", "--dlperf-max-interference", "off",
-        "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off", "--dlperf-save-span", "off",
+        "--dlperf-save-span", "off",
         "-p", "no:cacheprovider",
         "-p", "no:benchmark",
         *UNUSED_PLUGINS)

@@ -128,9 +128,6 @@ def usage_error(result, *lines):
     (("--dlperf-set", "data=tfrecord"), "ERROR: --dlperf-set.data: 'tfrecord' is not one of synthetic, *"),
     (("--dlperf-set", "compile=yes"), "ERROR: --dlperf-set.compile: 'yes' is not true or false"),
     (("--dlperf-malloc", "fast"), "ERROR: --dlperf-malloc: 'fast' is not one of steady, system"),
-    (("--dlperf-max-bandwidth-drop", "1.5"),
-     "ERROR: --dlperf-max-bandwidth-drop: 1.5 is not allowed; expected a number between 0 and 1"),
-    (("--dlperf-max-core-drop", "fast"), "ERROR: --dlperf-max-core-drop: 'fast' is not a number"),
 ])
 def test_invalid_options_are_usage_errors(dlperf, args, message):
     usage_error(dlperf.run("--dlperf-model", "tiny", *args, fast=False), message)

@@ -200,35 +200,17 @@ def test_busy_means_a_named_cause_never_a_probe_alone():
     assert run.to_dict() == {"index": 0, "throughput": 700.0, "busy": None, "memory_gbs": 1.0, "core_gflops": 1.0}
 
 
-def test_a_probe_far_below_its_own_spread_makes_the_run_busy_never_a_verdict():
-    refs = {"memory_gbs": 11.6, "core_gflops": 73.0}
+def test_a_probe_far_below_makes_no_run_busy_the_code_can_move_it():
+    # The probes run beside the case's own processes: a build that streams more memory reads them lower.  So a run
+    # whose probe read far below the baseline's (and far outside the probe's spread) is counted, a regression as
+    # any other; the verdict names the probe beside it, a note.
     spreads = {"memory_gbs": [11.0, 12.2, 11.5, 10.4, 12.6], "core_gflops": [72.0, 73.5, 74.0]}  # CV 7.6%, 1.4%
-    runs = [fig.RunFigure(0, 663.0, None, 4.4, 67.0),  # 62% below: beyond 23% (3 x 7.6%), busy
-            fig.RunFigure(1, 800.0, None, 9.5, 71.0),  # 18% below: within 3 x its spread, counted
-            fig.RunFigure(2, 900.0, None, 20.0, 73.0),  # far above: a note at most, never busy
-            fig.RunFigure(3, 800.0, None, 11.5, 60.0),  # core 18% below, beyond 10% (its spread is 1.4%)
-            fig.RunFigure(4, 700.0, HOG, 1.0, 1.0)]  # busy already: its own cause stays
-    out = fig.starved(runs, refs, spreads, {"memory_gbs": 0.1, "core_gflops": 0.1})
-    assert out[0].busy == ("the host's memory bandwidth read 62% below the baseline's (4.4 against 11.6 GB/s, beyond "
-                           "23%: 3 x its spread between the baseline's runs and --dlperf-max-bandwidth-drop), another "
-                           "tenant of the host")
-    assert [r.busy for r in out[1:3]] == [None, None] and out[4].busy == HOG
-    assert out[3].busy.startswith("the host's core speed read 18% below the baseline's (60.0 against 73.0 GFLOP/s, "
-                                  "beyond 10%")
-    # Without the baseline's own readings (a published figure, fewer than 3 runs), or the probe off: never busy.
-    assert [r.busy for r in fig.starved(runs[:1], refs, {"memory_gbs": [11.0, 12.0]}, None)] == [None]
-    assert [r.busy for r in fig.starved(runs[:1], refs, spreads, {"memory_gbs": None, "core_gflops": None})] == [None]
-    # In the loop: two starved runs in a row end the case busy (inconclusive), not failed; with
-    # --dlperf-max-interference off they count.
     starving = {"memory_gbs": 4.0, "core_gflops": 73.0}
     expected = Expected(1000.0, "img/s", 0.05, memory_gbs=11.6, core_gflops=73.0)
     one, calls = feed([700.0, 700.0, 700.0], [starving] * 3)
     _, e = measure_until_decided(one, expected, STEADY, Budget(), sleep=lambda s: None, probe_runs=spreads)
-    assert e.stopped == "busy" and e.estimate is None and calls == [0, 1]
-    one, calls = feed([700.0, 700.0], [starving] * 2)
-    _, e = measure_until_decided(one, expected, STEADY, Budget(max_interference=None), sleep=lambda s: None,
-                                 probe_runs=spreads)
-    assert e.decision is ev.Decision.REGRESSION and calls == [0, 1]
+    assert e.decision is ev.Decision.REGRESSION and calls == [0, 1] and not e.busy
+    assert e.probes[0].startswith("the host's memory bandwidth read 66% below the baseline's (4.0 against 11.6 GB/s")
 
 
 def test_a_save_sets_aside_runs_whose_probes_read_far_below_its_own_quiet_level():
@@ -338,7 +320,7 @@ def test_the_probes_are_named_only_far_outside_their_own_spread():
     high = fig.probe_notes(runs(12.0), refs, None)  # no spread kept: the drop (10%) alone
     assert high == ["the host's memory bandwidth read 20% above the baseline's (12.0 against 10.0 GB/s): a slowdown "
                     "may hide behind it"]
-    assert fig.probe_notes(runs(12.0), refs, None, {"memory_gbs": None}) == []  # --dlperf-max-bandwidth-drop off
+    assert fig.probe_notes(runs(12.0), refs, None, {"memory_gbs": None}) == []  # the probe off (a GPU case's)
 
 
 def test_a_slowdown_with_the_probes_far_below_is_still_a_regression():
@@ -361,71 +343,28 @@ QUICK_START_PROBES = {"memory_gbs": [10.908, 10.114, 10.357, 10.843, 9.793, 10.3
                       "core_gflops": [74.779, 72.484, 73.34, 73.865, 72.918, 74.451, 74.298, 74.928, 72.778, 73.0]}
 
 
-def test_the_host_s_own_slowdown_is_the_probe_furthest_below_beyond_its_noise_excused_up_to_the_tolerance():
-    def runs(*probes):
-        return [fig.RunFigure(i, 1000.0, None, gbs, core) for i, (gbs, core) in enumerate(probes)]
-
-    # The quick start's second gate: its six counted runs' memory probes 6-9% below the save's, the core level.
-    slower = runs((9.494, 71.993), (9.702, 74.056), (9.476, 73.836), (9.566, 74.133), (9.794, 74.071),
-                  (9.796, 72.682))
-    host = ev.host_slowdown(slower, QUICK_START_PROBES, 0.05)
-    assert host.probe == "memory_gbs" and host.drop == pytest.approx(0.0736, abs=1e-4) and host.excused == 0.05
-    assert host.reference == pytest.approx(statistics.geometric_mean(QUICK_START_PROBES["memory_gbs"]))
-    assert ev.host_slowdown(slower, QUICK_START_PROBES, 0.10).excused == pytest.approx(host.drop)  # below the tolerance
-    # Within the probe's noise between the baseline's runs (CV 3.5%): nothing.
-    assert ev.host_slowdown(runs((10.0, 74.0), (10.6, 73.0)), QUICK_START_PROBES, 0.05) is None
-    # Above the baseline's: nothing (a faster host is not excused the other way).
-    assert ev.host_slowdown(runs((12.0, 80.0), (12.2, 81.0)), QUICK_START_PROBES, 0.05) is None
-    # The probe furthest below: the core, 10% below, over the memory's 7%.
-    both = runs((9.6, 66.0), (9.7, 66.5), (9.6, 66.2))
-    assert ev.host_slowdown(both, QUICK_START_PROBES, 0.2).probe == "core_gflops"
-    # Without the baseline's own readings (a published figure, fewer than 3 runs): nothing.
-    assert ev.host_slowdown(slower, {"memory_gbs": [10.4, 10.3]}, 0.05) is None
-    assert ev.host_slowdown(slower, None, 0.05) is None
-    # Busy runs are not the counted runs' host.
-    assert ev.host_slowdown([dataclasses.replace(f, busy=HOG) for f in slower], QUICK_START_PROBES, 0.05) is None
-
-
 def probed(gbs):
     return {"other_cpu_percent": 0.0, "own_cpu_percent": 100.0, "steal_percent": 0.0, "cpus": 2,
             "memory_gbs": gbs, "core_gflops": 73.8}
 
 
-def test_a_slowdown_the_slower_host_explains_is_not_a_regression_one_beyond_it_is():
+def test_a_slowdown_with_its_probes_below_and_spread_is_a_regression_the_probes_excuse_nothing():
+    # Issue 43: a build 30% slower whose own memory traffic reads the memory probe 15% lower, with the spread real
+    # probes have: once excused (its runs "starved", the case inconclusive), now a regression; so is a build 9.5%
+    # slower on probes 7.5% below (once "the host's own slowdown").  The probes' line stays, a note.
     expected = Expected(1000.0, "img/s", 0.05, "test", memory_gbs=10.4, core_gflops=73.8)
-    slower = [probed(g) for g in (9.5, 9.7, 9.5, 9.6, 9.8, 9.8, 9.6, 9.5, 9.7, 9.6)]  # 7.5% below the save's
-    # Unchanged code on a host 7.5% slower: 9-10% below the baseline, its interval below the threshold (950)
-    # but not below it less the 5% excused (902.5): measured on, never a regression; the message says why.
+    lower = [probed(g) for g in (8.9, 8.6, 9.0, 8.7, 8.8, 8.9, 8.6, 8.8, 9.0, 8.7)]  # 15% below, CV 1.7%
+    one, calls = feed([700.0, 705.0, 698.0], lower)
+    _, e = measure_until_decided(one, expected, STEADY, Budget(), sleep=lambda s: None, probe_runs=QUICK_START_PROBES)
+    assert e.decision is ev.Decision.REGRESSION and calls == [0, 1] and not e.busy
+    v = judge_evidence("c", e, "img/s", expected)
+    assert v.status is Status.FAIL and "the host's memory bandwidth read 16% below the baseline's" in v.message
+    slower = [probed(g) for g in (9.5, 9.7, 9.5, 9.6, 9.8, 9.8, 9.6, 9.5, 9.7, 9.6)]
     values = [905.0, 900.0, 910.0, 902.0, 908.0, 904.0, 906.0, 903.0, 907.0, 905.0]
     one, calls = feed(values, slower)
     _, e = measure_until_decided(one, expected, STEADY, Budget(), sleep=lambda s: None, probe_runs=QUICK_START_PROBES)
-    assert e.decision is ev.Decision.UNDECIDED and e.stopped == "max-runs" and len(calls) == 10
-    assert e.host.probe == "memory_gbs" and e.host.excused == 0.05 and e.estimate.high < 950.0
-    v = judge_evidence("c", e, "img/s", expected)
-    assert v.status is Status.INCONCLUSIVE, v.message
-    first, reason = v.message.split(REASON)[:2]
-    assert first.startswith("INCONCLUSIVE c: 905.0 img/s, 9.5% below 1000.0")
-    assert reason.startswith("not failed: the host's memory bandwidth read 7.") and reason.endswith(
-        "below the baseline's in these runs (9.6 against 10.4 GB/s, beyond its spread between the baseline's runs), "
-        "which a slower build does not move: another tenant of the host may have slowed them; a regression needs its "
-        "interval below 902.5 img/s (the threshold less 5%)")
-    assert Evidence.from_dict(json.loads(json.dumps(e.to_dict()))).host == e.host
-    # The same runs with the host's probes at the baseline's level: a regression, from two runs, as ever.
-    one, calls = feed(values, [probed(10.4)] * 10)
-    _, e = measure_until_decided(one, expected, STEADY, Budget(), sleep=lambda s: None, probe_runs=QUICK_START_PROBES)
-    assert e.decision is ev.Decision.REGRESSION and e.host is None and calls == [0, 1]
-    # A 30% slowdown on the slower host: a regression from two runs, whatever the host.
-    one, calls = feed([700.0, 705.0], slower)
-    _, e = measure_until_decided(one, expected, STEADY, Budget(), sleep=lambda s: None, probe_runs=QUICK_START_PROBES)
-    assert e.decision is ev.Decision.REGRESSION and e.host is not None and calls == [0, 1]
-    assert judge_evidence("c", e, "img/s", expected).status is Status.FAIL
-    # --dlperf-max-interference off: the probes excuse nothing, as they make no run busy; nor does a probe that is
-    # off (--dlperf-max-bandwidth-drop off: by default for a case on GPUs).
-    for budget in (Budget(max_interference=None), Budget(max_bandwidth_drop=None)):
-        one, calls = feed(values, slower)
-        _, e = measure_until_decided(one, expected, STEADY, budget, sleep=lambda s: None,
-                                     probe_runs=QUICK_START_PROBES)
-        assert e.decision is ev.Decision.REGRESSION and e.host is None
+    assert e.decision is ev.Decision.REGRESSION and 2 <= len(calls) < 10
+    assert Evidence.from_dict(json.loads(json.dumps(e.to_dict()))) == e
 
 
 # -- the messages
@@ -560,9 +499,32 @@ PACED = textwrap.dedent("""
     paced("paced-improved", [0.02])
     paced("paced-slow", [0.08])
     paced("paced-unsure", [0.16, 0.08])  # ~250 then ~500 img/s: long periods, little load's share
+    paced("paced-never", [0.16, 0.08])  # the same, inconclusive on the two nights before in the history store
     paced("paced-wild", [0.04, 0.12, 0.07])  # ~1000, ~333, ~570 img/s
     paced("paced-busy", [0.04], hog_first=True)
     paced("paced-always-busy", [0.04], hog_all=True)
+
+    def streaming(name, period):
+        # A build that itself eats memory bandwidth: a thread of its own copies 64 MiB arrays without end (its data
+        # loader, say), still running while the worker probes the host between windows; its steps are paced.
+        @register_model(name, task="image-classification", batch_size=32, defaults={"image_size": 4, "num_classes": 2})
+        def build(settings):
+            import threading
+
+            import numpy as np
+            import torch
+
+            torch.set_num_threads(1)
+            source, target = np.ones(8 << 20), np.empty(8 << 20)
+
+            def stream():
+                while True:
+                    np.copyto(target, source)  # releases the GIL: the copies overlap the probes
+
+            threading.Thread(target=stream, daemon=True).start()
+            return Paced(period)
+
+    streaming("paced-streaming", 0.08)  # ~500 img/s
 """)
 
 
@@ -571,20 +533,52 @@ def paced_case(model, tolerance):
 
 
 def test_each_verdict_path_in_one_session(dlperf):
+    from pytest_dlperf.worker.interference import MemoryProbe
+
     dlperf.pytester.makeconftest(PACED)
     # Figures (nominal; a loaded machine adds a little to each window): pass ~500 against 400 +- 50%,
-    # improved ~2000 against 700 +- 20%, slow ~500 against 1000 +- 20%, unsure ~250 then ~500 against 500 +- 20%.
-    path = dlperf.baseline([{**paced_case("paced-pass", 0.5), "throughput": 400.0},
+    # improved ~2000 against 700 +- 20%, slow ~500 against 1000 +- 20%, unsure ~250 then ~500 against 500 +- 20%,
+    # streaming ~500 against 714 +- 5% (30% slower), its own memory traffic reading the memory probe far below the
+    # quiet host's, as this process reads it now and a save on a quiet machine keeps it (issue 43: the probes once
+    # excused it, its runs "starved", the case inconclusive, exit 0).
+    probe = MemoryProbe()
+    level = max(probe() for _ in range(5))
+    probe.close()
+    quiet = [level * (1 + 0.01 * d) for d in (-1, 0, 1, 0, -1)]
+    # A history store where paced-never ended inconclusive the two nights before: its third fails.
+    from pytest_dlperf import environment
+    from pytest_dlperf.history.records import CaseRow, SessionRow, machine_class
+    from pytest_dlperf.history.store import open_store
+
+    url = f"sqlite:///{dlperf.path / 'history.db'}"
+    with open_store(url) as store:
+        for night in (1, 2):
+            store.append(SessionRow(id=f"n{night}", created=f"2026-11-2{night}T02:00:00.000000+00:00",
+                                    machine=machine_class("cpu", environment.collect(dlperf.path))),
+                         [CaseRow("paced-never-fp32-bs32-gpu1", {}, "img/s", 350.0, (250.0, 500.0), "inconclusive")])
+    path = dlperf.baseline([{**paced_case("paced-never", 0.2), "throughput": 500.0}, {**paced_case("paced-pass", 0.5), "throughput": 400.0},
                             {**paced_case("paced-improved", 0.2), "throughput": 700.0},
-                            paced_case("paced-slow", 0.2), {**paced_case("paced-unsure", 0.2), "throughput": 500.0}])
+                            paced_case("paced-slow", 0.2), {**paced_case("paced-unsure", 0.2), "throughput": 500.0},
+                            {**paced_case("paced-streaming", 0.05), "throughput": 500.0 / 0.7,
+                             "runs": [500.0 / 0.7 * (1 + 0.01 * d) for d in (-1, 0, 1, 0, -1, 1)],
+                             "memory_gbs": level, "probe_runs": {"memory_gbs": quiet}}])
+    # The busy rules on (the old starved rule ran only with them), at a level no neighbour on this test machine's
+    # 2 cores reaches (other processes' CPU, in percent of one CPU), so that only the probes could excuse a case.
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-json", "results.json",
+                        "--dlperf-history", url, "--dlperf-max-interference", "10000",
                         "--junitxml", "junit.xml", "-v")
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=3, failed=3)
     cases = {c["id"]: c for c in dlperf.results()["cases"]}
     got = {i.split("-")[1]: (c["verdict"], c["throughput_verdict"], c["evidence"]["decision"], len(c["evidence"]["runs"]))
            for i, c in cases.items()}
     assert got == {"pass": ("pass", "pass", "pass", 1), "improved": ("improved", "improved", "improved", 1),
-                   "slow": ("fail", "fail", "regression", 2), "unsure": ("inconclusive", "inconclusive", "undecided", 2)}
+                   "slow": ("fail", "fail", "regression", 2), "unsure": ("inconclusive", "inconclusive", "undecided", 2),
+                   "streaming": ("fail", "fail", "regression", 2), "never": ("fail", "inconclusive", "undecided", 2)}
+    assert cases["paced-never-fp32-bs32-gpu1"]["message"].split(REASON)[-1].startswith(
+        "fails: inconclusive 3 sessions in a row in the history store (--dlperf-inconclusive-nights 3)")
+    # Its runs counted whatever its probe read (at 80b47ed, in this session: 40% below the quiet level, 1.2 against
+    # 2.0 GB/s, both runs "busy"; how far it reads on a loaded test machine varies, so it is not asserted here).
+    assert not any(r["busy"] for r in cases["paced-streaming-fp32-bs32-gpu1"]["evidence"]["runs"])
     result.stdout.fnmatch_lines([
         "*paced-unsure-fp32-bs32-gpu1 PASSED (inconclusive)*",
         "inconclusive: not decided within the run budget (1):",
@@ -683,8 +677,7 @@ def test_the_host_probes_reach_the_results_and_the_message_never_the_decision(dl
     path = dlperf.baseline([{**paced_case("paced-slow", 0.2), "memory_gbs": 1e6, "core_gflops": 1e6},
                             {**paced_case("paced-improved", 0.2), "throughput": 700.0, "memory_gbs": 1e-3}],
                            schema_version=2)
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-max-bandwidth-drop", "0.1",
-                        "--dlperf-max-core-drop", "0.1", "--dlperf-json", "results.json", "--junitxml", "junit.xml")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-json", "results.json", "--junitxml", "junit.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     cases = {c["id"].split("-")[1]: c for c in dlperf.results()["cases"]}
     slow, fine = cases["slow"], cases["improved"]

@@ -53,22 +53,22 @@ def test_the_plugins_rule_replays_the_recorded_verdicts_at_their_own_tolerance_a
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     (sessions / "0.05-unchanged-1.json").write_text(json.dumps(document([1001.0, 999.0], "pass")))
-    # 8% slower: a regression at 5%, a pass at 10%.
-    (sessions / "0.05-slowed-1.json").write_text(json.dumps(document([920.0, 921.0], "fail")))
-    code, output = rejudge(sessions, capsys, "--baseline", str(baseline), "--tolerance", "0.05,0.1")
+    # 12% slower, six runs: a regression at 5% (its sixth look of the ten planned), a pass at 20%.
+    (sessions / "0.05-slowed-1.json").write_text(json.dumps(document([880.0, 881.0, 879.0, 880.0, 881.0, 880.0],
+                                                                     "fail")))
+    code, output = rejudge(sessions, capsys, "--baseline", str(baseline), "--tolerance", "0.05,0.2")
     assert code == 0, output
     table = rows(output)
     assert table["tolerance 0.05", "unchanged"] == (0, 0, 1) and table["tolerance 0.05", "slowed"] == (1, 0, 0)
-    assert table["tolerance 0.1", "slowed"] == (0, 0, 1)
+    assert table["tolerance 0.2", "slowed"] == (0, 0, 1)
     assert "tolerance 0.05, baseline runs pooled: 5: 2 of 2 verdicts as recorded" in output
     code, output = rejudge(sessions, capsys, "--baseline", str(baseline))
     assert "each session's own tolerance" in output and rows(output)["each session's own tolerance", "slowed"] == (1, 0, 0)
 
 
-def test_the_baselines_probe_runs_are_read_as_the_plugin_reads_them(tmp_path, capsys):
-    # 8% slower on a host whose memory bandwidth read 8% below the baseline's runs' (CV 1%): the host's
-    # slowdown (excused up to the 5% tolerance) keeps it from being a regression; without the baseline's
-    # probe readings, a regression as recorded.
+def test_the_probes_excuse_nothing_in_a_replay_either(tmp_path, capsys):
+    # 12% slower on a host whose memory bandwidth read 8% below the baseline's runs' (CV 1%): a regression, with the
+    # baseline's probe readings as without them (issue 43: the code under test can move the probes).
     runs = [995.0, 1005.0, 1000.0, 998.0, 1002.0]
     probes = {"memory_gbs": [10.0, 10.1, 9.9, 10.05, 9.95]}
     baseline = tmp_path / "baseline.json"
@@ -77,17 +77,11 @@ def test_the_baselines_probe_runs_are_read_as_the_plugin_reads_them(tmp_path, ca
     bare.write_text(json.dumps({"cases": [{"throughput": 1000.0, "runs": runs}]}))
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    (sessions / "0.05-unchanged-1.json").write_text(json.dumps(document([920.0, 921.0], "fail", memory_gbs=9.2)))
-    _, output = rejudge(sessions, capsys, "--baseline", str(baseline))
-    assert rows(output)["each session's own tolerance", "unchanged"] == (0, 1, 0), output
-    _, output = rejudge(sessions, capsys, "--baseline", str(bare))
-    assert rows(output)["each session's own tolerance", "unchanged"] == (1, 0, 0), output
-    # A case on a GPU, the drops not given: the probes are off there, as in the session: a regression.
-    gpu = document([920.0, 921.0], "fail", memory_gbs=9.2)
-    gpu["options"]["device"] = "cuda"
-    (sessions / "0.05-unchanged-1.json").write_text(json.dumps(gpu))
-    _, output = rejudge(sessions, capsys, "--baseline", str(baseline))
-    assert rows(output)["each session's own tolerance", "unchanged"] == (1, 0, 0), output
+    slowed = document([880.0, 881.0, 879.0, 880.0, 881.0, 880.0], "fail", memory_gbs=9.2)
+    (sessions / "0.05-unchanged-1.json").write_text(json.dumps(slowed))
+    for path in (baseline, bare):
+        _, output = rejudge(sessions, capsys, "--baseline", str(path))
+        assert rows(output)["each session's own tolerance", "unchanged"] == (1, 0, 0), output
 
 
 def test_a_folder_without_results_says_so(tmp_path, capsys):

@@ -6,6 +6,7 @@ gate gives: a case far below its threshold always fails, one far above it never 
 """
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "verdict_simula
 def load():
     spec = importlib.util.spec_from_file_location("verdict_simulation", SCRIPT)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
@@ -25,8 +27,8 @@ def rows(text):
     out = {}
     for line in text.splitlines():
         cells = [c.strip().rstrip("%") for c in line.split("|")]
-        if len(cells) == 7 and cells[0].replace(".", "").isdigit():
-            out[float(cells[0]), float(cells[1])] = tuple(float(c) for c in cells[2:])
+        if len(cells) == 8 and cells[0].replace(".", "").isdigit():
+            out[float(cells[0]), float(cells[2])] = tuple(float(c) for c in cells[3:])
     return out
 
 
@@ -45,9 +47,32 @@ def test_the_table_is_reproducible_and_its_extremes_are_sound(capsys):
     assert table[1.0, 1.2][4] == 1.0  # far above the threshold, at 1% noise: decided on the first run
 
 
+def test_the_issue_43_checks_hold_at_a_quick_size():
+    # The full size is `verdict_simulation.py --acceptance --trials 4000` (benchmarks/results/); here 300 trials a
+    # check, each bound the binomial's 99.9% quantile around its target, so a sound gate never trips it.
+    from scipy import stats
+
+    script = load()
+    trials = 300
+    by_what = {what: (setting, ratio) for what, setting, ratio, *_ in script.checks(trials)}
+    rng = script.np.random.default_rng(43)
+
+    def failed(what):
+        setting, ratio = by_what[what]
+        got = script.shares(rng, setting, ratio, trials)
+        return got["fail"] * trials / 100, (got["fail"] + got["inconclusive"]) * trials / 100
+
+    most = lambda p: stats.binom.ppf(0.999, trials, p)  # noqa: E731
+    least = lambda p: stats.binom.ppf(0.001, trials, p)  # noqa: E731
+    assert failed("at the tolerance boundary (0.95), CV 5%, no offset, prior")[0] <= most(0.01)
+    assert failed("unchanged, CV 5%, 5% session offset, history of 10 nights")[0] <= most(0.02)
+    assert failed("twice the tolerance (0.90), CV 2%, no offset, prior: failed")[0] >= least(0.90)
+    assert failed("twice the tolerance (0.90), CV 5%, no offset, prior: not passed")[1] >= least(0.90)
+
+
 def test_bad_options_are_one_usage_line(capsys):
     script = load()
-    for args in (["--cv", "x"], ["--trials", "0"], ["--max-runs", "1", "--first-runs", "2"]):
+    for args in (["--cv", "x"], ["--trials", "0"], ["--max-runs", "1", "--first-runs", "2"], ["--history", "1"]):
         with pytest.raises(SystemExit) as exited:
             script.main(args)
         assert exited.value.code == 2 and "error: " in capsys.readouterr().err

@@ -27,8 +27,8 @@ from ..cases import Case
 from ..commands import measure as command_measure
 from ..commands.spec import CommandSpec
 from ..gate.sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided, unsaved_reason
-from ..gate.verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, scaling,
-                            scaling_message, utilization_gate)
+from ..gate.verdict import (ONE_RANK_DDP, PLAIN_PROCESS, Verdict, compose_message, judge_evidence, never_decided,
+                            scaling, scaling_message, utilization_gate)
 from ..launch import workers
 from ..launch.launchers import Launcher, get_launcher
 from ..launch.workers import CaseError, RunParams
@@ -139,9 +139,11 @@ def measure_runs(ctx: Context, case: Case, measured: Case, spec: ModelSpec, para
     wanted = saved_runs(opts) if opts.save_baseline and not opts.data_only else 0
     if wanted and not opts.max_runs_given:  # room to re-measure its busy runs
         budget = dataclasses.replace(budget, max_runs=max(budget.max_runs, wanted + wanted // 2))
+    # The drift between sessions the interval carries: the history's, where there is a store, else the prior.
+    drift = ctx.history.drift(case.id, expected.tolerance) if ctx.history is not None and expected else None
     attempt, evidence = measure_until_decided(measure_one, expected, own, budget, more,
                                               counted_runs=wanted, spacing=save_spacing(opts, wanted),
-                                              probe_runs=entry.probe_runs if entry is not None else None)
+                                              probe_runs=entry.probe_runs if entry is not None else None, drift=drift)
     result.attempts.append(attempt.record())
     result.evidence = None if opts.data_only else evidence
     return attempt, evidence
@@ -154,6 +156,8 @@ def judge_attempt(ctx: Context, case: Case, entry: baseline_mod.Entry | None, at
     verdict = judge_evidence(ctx.searches.label(case, ctx.device), evidence, attempt.unit,
                              ctx.expected(entry, attempt.unit, case), require_baseline=opts.require_baseline,
                              inconclusive=opts.inconclusive, max_runs=opts.max_runs)
+    if ctx.history is not None:  # a night that never decides is not green forever
+        verdict = never_decided(verdict, ctx.history.inconclusive_streak(case.id), opts.inconclusive_nights)
     reference = scaling_reference(ctx, case, params, entry) if case.gpus > 1 else None
     if reference is None:
         return verdict, None

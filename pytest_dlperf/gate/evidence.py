@@ -14,18 +14,16 @@ on the log scale (throughput is a rate: slowdowns multiply, and its spread is re
   three or more (a saved baseline keeps :data:`pytest_dlperf.gate.sequential.SAVE_RUNS`); a baseline
   without its runs (a published figure) adds a prior, :func:`prior_sigma`, worth
   :data:`PRIOR_DOF` runs, so that one or two runs never give a spread of zero;
-* the standard error of ``log(estimate / baseline)`` is ``sigma * sqrt(1/n + 1/m)`` (the
-  baseline figure is itself an estimate from m runs; a published figure, m unknown, counts
-  as exact: its tolerance covers it), and the interval is Student's t at the pooled degrees
-  of freedom (``scipy.stats.t``), :data:`CONFIDENCE` two-sided: each decision is a one-sided
-  test at 1%.
+* the standard error of ``log(estimate / baseline)`` is ``sqrt(sigma^2 (1/n + 1/m) + k tau^2)``
+  (the baseline figure is itself an estimate from m runs; a published figure, m unknown, counts
+  as exact: its tolerance covers it; ``tau`` the drift between sessions, :mod:`.drift`, ``k`` the
+  session offsets in the comparison: 2 against a one-session baseline), and the interval is
+  Student's t at Welch-Satterthwaite's degrees of freedom, :data:`CONFIDENCE` two-sided.
 
 :func:`decide`, against the threshold ``baseline x (1 - tolerance)``:
 
-* **regression** when the whole interval is below it, and below it less the slowdown the host itself showed
-  (:func:`host_slowdown`, at most the tolerance) where the counted runs' host probes read below the
-  baseline's beyond their noise: a slower host is no evidence against the code, and a slowdown it could
-  explain stays undecided (its verdict says so);
+* **regression** when the interval's top at the look's boundary (:func:`t_boundary`, :mod:`.looks`: the
+  looks of a case spend 1% together) is below it;
 * **improved** when the whole interval is above ``baseline x (1 + tolerance)``;
 * **pass** when the whole interval is above it, or, on a host whose runs vary more than the
   tolerance can resolve, when the estimate is above it and the interval rules out a slowdown of
@@ -64,6 +62,8 @@ NOISE_SIGMAS = 3
 PRIOR_DOF = 3
 #: The baseline runs from which its measured spread replaces the prior.
 MEASURED_SPREAD_RUNS = 3
+#: Degrees of freedom beyond which t is the normal (and a results document keeps a number, not an infinity).
+MAX_DOF = 1e6
 #: The least spread (CV between runs) the interval assumes, whatever the runs show.
 FLOOR_CV = 0.01
 
@@ -86,6 +86,24 @@ def prior_sigma(tolerance: float) -> float:
 
 
 @dataclasses.dataclass(frozen=True)
+class Drift:
+    """How far a host's level moves between sessions: ``tau``, the standard deviation of a session's offset on
+    the log scale (its runs all share it), with its degrees of freedom (None: a stated prior, taken as known)
+    and where it comes from (:mod:`pytest_dlperf.gate.drift`)."""
+
+    tau: float
+    dof: float | None = None
+    source: str = "prior"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Drift:
+        return cls(data["tau"], data.get("dof"), data.get("source", "prior"))
+
+
+@dataclasses.dataclass(frozen=True)
 class Estimate:
     """The case's figure from its evidence runs, with its interval, relative to a baseline (when one)."""
 
@@ -98,6 +116,9 @@ class Estimate:
     baseline: float | None = None
     baseline_runs: int = 0
     confidence: float = CONFIDENCE
+    se: float = 0.0  # the standard error of log(value / baseline), the drift between sessions in it
+    tau: float = 0.0  # the drift between sessions it assumed (Drift.tau)
+    offsets: float = 0.0  # session offsets in se: 1 (the session's), 2 (and a one-session baseline's)
 
     @property
     def difference(self) -> float | None:
@@ -108,6 +129,10 @@ class Estimate:
         if self.baseline is None:
             return None
         return self.low / self.baseline - 1.0, self.high / self.baseline - 1.0
+
+    def bound(self, quantile: float) -> float:
+        """The interval's top at ``quantile`` (t units) standard errors: ``value x exp(quantile x se)``."""
+        return self.value * math.exp(min(700.0, quantile * self.se))  # a first look at 1 dof: t near 10^4
 
     def interval_text(self, fmt=lambda v: f"{v:.1f}") -> str:
         return f"{round(100 * self.confidence)}% CI {fmt(self.low)}-{fmt(self.high)}, {self.runs} run" + \
@@ -122,7 +147,8 @@ class Estimate:
         value = data["value"]
         return cls(value, data.get("low", value), data.get("high", value), data.get("runs", 1), data.get("sigma", 0.0),
                    data.get("dof", 0.0), data.get("baseline"), data.get("baseline_runs", 0),
-                   data.get("confidence", CONFIDENCE))
+                   data.get("confidence", CONFIDENCE), data.get("se", 0.0), data.get("tau", 0.0),
+                   data.get("offsets", 0.0))
 
 
 def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], tolerance: float) -> tuple[float, float]:
@@ -138,23 +164,41 @@ def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], toleranc
     return max(math.log1p(FLOOR_CV), math.sqrt(squares / dof)), dof
 
 
+def standard_error(sigma: float, dof: float, runs: int, baseline_runs: int, drift: Drift | None,
+                   offsets: float) -> tuple[float, float]:
+    """(se, dof) of ``log(session mean / baseline)``: ``sqrt(sigma^2 (1/n + 1/m) + offsets x tau^2)``, its
+    degrees of freedom by Welch-Satterthwaite from sigma's and tau's (a prior tau counts as known)."""
+    within = sigma ** 2 * (1 / runs + (1 / baseline_runs if baseline_runs else 0))
+    between = offsets * drift.tau ** 2 if drift is not None else 0.0
+    if between <= 0:
+        return math.sqrt(within), dof
+    parts = within ** 2 / dof + (between ** 2 / drift.dof if drift.dof else 0.0)
+    return math.sqrt(within + between), min(MAX_DOF, (within + between) ** 2 / parts)
+
+
 def estimate(values: Sequence[float], tolerance: float, baseline: float | None = None,
-             baseline_runs: Sequence[float] = (), confidence: float = CONFIDENCE) -> Estimate:
+             baseline_runs: Sequence[float] = (), confidence: float = CONFIDENCE, drift: Drift | None = None,
+             offsets: float = 2.0) -> Estimate:
     """The geometric mean of ``values`` (run medians) with its ``confidence`` interval.
 
     With a ``baseline``, the interval is that of ``mean / baseline`` (times the baseline), the
-    baseline's own ``baseline_runs`` widening it as an estimate from m runs.
-    """
+    baseline's own ``baseline_runs`` widening it as an estimate from m runs, and ``drift`` (the
+    between-session term) by ``offsets`` session offsets: 2 for a baseline that is one session's
+    figure (the session's offset and the baseline's), 1 for one whose runs are sessions already (a
+    baseline from history, whose spread carries the offsets)."""
     if not values:
         raise ValueError("no run to estimate from")
     logs = [math.log(v) for v in values]
     base_logs = [math.log(v) for v in baseline_runs if v > 0] if baseline is not None else []
     sigma, dof = pooled_sigma(logs, base_logs, tolerance)
+    if baseline is None:
+        drift = None
     center = statistics.fmean(logs)
-    se = sigma * math.sqrt(1 / len(logs) + (1 / len(base_logs) if base_logs else 0))
+    se, dof = standard_error(sigma, dof, len(logs), len(base_logs), drift, offsets)
     half = t_quantile(0.5 + confidence / 2, dof) * se
     return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), len(logs), sigma, dof,
-                    baseline, len(base_logs), confidence)
+                    baseline, len(base_logs), confidence, se, drift.tau if drift is not None else 0.0,
+                    offsets if drift is not None else 0.0)
 
 
 def t_quantile(q: float, dof: float) -> float:
@@ -163,7 +207,24 @@ def t_quantile(q: float, dof: float) -> float:
     ``scipy.stats``'s time (0.23 against 0.65 s here), and it is imported here, not at the top."""
     from scipy import special
 
+    if not math.isfinite(dof) or dof > MAX_DOF:
+        return float(special.ndtri(q))
     return float(special.stdtrit(dof, q))
+
+
+#: The one-sided level of a regression over all the looks of a case together (:mod:`.looks`).
+ALPHA = (1 - CONFIDENCE) / 2
+
+
+def t_boundary(look: int, looks: int, dof: float, alpha: float = ALPHA) -> float:
+    """The regression boundary of look ``look`` of ``looks`` (:func:`pytest_dlperf.gate.looks.boundary`, in
+    standard-normal units) in Student's t units at ``dof``: the t quantile of the same tail probability."""
+    from scipy import special
+
+    from .looks import boundary
+
+    tail = float(special.ndtr(-boundary(look, looks, alpha)))
+    return -t_quantile(tail, dof)
 
 
 #: The most the slowdown a pass must rule out exceeds the tolerance by (a fraction of the baseline): at 40%, a
@@ -177,12 +238,14 @@ def ruled_out(tolerance: float) -> float:
     return min(RULED_OUT * tolerance, tolerance + RULED_OUT_BEYOND, 0.9)
 
 
-def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, excused: float = 0.0) -> Decision:
-    """Regression or improved when the interval lies wholly beyond a threshold; pass when it lies above the
-    lower one, or the estimate does and the interval rules out :func:`ruled_out`; else undecided.
+def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, look: int = 1,
+           looks: int = 1) -> Decision:
+    """Regression when the interval's top at the look's boundary lies below the threshold, improved when the
+    whole interval lies above the upper one; pass when it lies above the lower one, or the estimate does and the
+    interval rules out :func:`ruled_out`; else undecided.
 
-    ``excused``: the share of the baseline a slower host accounts for (:attr:`HostSlowdown.excused`): a
-    regression's interval must lie below ``baseline x (1 - tolerance) x (1 - excused)``.
+    ``look`` of ``looks``: the regression's boundary is that of the look (:func:`t_boundary`: the looks of a case
+    spend :data:`ALPHA` together); one look of one is the interval's own top (1% one-sided).
 
     ``lower_is_better`` (a time to target, :mod:`pytest_dlperf.convergence.verdict`): the thresholds swap
     sides, a regression being the whole interval above ``baseline x (1 + tolerance)``; a pass needs the whole
@@ -197,7 +260,8 @@ def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, ex
         if est.high < low:
             return Decision.IMPROVED
         return Decision.PASS if est.high <= high else Decision.UNDECIDED
-    if est.high < low * (1 - excused):
+    top = est.bound(t_boundary(look, looks, est.dof)) if est.se > 0 and looks > 1 else est.high
+    if top < low:
         return Decision.REGRESSION
     if est.low > high:
         return Decision.IMPROVED
@@ -220,70 +284,12 @@ def runs_to_decide(est: Estimate, tolerance: float, limit: int = 100) -> int | N
     if margin <= 0:
         return None
     q = t_quantile(0.5 + est.confidence / 2, est.dof)
-    rest = (margin / (q * est.sigma)) ** 2 - (1 / est.baseline_runs if est.baseline_runs else 0)
-    if rest <= 0:
+    rest = ((margin / q) ** 2 - est.offsets * est.tau ** 2) / est.sigma ** 2 \
+        - (1 / est.baseline_runs if est.baseline_runs else 0)
+    if rest <= 1 / limit / 2:
         return None
     needed = math.ceil(1 / rest)
     return needed if needed <= limit else None
-
-
-@dataclasses.dataclass(frozen=True)
-class HostSlowdown:
-    """A host that ran a session's counted runs measurably slower than the baseline's: its probe, how far below
-    the baseline's its counted runs' readings were (their geometric mean), and the share of the baseline the
-    verdict excuses for it (:attr:`excused`)."""
-
-    probe: str  # HostProbe.key
-    what: str  # "memory bandwidth"
-    unit: str
-    reading: float  # the counted runs' geometric mean
-    reference: float  # the baseline's runs' geometric mean
-    drop: float  # 1 - reading / reference
-    excused: float  # min(drop, tolerance)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HostSlowdown:
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
-
-
-#: Baseline probe readings (a saved baseline's ``probe_runs``) the host's slowdown is judged against, at the least.
-HOST_REFERENCE_RUNS = MEASURED_SPREAD_RUNS  # where pooled_sigma needs no prior
-
-
-def host_slowdown(figures: Sequence[RunFigure], references: Mapping[str, Sequence[float]] | None,
-                  tolerance: float, confidence: float = CONFIDENCE) -> HostSlowdown | None:
-    """The host's own slowdown in the counted runs, where a probe shows one beyond its noise, or None.
-
-    A regression of the code does not move the host probes (they time a memory copy and matrix products
-    between the windows); a host whose other tenants took more of it does, and slows the case with them.
-    For each probe: the log readings of the counted runs against the baseline's runs' (``references``, by
-    key: a saved baseline's ``probe_runs``, at least :data:`HOST_REFERENCE_RUNS`), Student's t on their pooled
-    spread, one-sided at ``(1 - confidence) / 2`` as every decision here.  The probe that read furthest below,
-    of those below beyond that, is the host's slowdown; the verdict excuses that much of it, at most the
-    tolerance (``excused``): a slowdown beyond the tolerance and it together still fails.
-
-    Measured 2026-11-26 (the README's quick start, ``tiny`` on a 2-core AMD EPYC VM): a save at 4,426.9 img/s,
-    then three unchanged sessions 9-13% below it failed while the memory probe read 6-8% below the save's
-    (within 10%, the per-run limit), the core probe level; ten minutes later the same baseline passed.
-    """
-    out = None
-    for probe in HOST_PROBES:
-        base = [math.log(v) for v in (references or {}).get(probe.key) or () if v and v > 0]
-        now = [math.log(v) for f in figures if not f.busy and (v := f.probe(probe)) and v > 0]
-        if len(base) < HOST_REFERENCE_RUNS or not now:
-            continue
-        sigma, dof = pooled_sigma(now, base, tolerance)  # no prior: the baseline kept its readings
-        gap = statistics.fmean(base) - statistics.fmean(now)
-        if gap <= t_quantile(0.5 + confidence / 2, dof) * sigma * math.sqrt(1 / len(now) + 1 / len(base)):
-            continue
-        drop = -math.expm1(-gap)
-        if out is None or drop > out.drop:
-            out = HostSlowdown(probe.key, probe.what, probe.unit, math.exp(statistics.fmean(now)),
-                               math.exp(statistics.fmean(base)), drop, min(drop, tolerance))
-    return out
 
 
 class StopReason(ValueEnum):
@@ -306,10 +312,10 @@ class Evidence:
     #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
     #: understate the case (see :func:`pytest_dlperf.gate.sequential.assess`).
     busy_counted: bool = False
-    #: What the counted runs' host probes say against the baseline's (:func:`probe_notes`).
+    #: What the counted runs' host probes say against the baseline's (:func:`~.figures.probe_notes`): notes only.
     probes: list[str] = dataclasses.field(default_factory=list)
-    #: The host's own slowdown in the counted runs, beyond its probes' noise (:func:`host_slowdown`): excused.
-    host: HostSlowdown | None = None
+    #: A regression shown by fewer evidence runs than it needs when the budget ended (it fails, "not confirmed").
+    unconfirmed: bool = False
 
     @property
     def busy(self) -> list[RunFigure]:
@@ -336,7 +342,7 @@ class Evidence:
         return {"decision": self.decision.value, "stopped": StopReason(self.stopped).value,
                 "estimate": None if self.estimate is None else self.estimate.to_dict(),
                 "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures],
-                "probes": list(self.probes), "host": None if self.host is None else self.host.to_dict()}
+                "probes": list(self.probes), "unconfirmed": self.unconfirmed}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
@@ -345,4 +351,4 @@ class Evidence:
                    Estimate.from_dict(estimate) if estimate else None,
                    Decision(data.get("decision", Decision.UNDECIDED.value)),
                    StopReason(data.get("stopped", StopReason.DECIDED.value)), bool(data.get("busy_counted")),
-                   list(data.get("probes") or []), HostSlowdown.from_dict(data["host"]) if data.get("host") else None)
+                   list(data.get("probes") or []), bool(data.get("unconfirmed")))

@@ -1,17 +1,15 @@
 """A run's figure: the median of its windows, whether a named cause made it no evidence, and its host probes.
 
-A run is *busy*, no evidence either way, only for a cause the message names (:func:`busy_reason`): other
-processes on the machine's CPUs while they were saturated, the hypervisor's steal, another process on the
-case's GPU, clock throttling for the machine's sake.  The host probes (:class:`HostProbe`: memory bandwidth
-and core speed, timed between windows) excuse nothing: a probe that drifts within its own noise proves
-nothing about the case, and a slowdown of the case's own code does not move them
-(tests/test_sequential.py shows it).  A run whose probe read *far below* the baseline's, beyond the probe's
-drop (``--dlperf-max-bandwidth-drop``, ``--dlperf-max-core-drop``) and beyond :data:`PROBE_SIGMAS` of the
-probe's own spread between the baseline's runs, measured a host that gave it less than the baseline's
-did: it is busy, named so (:func:`starved`), never a pass or a fail by itself.  Where the counted runs'
-probes read far from the baseline's otherwise, the verdict says so beside its figures (:func:`probe_notes`);
-where, together, they read below the baseline's runs' beyond their noise, the host itself ran slower, and a
-regression must exceed that (:func:`pytest_dlperf.gate.evidence.host_slowdown`).
+A run is *busy*, no evidence either way, only for a cause the message names (:func:`busy_reason`), each
+measured outside the case's own processes: other processes on the machine's CPUs while they were saturated,
+the hypervisor's steal, another process on the case's GPU, clock throttling for the machine's sake.  The host
+probes (:class:`HostProbe`: memory bandwidth and core speed, timed by the worker between windows) excuse
+nothing in a verdict: they run beside the case's own processes (its data loaders, its memory traffic), so a
+build that itself streams more memory reads them lower, and an excuse the code under test can trigger is no
+excuse.  Where the counted runs' probes read far from the baseline's, the verdict says so beside its figures
+(:func:`probe_notes`); the drift of a host between sessions is in the verdict's interval
+(:mod:`pytest_dlperf.gate.drift`).  Only a baseline being saved sets aside runs whose probe read far below its
+own runs' quiet level (:func:`outliers`): the same code on both sides, so the probes compare hosts there.
 """
 
 from __future__ import annotations
@@ -152,27 +150,6 @@ def _set_aside(figures: Sequence[RunFigure], limits: Mapping[str, tuple[float, f
     return out
 
 
-def starved(figures: Sequence[RunFigure], references: Mapping[str, float | None],
-            spreads: Mapping[str, Sequence[float]] | None, drops: Mapping[str, float | None] | None) -> list[RunFigure]:
-    """``figures``, each run whose host probe read below the baseline's by more than the probe's drop and
-    :data:`PROBE_SIGMAS` x its own spread between the baseline's runs (``spreads``: at least 3 readings) made
-    busy, saying which probe and how far: the host gave that run less than it gave the baseline's runs.  A
-    baseline without its runs' readings (a published figure) makes none busy."""
-    limits = {}
-    for probe in HOST_PROBES:
-        reference = references.get(probe.key)
-        reach = _reach(probe, reference, (spreads or {}).get(probe.key), drops)
-        if reach is not None and reach[1]:
-            limits[probe.key] = reference, reach[0]
-
-    def describe(probe: HostProbe, value: float, reference: float, limit: float) -> str:
-        return (f"the host's {probe.what} read {1 - value / reference:.0%} below the baseline's ({value:.1f} against "
-                f"{reference:.1f} {probe.unit}, beyond {limit:.0%}: {PROBE_SIGMAS} x its spread between the "
-                f"baseline's runs and --dlperf-max-{'bandwidth' if probe is MEMORY else 'core'}-drop), another "
-                f"tenant of the host")
-    return _set_aside(figures, limits, describe)
-
-
 #: Runs with probe readings a baseline being saved needs before its runs are held against their quiet level.
 SELF_REFERENCE_RUNS = 4
 #: The median absolute deviation times this estimates a normal spread's standard deviation.
@@ -213,7 +190,8 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
                 spreads: Mapping[str, Sequence[float]] | None = None,
                 drops: Mapping[str, float | None] | None = None) -> list[str]:
     """What the counted runs' host probes (their median) say against the baseline's, where they read far from
-    it: more than the probe's ``drops`` (:data:`MAX_BANDWIDTH_DROP`, :data:`MAX_CORE_DROP`; None: never named)
+    it: more than the probe's ``drops`` (:data:`MAX_BANDWIDTH_DROP`, :data:`MAX_CORE_DROP` on the CPU; None: never
+    named, a GPU case's)
     and outside :data:`PROBE_SIGMAS` of the probe's own spread between the baseline's runs (``spreads``: their
     readings).  Nothing here decides: a faster host may hide a slowdown, a slower one may explain part of one.
 

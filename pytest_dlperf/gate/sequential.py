@@ -1,18 +1,15 @@
 """The sequential verdict: measure one fresh run at a time until the evidence decides, or the budget ends.
 
-:func:`measure_until_decided` runs ``--dlperf-runs`` runs, then after each run estimates the
-case from the runs that are evidence (:mod:`.evidence`) and stops when the interval decides
-(regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
-``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  A run
-measured on a busy machine (a cause the message names: other processes on the saturated CPUs,
-steal, another process on the GPU, throttling, a host probe far below the baseline's;
-``--dlperf-max-interference``) is no evidence: the
-next run starts after a short wait, and a second busy run in a row ends the case, inconclusive
-(busy), rather than measuring a busy machine up to the budget.  A regression needs
-:data:`REGRESSION_RUNS` evidence runs, and where the counted runs' host probes show the host itself slower
-than the baseline's beyond their noise, an interval below the threshold less that slowdown (at most the
-tolerance: :func:`~.evidence.host_slowdown`); ``--dlperf-max-interference off`` turns that off too.  A case
-still undecided at the budget is *inconclusive*.
+:func:`measure_until_decided` runs ``--dlperf-runs`` runs, then after each run (a *look*) estimates the
+case from the runs that are evidence (:mod:`.evidence`, with the drift between sessions of :mod:`.drift`) and
+stops when it decides (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
+``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  The looks are paid for: a
+regression's boundary is that of the look among those the budget plans (:mod:`.looks`), so that all of them
+together fail a case exactly at its threshold at most 1% of the time.  A run measured on a busy machine (a
+cause the message names, measured outside the case's processes: other processes on the saturated CPUs, steal,
+another process on the GPU, throttling; ``--dlperf-max-interference``) is no evidence: the next run starts
+after a short wait, and a second busy run in a row ends the case, inconclusive (busy), rather than measuring
+a busy machine up to the budget.  A case still undecided at the budget is *inconclusive*.
 
 A baseline being saved measures :data:`SAVE_RUNS` counted runs unless ``--dlperf-runs`` says how
 many: its runs' spread is what every later verdict against it pools with its own.
@@ -28,6 +25,7 @@ from ..results.case import Expected
 from ..results.runs import Attempt
 from . import evidence as ev
 from . import figures as fig
+from .drift import prior as prior_drift
 from .evidence import Evidence, StopReason
 
 #: The longest wait before the run after a busy one (never longer than that run took).
@@ -72,23 +70,29 @@ class Budget:
     max_runs: int = 10  # --dlperf-max-runs
     max_seconds: float | None = None  # --dlperf-max-seconds
     max_interference: float | None = fig.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
-    max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # --dlperf-max-bandwidth-drop: named beyond it
-    max_core_drop: float | None = fig.MAX_CORE_DROP  # --dlperf-max-core-drop: named beyond it
+    max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # the memory probe named beyond it (None: off, GPUs)
+    max_core_drop: float | None = fig.MAX_CORE_DROP  # the core probe, likewise
+    planned: int | None = None  # the looks planned (a replay's budget stops at its kept runs): max_runs's
+
+    @property
+    def looks(self) -> int:
+        """The looks a case plans: one after each of its runs from the ``first_runs``-th to ``max_runs``."""
+        return max(1, (self.planned or self.max_runs) - self.first_runs + 1)
+
+    def look(self, counted: int) -> int:
+        """Which look ``counted`` evidence runs are (1-based)."""
+        return max(1, counted - self.first_runs + 1)
 
     @property
     def probe_drops(self) -> dict[str, float | None]:
         return {fig.MEMORY.key: self.max_bandwidth_drop, fig.CORE.key: self.max_core_drop}
 
 
-#: Evidence runs a regression needs before it is declared (while the run budget allows them).
-REGRESSION_RUNS = 2
-
-
 def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
-           tolerance: float, host: ev.HostSlowdown | None = None) -> tuple[ev.Estimate | None, ev.Decision, bool]:
+           tolerance: float, drift: ev.Drift | None = None,
+           budget: Budget = Budget()) -> tuple[ev.Estimate | None, ev.Decision, bool]:
     """The estimate from the runs that are evidence, what it decides (no baseline: pass), and whether the busy
-    runs are in it.  ``host``: the host's own slowdown in the counted runs, which a regression must exceed
-    (:func:`~.evidence.host_slowdown`).
+    runs are in it.  ``drift``: the drift between sessions in the interval (None: the prior); ``budget``: its looks.
 
     A busy run is no evidence of a regression, but the slowness it shows is the machine's: it
     measured at most what the case gives on a quiet machine.  So where the evidence runs alone
@@ -103,52 +107,45 @@ def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline
     base = expected.throughput if expected is not None else None
     runs = baseline_runs if base is not None else ()
     estimate, decision = None, ev.Decision.UNDECIDED
+    # A baseline from history is sessions' figures: their spread carries the offsets; a file's is one session's.
+    offsets = 1.0 if expected is not None and expected.figures else 2.0
+    drift = prior_drift(tolerance) if drift is None else drift
     if values:
-        estimate = ev.estimate(values, tolerance, base, runs)
-        decision = ev.decide(estimate, tolerance, excused=host.excused if host is not None else 0.0)
+        estimate = ev.estimate(values, tolerance, base, runs, drift=drift, offsets=offsets)
+        decision = ev.decide(estimate, tolerance, look=budget.look(len(values)), looks=budget.looks)
     if base is not None and decision is ev.Decision.UNDECIDED and len(values) < len(figures):
-        with_busy = ev.estimate([f.value for f in figures], tolerance, base, runs)
+        with_busy = ev.estimate([f.value for f in figures], tolerance, base, runs, drift=drift, offsets=offsets)
         if ev.decide(with_busy, tolerance) in (ev.Decision.PASS, ev.Decision.IMPROVED):
             return with_busy, ev.decide(with_busy, tolerance), True
     return estimate, decision, False
 
 
+#: Evidence runs a regression needs before it is declared (while the run budget allows them): one fresh run can be
+#: an outlier the normal model of the others does not foresee (measured here: one unchanged run 25% below a
+#: baseline whose five runs spread 9%).
+REGRESSION_RUNS = 2
+
+
 def out_of_budget(evidence: Evidence, unconfirmed: bool, why: StopReason) -> Evidence:
-    """The evidence when the budget ends: a regression that fewer than :data:`REGRESSION_RUNS` evidence
-    runs show (the others busy, or a budget of one run) is not confirmed, so undecided: the
-    verdict is inconclusive, and with its estimate below the threshold it fails by default,
-    saying "not confirmed" (``--dlperf-inconclusive``)."""
+    """The evidence when the budget ends (``why``): undecided; a regression that fewer than
+    :data:`REGRESSION_RUNS` evidence runs show (the others busy, or a budget of one run) is marked
+    ``unconfirmed``: its verdict fails, saying so and why the runs stopped."""
     evidence.stopped = why
     if unconfirmed:
         evidence.decision = ev.Decision.UNDECIDED
+        evidence.unconfirmed = True
     return evidence
 
 
-def run_figures(attempt: Attempt, budget: Budget, references: Mapping[str, float | None],
-                probe_runs: Mapping[str, Sequence[float]] | None, saving: bool) -> list[fig.RunFigure]:
-    """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`) or a host probe far
-    below the baseline's (:func:`~.figures.starved`), or for a baseline being saved (``saving``) far below
-    its own runs' (:func:`~.figures.outliers`); with ``--dlperf-max-interference off``, none busy."""
+def run_figures(attempt: Attempt, budget: Budget, saving: bool) -> list[fig.RunFigure]:
+    """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`), or for a baseline being
+    saved (``saving``) far below its own runs' (:func:`~.figures.outliers`); with ``--dlperf-max-interference
+    off``, none busy.  A host probe far below the baseline's makes no run busy: the probes run beside the case's
+    own processes, which can move them (a build that streams more memory reads a lower bandwidth)."""
     figures = fig.run_figures(attempt.runs, budget.max_interference)
-    if budget.max_interference is None:
+    if budget.max_interference is None or not saving:
         return figures
-    if saving:
-        return fig.outliers(figures, budget.probe_drops)
-    return fig.starved(figures, references, probe_runs, budget.probe_drops)
-
-
-def _host_slowdown(figures: Sequence[fig.RunFigure], expected: Expected | None,
-                   probe_runs: Mapping[str, Sequence[float]] | None, budget: Budget,
-                   counted_runs: int) -> ev.HostSlowdown | None:
-    """The host's own slowdown a regression must exceed (:func:`~.evidence.host_slowdown`): for a case judged
-    against a baseline (not one being saved), unless busy runs are off (``--dlperf-max-interference off``), from
-    the probes that are on (``--dlperf-max-bandwidth-drop``, ``--dlperf-max-core-drop``: off by default for a
-    case on GPUs, whose throughput the host's memory and cores do not set)."""
-    if expected is None or counted_runs or budget.max_interference is None:
-        return None
-    drops = budget.probe_drops
-    return ev.host_slowdown(figures, {key: readings for key, readings in (probe_runs or {}).items()
-                                      if drops.get(key) is not None}, expected.tolerance)
+    return fig.outliers(figures, budget.probe_drops)
 
 
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
@@ -156,15 +153,16 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
                           more: Callable[[Attempt, Evidence], bool] = lambda attempt, evidence: False,
                           sleep: Callable[[float], None] = time.sleep, counted_runs: int = 0,
                           probe_runs: Mapping[str, Sequence[float]] | None = None, spacing: float = 0.0,
-                          clock: Callable[[], float] = time.monotonic) -> tuple[Attempt, Evidence]:
+                          clock: Callable[[], float] = time.monotonic,
+                          drift: ev.Drift | None = None) -> tuple[Attempt, Evidence]:
     """Measure ``measure_one(index)`` (one fresh run each) until decided or out of budget.
 
     ``counted_runs``: runs that must be evidence (not busy) before a decided case stops, within the
     budget: a baseline being saved (``--dlperf-save-baseline``) re-measures its busy runs, so that
     its figure and spread come from as many runs of a quiet machine as were asked for.
 
-    ``probe_runs``: the baseline's runs' host probe readings (by key), for the probes' own spread
-    (:func:`pytest_dlperf.gate.figures.probe_notes`) and the host's own slowdown (:func:`_host_slowdown`).
+    ``probe_runs``: the baseline's runs' host probe readings (by key), for the probes' own spread in the notes
+    (:func:`pytest_dlperf.gate.figures.probe_notes`).
 
     ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
     that failed).  The tolerance is the expected one (a case without a baseline is decided
@@ -172,6 +170,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
 
     ``spacing``: the least seconds between two runs' starts (a save: :data:`SAVE_SPAN` over its counted runs),
     waited for with ``sleep``; ``clock``: the time, as :func:`time.monotonic` gives it.
+
+    ``drift``: the drift between sessions the interval carries (:mod:`.drift`); None: the prior.
     """
     tolerance = expected.tolerance if expected is not None else 0.05
     references = {probe.key: getattr(expected, probe.key, None) if expected is not None else None
@@ -186,16 +186,13 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         attempts.append(measure_one(index))
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
-        figures = run_figures(attempt, budget, references, probe_runs, counted_runs > 0)
+        figures = run_figures(attempt, budget, counted_runs > 0)
         if len(attempts) < budget.first_runs:
             continue
-        host = _host_slowdown(figures, expected, probe_runs, budget, counted_runs)
-        estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, host)
+        estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, drift, budget)
         evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted,
-                            fig.probe_notes(figures, references, probe_runs, budget.probe_drops), host)
-        # A regression needs REGRESSION_RUNS runs that agree: one fresh run can be an outlier the spread
-        # of earlier runs does not foresee (measured here: one unchanged run 25% below a baseline whose
-        # five runs spread 9%).  Fine and improved cases are decided on their first run.
+                            fig.probe_notes(figures, references, probe_runs, budget.probe_drops))
+        # A regression needs REGRESSION_RUNS runs that agree.  Fine and improved cases are decided on their first run.
         unconfirmed = decision is ev.Decision.REGRESSION and estimate.runs < REGRESSION_RUNS
         wanting = sum(not f.busy for f in figures) < counted_runs
         if decision is not ev.Decision.UNDECIDED and not (unconfirmed or wanting) and not more(attempt, evidence):

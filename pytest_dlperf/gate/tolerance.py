@@ -16,32 +16,40 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from .evidence import CONFIDENCE, RULED_OUT, RULED_OUT_BEYOND, ruled_out, t_quantile
+from .evidence import CONFIDENCE, ruled_out, standard_error, t_quantile
 
 #: The widest tolerance a baseline takes (the schema takes less than 1).
 MAX_SAVED_TOLERANCE = 0.9
 
 
+def _half(sigma: float, baseline_runs: int, runs: int, tolerance: float) -> float:
+    """The interval's half-width (log scale) of ``runs`` session runs against a saved baseline of ``baseline_runs``,
+    runs varying ``sigma``, the drift between sessions the prior's (:func:`pytest_dlperf.gate.drift.prior`)."""
+    from .drift import prior
+
+    dof = max(1, baseline_runs - 1 + runs - 1)
+    se, dof = standard_error(sigma, dof, runs, max(1, baseline_runs), prior(tolerance), 2.0)
+    return t_quantile(0.5 + CONFIDENCE / 2, dof) * se
+
+
 def runs_to_pass(sigma: float, baseline_runs: int, tolerance: float, limit: int = 200) -> int | None:
     """About how many runs a session needs to pass an unchanged case (its estimate on the baseline's figure)
     against a baseline of ``baseline_runs`` runs, where runs vary ``sigma`` (the standard deviation of
-    log(run figure)); None where no number of runs up to ``limit`` would."""
+    log(run figure)) and sessions drift as the prior says; None where no number of runs up to ``limit`` would."""
     margin = -math.log(1 - ruled_out(tolerance))
     for n in range(1, limit + 1):
-        dof = max(1, baseline_runs - 1 + n - 1)
-        half = t_quantile(0.5 + CONFIDENCE / 2, dof) * sigma * math.sqrt(1 / n + 1 / max(1, baseline_runs))
-        if half <= margin:
+        if _half(sigma, baseline_runs, n, tolerance) <= margin:
             return n
     return None
 
 
 def decidable_tolerance(sigma: float, baseline_runs: int, runs: int) -> float:
-    """The least tolerance at which ``runs`` session runs pass an unchanged case (rounded up to a whole percent)."""
-    dof = max(1, baseline_runs - 1 + runs - 1)
-    half = t_quantile(0.5 + CONFIDENCE / 2, dof) * sigma * math.sqrt(1 / runs + 1 / max(1, baseline_runs))
-    ruled = -math.expm1(-half)  # the slowdown the interval rules out: ruled_out(tolerance), inverted
-    needed = ruled / RULED_OUT if ruled / RULED_OUT <= RULED_OUT_BEYOND / (RULED_OUT - 1) else ruled - RULED_OUT_BEYOND
-    return min(MAX_SAVED_TOLERANCE, math.ceil(needed * 100 - 1e-9) / 100)
+    """The least tolerance, in whole percents, at which ``runs`` session runs pass an unchanged case."""
+    for percent in range(1, round(100 * MAX_SAVED_TOLERANCE)):
+        tolerance = percent / 100
+        if _half(sigma, baseline_runs, runs, tolerance) <= -math.log(1 - ruled_out(tolerance)):
+            return tolerance
+    return MAX_SAVED_TOLERANCE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..results.case import Expected, GateResult, GateStatus, Scaling, Status
 from ..results.telemetry import gpu_utilizations
-from .evidence import Decision, Estimate, Evidence, HostSlowdown, StopReason, ruled_out, runs_to_decide
+from .evidence import Decision, Estimate, Evidence, StopReason, ruled_out, runs_to_decide
 from .format import fmt_pct, fmt_signed, fmt_value
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
@@ -154,7 +154,8 @@ def busy_lines(evidence: Evidence) -> list[str]:
 
 #: Where an undecided case's runs stopped, for its message.
 STOPPED_AT = {StopReason.MAX_RUNS: "after {runs} runs (--dlperf-max-runs)",
-              StopReason.TIME_BUDGET: "at the time budget (--dlperf-max-seconds)"}
+              StopReason.TIME_BUDGET: "at the time budget (--dlperf-max-seconds)",
+              StopReason.BUSY: "after busy runs in a row"}
 
 
 def busy_stop_line(evidence: Evidence) -> str:
@@ -275,25 +276,14 @@ def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool
     return f"undecided {at}: too noisy for {fmt_pct(tol)} here ({_varies(est)}) {goal}; {would}"
 
 
-def host_line(host: HostSlowdown, threshold: float, unit: str) -> str:
-    """Why a case whose interval lies below its threshold did not fail: the host ran its runs slower."""
-    return (f"not failed: the host's {host.what} read {fmt_pct(host.drop)} below the baseline's in these runs "
-            f"({host.reading:.1f} against {host.reference:.1f} {host.unit}, beyond its spread between the baseline's "
-            f"runs), which a slower build does not move: another tenant of the host may have slowed them; a "
-            f"regression needs its interval below {fmt_value(threshold * (1 - host.excused))} {unit} (the threshold "
-            f"less {fmt_pct(host.excused)})")
-
-
 def _undecided(j: Judged, est: Estimate, expected: Expected) -> Verdict:
     base, diff = expected.throughput, est.value / expected.throughput - 1.0
     threshold = base * (1 - expected.tolerance)
-    host = j.evidence.host
-    excused = [host_line(host, threshold, j.unit)] if host is not None and est.high < threshold else []
-    if est.high < threshold * (1 - (host.excused if host is not None else 0.0)):
-        # the whole interval below, from fewer runs than a regression needs (the budget)
+    if j.evidence.unconfirmed:  # a regression at its look's boundary, from fewer runs than a regression needs
+        at = STOPPED_AT[StopReason(j.evidence.stopped)].format(runs=len(j.evidence.figures))
         lines = [headline("FAIL", j.case_id, est, j.unit, expected),
                  f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}, from {est.runs} "
-                 f"run{'s' if est.runs != 1 else ''}: not confirmed by a second (the run budget ended)", *j.tail]
+                 f"run{'s' if est.runs != 1 else ''}: not confirmed by a second (the runs stopped {at})", *j.tail]
         return Verdict(FAIL, REASON.join(lines), diff)
     below = est.value < threshold
     failed = inconclusive_fails(j.inconclusive, below)
@@ -301,15 +291,27 @@ def _undecided(j: Judged, est: Estimate, expected: Expected) -> Verdict:
     busy = j.evidence.stopped == StopReason.BUSY
     if busy:
         lines.append(busy_stop_line(j.evidence))
-    if excused:
-        lines += excused
-    elif not busy:
+    else:
         lines.append(_what_would_decide(j, est, expected, below))
     lines += j.tail
     if failed:
         lines.append("fails: its estimate is below the threshold, not confirmed (--dlperf-inconclusive below)"
                      if j.inconclusive == "below" else "fails: --dlperf-inconclusive fail")
     return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)
+
+
+def never_decided(verdict: Verdict, streak: int, nights: int) -> Verdict:
+    """``verdict``, failed where it is inconclusive and the case's ``streak`` last sessions (in the history store)
+    were too, ``nights`` in a row with this one (``--dlperf-inconclusive-nights``): a case that never decides
+    would stay green every night while it could be slower by anything its noise hides."""
+    if not verdict.inconclusive or verdict.failed or streak + 1 < nights:
+        return verdict
+    first, *rest = verdict.message.split(REASON)
+    line = (f"fails: inconclusive {streak + 1} sessions in a row in the history store (--dlperf-inconclusive-nights "
+            f"{nights}): the case is never decided here; make its runs steadier, give it more runs "
+            f"(--dlperf-max-runs) or a wider tolerance")
+    return Verdict(FAIL, REASON.join(["FAIL" + first.removeprefix("INCONCLUSIVE"), *rest, line]),
+                   verdict.difference, inconclusive=True)
 
 
 #: The verdict of each decision; an undecided case's is :func:`_undecided`.

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from .. import environment
 from ..cases import Case, OptionError
+from ..gate import drift as gate_drift
+from ..gate.evidence import Drift
 from ..results.case import CaseResult, Expected
 from . import analysis, changepoints, dashboard, text
 from .dashboard import LinkPattern
-from .records import case_rows, machine_class, session_row
+from .records import Point, case_rows, machine_class, session_row
 from .store import StoreError, store_for
 
 if TYPE_CHECKING:
@@ -35,11 +37,30 @@ SAVE_REFERENCE_SESSIONS = 5
 
 @dataclasses.dataclass
 class HistoryBaselines:
-    """``--dlperf-baseline-from-history N``: per case id, its last N sessions on this machine class."""
+    """What a session takes from its history store before any case: per case id, its last N sessions on this
+    machine class (``--dlperf-baseline-from-history N``; N 0: none asked for), each case's figures on the trend
+    (its drift between sessions, :mod:`pytest_dlperf.gate.drift`) and its last verdicts (a streak of
+    inconclusive nights, ``--dlperf-inconclusive-nights``)."""
 
     count: int
     machine: str
     baselines: dict[str, analysis.HistoryBaseline]
+    #: On the trend, oldest first: each night's figure and its runs'.
+    nights: dict[str, list[tuple[float, tuple[float, ...]]]] = dataclasses.field(default_factory=dict)
+    verdicts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # every night's, oldest first
+
+    def drift(self, case_id: str, tolerance: float) -> Drift:
+        """The case's drift between sessions: its own nights, else its machine class's, else the prior."""
+        return gate_drift.drift(self.nights.get(case_id), self.nights, tolerance)
+
+    def inconclusive_streak(self, case_id: str) -> int:
+        """The case's last nights in a row that ended inconclusive."""
+        count = 0
+        for verdict in reversed(self.verdicts.get(case_id, [])):
+            if verdict != "inconclusive":
+                break
+            count += 1
+        return count
 
     def expected(self, case: Case, unit: str, tolerance: float | None) -> Expected | None:
         """The case's expected figure from history: the median of its last N sessions here, judged with the
@@ -54,7 +75,8 @@ class HistoryBaselines:
 def check(options: Options, root: Path) -> HistoryBaselines | None:
     """Before any case: the history options make sense and the store opens (its schema created on first use).
 
-    Returns the baselines from history when ``--dlperf-baseline-from-history`` asks for them.
+    Returns what the session takes from the store (:class:`HistoryBaselines`): the baselines from history when
+    ``--dlperf-baseline-from-history`` asks for them, each case's drift between sessions and its last verdicts.
     Raises :class:`OptionError` with one line naming the option and the problem.
     """
     url = options.history_url
@@ -82,14 +104,22 @@ def check(options: Options, root: Path) -> HistoryBaselines | None:
             raise OptionError(f"--dlperf-history-html: {exc}") from None
     try:
         with store_for(url).open() as store:
-            if not options.baseline_from_history:
-                return None
             machine = machine_class(options.device, environment.collect(root))
             points = store.points(machine=machine)
     except StoreError as exc:
         raise OptionError(f"--dlperf-history: {exc}") from None
-    count = options.baseline_from_history
-    return HistoryBaselines(count, machine, analysis.baselines(points, count))
+    return from_points(points, options.baseline_from_history or 0, machine)
+
+
+def from_points(points: list[Point], count: int, machine: str) -> HistoryBaselines:
+    """What a session takes from its machine class's ``points`` (oldest first): the baselines of the cases' last
+    ``count`` sessions (0: none), their figures on the trend and every night's verdict."""
+    nights = {case_id: [(p.case.throughput, tuple(p.case.runs or ())) for p in group]
+              for (_, case_id), group in analysis.series(points).items()}
+    verdicts: dict[str, list[str]] = {}
+    for point in points:
+        verdicts.setdefault(point.case.case_id, []).append(point.case.verdict)
+    return HistoryBaselines(count, machine, analysis.baselines(points, count) if count else {}, nights, verdicts)
 
 
 def save_references(options: Options, root: Path) -> HistoryBaselines | None:

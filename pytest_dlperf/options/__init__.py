@@ -30,6 +30,9 @@ from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, inte
                       number, plot_folder, record_folder, switch, text, trusted_paths, words)
 
 DEVICES = ("auto", "cuda", "cpu")
+#: Sessions in a row a case may end inconclusive before it fails, with a history store: a night that never decides is
+#: not green forever.
+INCONCLUSIVE_NIGHTS = 3
 #: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
 MAX_RUNS = 10
 #: The options that name files or folders the session writes, checked before any case runs (``folder``: a folder).
@@ -134,15 +137,6 @@ OPTIONS = (
                                "one CPU, on a saturated machine; or any other process on the GPU) is busy: not "
                                "counted, and a second busy run in a row ends the case inconclusive (default 50; off: "
                                "never).", "PERCENT", number(0, default=MAX_INTERFERENCE, off=True)),
-    Option("max-bandwidth-drop", "the verdict names the host's memory bandwidth where its runs' probe read this much "
-                                 "(a fraction) above or below the baseline's, and outside 3 x the probe's own spread "
-                                 "between the baseline's runs; a run whose probe read that far below is busy (the "
-                                 "host gave it less), never a verdict by itself (default 0.1 for cases on the CPU, off "
-                                 "on GPUs; off: never named).", "FRACTION",
-           number(0, 1, default=MAX_BANDWIDTH_DROP, off=True)),
-    Option("max-core-drop", "likewise for the host's core speed (float32 products in numpy) (default 0.1 for cases on "
-                            "the CPU, off on GPUs; off: never named).", "FRACTION",
-           number(0, 1, default=MAX_CORE_DROP, off=True)),
     Option("timeout", "seconds a worker may run before its process group is killed (default: adapts to the measured "
                       "step time).", "SECONDS", number(0)),
     Option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).", "FRACTION",
@@ -193,6 +187,9 @@ OPTIONS = (
                       "sqlite:///PATH or a path (SQLite), or postgresql://USER@HOST/DB.", "URL", field="history_url"),
     Option("baseline-from-history", "judge cases without a baseline entry against their last N sessions on this "
                                     "machine class in the --dlperf-history store.", "N", integer(2)),
+    Option("inconclusive-nights", "with --dlperf-history, a case inconclusive on this many sessions in a row, this "
+                                  "one included, fails, saying so (default 3).", "N",
+           integer(1, default=INCONCLUSIVE_NIGHTS)),
     _switch("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
                             "significant downward step, even within the tolerance."),
     Option("history-html", "at the end of the session, after writing the --dlperf-history store, write the whole "
@@ -252,10 +249,10 @@ def xdist_workers(config: pytest.Config) -> int:
 
 
 
-def probe_drop(value: float | None, given: bool, device: str) -> float | None:
-    """A host probe's drop (``--dlperf-max-bandwidth-drop``, ``--dlperf-max-core-drop``) for cases on ``device``:
-    ``value`` where it was given or the case runs on the CPU, else off (None)."""
-    return value if given or device == "cpu" else None
+def probe_drop(drop: float, device: str) -> float | None:
+    """A host probe's drop (:data:`~pytest_dlperf.gate.figures.MAX_BANDWIDTH_DROP`, ``MAX_CORE_DROP``) for cases on
+    ``device``: ``drop`` on the CPU, off (None) on GPUs, whose throughput the host's memory and cores do not set."""
+    return drop if device == "cpu" else None
 
 class Options:
     """The validated dlperf options of one session, one attribute per :data:`OPTIONS` entry (its ``attribute``),
@@ -283,9 +280,6 @@ class Options:
         self.max_runs = self.max_runs or (self.runs + self.confirm if self.confirm is not None
                                           else max(self.runs, MAX_RUNS))
         del self.confirm  # what it meant is in max_runs
-        # Not given: MAX_BANDWIDTH_DROP and MAX_CORE_DROP for cases on the CPU, off on GPUs (bandwidth_drop()).
-        self.bandwidth_drop_given = was_given["max-bandwidth-drop"]
-        self.core_drop_given = was_given["max-core-drop"]
         if self.nnodes > 1 and self.launcher == "torchrun":
             # Only the node of rank 0 judges: a re-measurement there alone would leave the
             # other nodes waiting at a rendezvous that never comes.
@@ -327,14 +321,12 @@ class Options:
         return bool(self.baseline_path or self.models)
 
     def bandwidth_drop(self, device: str) -> float | None:
-        """``--dlperf-max-bandwidth-drop`` for cases on ``device``: as given, else MAX_BANDWIDTH_DROP on the
-        CPU and off on GPUs (their training hardly uses the host's memory bandwidth)."""
-        return probe_drop(self.max_bandwidth_drop, self.bandwidth_drop_given, device)
+        """The memory probe's drop for cases on ``device``: MAX_BANDWIDTH_DROP on the CPU, off on GPUs."""
+        return probe_drop(MAX_BANDWIDTH_DROP, device)
 
     def core_drop(self, device: str) -> float | None:
-        """``--dlperf-max-core-drop`` for cases on ``device``: as given, else MAX_CORE_DROP on the CPU and off on
-        GPUs (a GPU case's host threads mostly wait for the GPU)."""
-        return probe_drop(self.max_core_drop, self.core_drop_given, device)
+        """The core probe's drop for cases on ``device``: MAX_CORE_DROP on the CPU, off on GPUs."""
+        return probe_drop(MAX_CORE_DROP, device)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as the results document keeps them: those that have a value, never a password."""

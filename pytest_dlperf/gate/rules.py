@@ -1,0 +1,68 @@
+"""The verdict's rules, listed once: the README's verdict table is made here, from the constants the gate uses.
+
+:data:`RULES` names every rule of the throughput verdict and of a save, with where it lives (docs/verdicts.md
+gives each its reason); :func:`readme_table` is the README's table of verdicts, which
+``tests/test_readme_verdicts.py`` checks against the README, so that the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from ..options import INCONCLUSIVE_NIGHTS
+from .evidence import ALPHA, RULED_OUT, RULED_OUT_BEYOND
+from .sequential import BUSY_RUNS, REGRESSION_RUNS
+
+#: Every rule, (what, where): the decision's five, the busy runs' four, the save's five, the notes' one, the
+#: policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's own slowdown) and added one (a case that
+#: never decides).
+RULES = (
+    ("regression: the interval's top at its look's boundary below the threshold", "evidence.decide, looks"),
+    ("a regression needs REGRESSION_RUNS evidence runs; from fewer at the budget: not confirmed", "sequential"),
+    ("improved: the whole interval above baseline x (1 + tolerance)", "evidence.decide"),
+    ("pass: the whole interval above the threshold", "evidence.decide"),
+    ("pass: the estimate above it, the interval ruling out RULED_OUT x the tolerance", "evidence.decide"),
+    ("busy: a named cause measured outside the case's processes", "figures.busy_reason"),
+    ("a busy run counts towards a pass only", "sequential.assess"),
+    ("BUSY_RUNS busy runs in a row end the case", "sequential.measure_until_decided"),
+    ("a case without a baseline is not re-measured for a busy machine", "sequential.assess"),
+    ("a save measures SAVE_RUNS counted runs, re-measuring busy ones", "controller.throughput"),
+    ("a save needs MIN_SAVED_RUNS quiet runs", "sequential.unsaved_reason"),
+    ("a save's counted runs start over --dlperf-save-span", "controller.throughput.save_spacing"),
+    ("a save's run whose probe read far below its own quiet level is busy", "figures.outliers"),
+    ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
+    ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
+    ("--dlperf-inconclusive: which undecided cases fail", "verdict.inconclusive_fails"),
+    ("a case inconclusive --dlperf-inconclusive-nights sessions in a row fails", "verdict.never_decided"),
+    ("sigma: pooled, a prior of tolerance / 3 without the baseline's runs, at least 1%", "evidence.pooled_sigma"),
+    ("tau: the history's, else its machine class's, else a fifth of the tolerance", "drift.drift"),
+)
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:g}%"
+
+
+def readme_table() -> str:
+    """The README's table of verdicts (Markdown), its figures the gate's own."""
+    rows = [
+        ("PASS", f"its interval lies above `baseline x (1 - tolerance)` (on a noisy host: its estimate does, and its "
+                 f"interval rules out a slowdown of {RULED_OUT:g} x the tolerance, at most {_pct(RULED_OUT_BEYOND)} "
+                 f"beyond it)", "PASSED", "nothing"),
+        ("IMPROVED", "its interval lies above `baseline x (1 + tolerance)`", "PASSED",
+         "find out why; then move the baseline ([how](docs/baselines.md#moving-a-baseline))"),
+        ("FAIL", f"its interval lies below `baseline x (1 - tolerance)` at its look's boundary (the looks of a case "
+                 f"fail one at its threshold {_pct(ALPHA)} of the time together: [how](docs/verdicts.md#the-looks)), "
+                 f"from {REGRESSION_RUNS} runs or more (from fewer, \"not confirmed\", where the runs stopped there); or "
+                 f"INCONCLUSIVE {INCONCLUSIVE_NIGHTS} sessions in a row in a history store "
+                 f"(`--dlperf-inconclusive-nights`)", "FAILED",
+         "a regression: [bisect it](docs/triage.md#a-regression)"),
+        ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `--dlperf-max-seconds`, or {BUSY_RUNS} runs "
+                         f"in a row on a busy machine (another job's CPU or GPU use, steal, throttling)",
+         "PASSED (inconclusive), in yellow", "read the next line: more runs, a quieter machine, or a wider tolerance "
+                                             "([triage](docs/triage.md#inconclusive))"),
+        ("ERROR", "the training crashed, ran out of memory or hung", "FAILED",
+         "read the message and the run's log ([triage](docs/triage.md#a-crash-out-of-memory-or-a-hang))"),
+    ]
+    lines = ["| verdict | when | pytest | what to do |", "|---|---|---|---|"]
+    lines += [f"| {' | '.join(row)} |" for row in rows]
+    return "\n".join(lines)
+

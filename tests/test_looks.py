@@ -1,0 +1,105 @@
+"""The verdict's statistics of issue 43: the looks paid for (gate/looks.py), the drift between sessions
+(gate/drift.py) in the interval, and a case that never decides (verdict.never_decided)."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from pytest_dlperf.gate import drift as dr
+from pytest_dlperf.gate import evidence as ev
+from pytest_dlperf.gate import looks
+from pytest_dlperf.gate.verdict import REASON, Verdict, never_decided
+from pytest_dlperf.results.case import Status
+
+
+def test_one_look_is_the_fixed_test_and_the_looks_together_spend_alpha():
+    assert looks.boundary(1, 1, 0.01) == pytest.approx(special.ndtri(0.99), abs=1e-9)
+    assert looks.boundary(1, 1, 0.05) == pytest.approx(1.6449, abs=1e-4)
+    ten = looks.boundaries(10, 0.01)
+    assert list(ten) == sorted(ten, reverse=True)  # O'Brien-Fleming-like: strict first, about 2.4 last
+    assert ten[0] == looks.NEVER and 2.33 < ten[-1] < 2.5
+    # The chance that a case exactly at its threshold crosses at some look: alpha (Monte Carlo, the score's walk).
+    rng = np.random.default_rng(0)
+    walks = np.cumsum(rng.normal(size=(200_000, 10)), axis=1) / np.sqrt(np.arange(1, 11))
+    assert (walks > np.array(ten)).any(axis=1).mean() == pytest.approx(0.01, abs=0.0015)
+    # A look past the plan takes the last boundary; a look before the first is an error.
+    assert looks.boundary(12, 10, 0.01) == ten[-1]
+    with pytest.raises(ValueError):
+        looks.boundary(0, 10, 0.01)
+
+
+def test_the_t_boundary_is_the_same_tail_at_the_dof():
+    z = looks.boundary(3, 5, 0.01)
+    assert ev.t_boundary(3, 5, 8.0) == pytest.approx(stats.t.ppf(stats.norm.cdf(z), 8.0), rel=1e-6)
+    assert ev.t_boundary(3, 5, math.inf) == pytest.approx(z, rel=1e-9)
+
+
+def test_the_drift_widens_the_interval_by_two_offsets_against_a_one_session_baseline():
+    base = [1000.0 * (1 + 0.01 * d) for d in (-1, 0, 1, 0, -1, 1, 0, 0, 1, -1)]
+    bare = ev.estimate([990.0, 1000.0], 0.05, 1000.0, base)
+    drift = ev.Drift(0.02, None)
+    wide = ev.estimate([990.0, 1000.0], 0.05, 1000.0, base, drift=drift)
+    assert wide.se ** 2 == pytest.approx(bare.se ** 2 + 2 * 0.02 ** 2)
+    history = ev.estimate([990.0, 1000.0], 0.05, 1000.0, base, drift=drift, offsets=1)
+    assert history.se ** 2 == pytest.approx(bare.se ** 2 + 0.02 ** 2)
+    # Satterthwaite: a tau known (the prior) adds no uncertainty of its own; one from 4 nights does.
+    assert wide.dof > bare.dof
+    assert ev.estimate([990.0, 1000.0], 0.05, 1000.0, base, drift=ev.Drift(0.02, 4.0)).dof < wide.dof
+
+
+def test_the_drift_comes_from_the_case_s_nights_else_its_machine_s_else_the_prior():
+    assert dr.prior(0.05).tau == pytest.approx(math.log1p(0.01)) and dr.prior(0.05).dof is None
+    rng = np.random.default_rng(1)
+    nights = list(1000.0 * np.exp(rng.normal(0, 0.05, 40)))
+    own = dr.drift(nights, None, 0.05)
+    assert own.tau == pytest.approx(0.05, rel=0.25) and own.dof == pytest.approx(2 * 39 ** 2 / (3 * 39 - 1))
+    assert own.source.startswith("history: this case's 40 sessions")
+    # A slow trend barely moves it (successive differences).
+    trend = [v * (1 + 0.01 * i) for i, v in enumerate(nights)]
+    assert dr.drift(trend, None, 0.05).tau == pytest.approx(own.tau, rel=0.1)
+    # Too few nights of its own: its machine class's, pooled; too few there: the prior.
+    pooled = dr.drift(nights[:2], {"a": nights[:20], "b": nights[20:]}, 0.05)
+    assert pooled.tau == pytest.approx(own.tau, rel=0.1) and "machine class" in pooled.source
+    assert dr.drift(nights[:2], {"a": nights[:3]}, 0.05) == dr.prior(0.05)
+    # Each night's own noise (its runs' spread / their number) is not drift: nights that differ only by it give
+    # none beyond the prior, which is also the least a history gives.
+    noisy = []
+    for _ in range(40):
+        runs = tuple(1000.0 * np.exp(rng.normal(0, 0.05, 3)))
+        noisy.append((float(np.exp(np.mean(np.log(runs)))), runs))
+    assert dr.drift([f for f, _ in noisy], None, 0.05).tau > 0.02
+    assert dr.drift(noisy, None, 0.05).tau == dr.prior(0.05).tau
+
+
+def test_a_case_inconclusive_night_after_night_fails_saying_so():
+    undecided = Verdict(Status.INCONCLUSIVE, "INCONCLUSIVE c: 900.0 img/s\n  undecided after 10 runs", -0.1, True)
+    assert never_decided(undecided, 1, 3) is undecided  # two nights in a row: not yet
+    failed = never_decided(undecided, 2, 3)
+    assert failed.status is Status.FAIL and failed.inconclusive and failed.message.startswith("FAIL c: 900.0 img/s")
+    assert failed.message.split(REASON)[-1].startswith(
+        "fails: inconclusive 3 sessions in a row in the history store (--dlperf-inconclusive-nights 3)")
+    passed = Verdict(Status.PASS, "PASS c", 0.0)
+    assert never_decided(passed, 5, 3) is passed
+
+
+def test_the_history_gives_each_case_its_drift_and_its_streak_of_inconclusive_nights():
+    from pytest_dlperf.history import hooks
+    from pytest_dlperf.history.analysis import Point
+    from pytest_dlperf.history.records import CaseRow, SessionRow
+
+    rng = np.random.default_rng(2)
+    rows = []
+    for night in range(12):
+        session = SessionRow(id=f"s{night}", created=f"2026-11-{night + 1:02d}T02:00:00", machine="m")
+        verdict = "inconclusive" if night >= 10 else "pass"
+        rows.append(Point(session, CaseRow("c", {}, "img/s", float(1000 * np.exp(rng.normal(0, 0.04))), (), verdict)))
+    found = hooks.from_points(rows, 0, "m")
+    assert found.baselines == {} and found.inconclusive_streak("c") == 2 and found.inconclusive_streak("d") == 0
+    drift = found.drift("c", 0.05)
+    assert drift.source == "history: this case's 10 sessions" and 0.02 < drift.tau < 0.08  # the on-trend nights
+    steady = hooks.from_points([dataclasses.replace(p, case=dataclasses.replace(p.case, throughput=1000.0))
+                                for p in rows], 0, "m")
+    assert steady.drift("c", 0.05).tau == dr.prior(0.05).tau  # never below the prior
