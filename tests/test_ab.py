@@ -17,7 +17,7 @@ from pytest_dlperf.ab.launcher import SideLauncher
 from pytest_dlperf.ab.pairs import measure_pairs
 from pytest_dlperf.cases import OptionError
 from pytest_dlperf.gate import evidence as ev
-from pytest_dlperf.gate import looks, paired
+from pytest_dlperf.gate import paired
 from pytest_dlperf.gate.figures import RunFigure
 from pytest_dlperf.gate.sequential import Budget
 from pytest_dlperf.launch.launchers import LocalLauncher
@@ -30,12 +30,15 @@ def pair(index: int, candidate: float, reference: float = 100.0, busy: str | Non
                        RunFigure(index, reference))
 
 
-def test_the_placeholder_boundary_is_todays_fixed_quantile():
-    assert looks.boundary(1, 10, 0.01) == looks.boundary(9, 10, 0.01) == pytest.approx(2.3263, abs=1e-4)
-    for dof in (3.0, 7.5, 30.0):  # mapped to Student's t at the pooled dof: the stored-baseline verdict's quantile
-        assert paired.critical(2, 10, dof) == pytest.approx(ev.t_quantile(0.5 + ev.CONFIDENCE / 2, dof))
-    with pytest.raises(ValueError):
-        looks.boundary(0, 10, 0.01)
+def test_a_pair_decision_pays_for_its_looks_as_a_stored_baseline_does():
+    # Ten pairs 8% slower with little spread: a regression at the last look of ten, not at the first of ten
+    # (O'Brien-Fleming-like spending keeps almost all of the 1% for the later looks), and the same at one look of one.
+    pairs = [0.92, 0.925, 0.915, 0.92, 0.918, 0.922, 0.919, 0.921, 0.92, 0.917]
+    est = paired.estimate(pairs, 0.05)
+    assert ev.decide(est, 0.05, look=10, looks=10) is ev.Decision.REGRESSION
+    assert ev.decide(est, 0.05, look=1, looks=1) is ev.Decision.REGRESSION
+    few = paired.estimate(pairs[:2], 0.05)
+    assert ev.decide(few, 0.05, look=2, looks=10) is not ev.Decision.REGRESSION
 
 
 def test_the_order_of_each_pair_is_drawn_from_the_seed_alone():

@@ -14,11 +14,12 @@ https://doi.org/10.1145/3358960.3379132).  So:
 * **the estimate** is the geometric mean of the counted pairs' ratios, its spread the standard deviation of their
   logs pooled with the prior the stored-baseline verdict uses (:func:`.evidence.pooled_sigma`: a tolerance is
   about 3 x the noise its author expects, worth 3 pairs), never below 1%; its interval
-  ``mean +- q * sigma / sqrt(n)`` with ``q`` Student's t at the pooled degrees of freedom at the one-sided level
-  of look ``k`` of the session's looks (:func:`.looks.boundary`, mapped from the normal scale to t by its tail
-  probability), two-sided :data:`.evidence.CONFIDENCE` as every verdict;
-* **the decision** is :func:`.evidence.decide`'s, the reference being 1: regression when the whole interval lies
-  below ``1 - tolerance``, improved above ``1 + tolerance``, pass above ``1 - tolerance`` (or the estimate above
+  ``mean +- q * sigma / sqrt(n)`` with ``q`` Student's t at the pooled degrees of freedom, two-sided
+  :data:`.evidence.CONFIDENCE` as every verdict; no drift between sessions in it (both sides run in this session,
+  side by side: the pairing cancels it);
+* **the decision** is :func:`.evidence.decide`'s, the reference being 1: regression when the interval's top at
+  look ``k``'s boundary (:func:`.evidence.t_boundary`: the looks of a case spend the 1% together, as for a stored
+  baseline) lies below ``1 - tolerance``, improved above ``1 + tolerance``, pass above ``1 - tolerance`` (or the estimate above
   it with the interval ruling out :func:`.evidence.ruled_out`), else undecided;
 * **the stopping rules** are the sequential verdict's (:mod:`.sequential`): the first decision after
   ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`.sequential.REGRESSION_RUNS` counted
@@ -41,7 +42,6 @@ from typing import Any
 from . import evidence as ev
 from .evidence import CONFIDENCE, Decision, Estimate, StopReason
 from .figures import RunFigure
-from .looks import boundary
 
 CANDIDATE = "candidate"
 REFERENCE = "reference"
@@ -91,27 +91,18 @@ class Pair:
                    RunFigure.from_dict(data["reference"]))
 
 
-def critical(look: int, max_looks: int, dof: float, confidence: float = CONFIDENCE) -> float:
-    """Student's t at ``dof`` with the tail probability of look ``look``'s boundary (:func:`.looks.boundary` at
-    one-sided ``(1 - confidence) / 2``): today's fixed per-look quantile, ``t(1 - alpha, dof)``."""
-    from scipy import special
-
-    z = boundary(look, max_looks, (1 - confidence) / 2)
-    return ev.t_quantile(float(special.ndtr(z)), dof)
-
-
-def estimate(ratios: Sequence[float], tolerance: float, look: int = 1, max_looks: int = 1,
-             confidence: float = CONFIDENCE) -> Estimate:
-    """The geometric mean of the pairs' ``ratios`` (candidate / reference) with its interval at look ``look``, as an
+def estimate(ratios: Sequence[float], tolerance: float, confidence: float = CONFIDENCE) -> Estimate:
+    """The geometric mean of the pairs' ``ratios`` (candidate / reference) with its interval, as an
     :class:`~.evidence.Estimate` against a reference of 1 (``difference``: the candidate's relative change)."""
     if not ratios:
         raise ValueError("no pair to estimate from")
     logs = [math.log(r) for r in ratios]
     sigma, dof = ev.pooled_sigma(logs, (), tolerance)
     center = statistics.fmean(logs)
-    half = critical(look, max_looks, dof, confidence) * sigma / math.sqrt(len(logs))
+    se = sigma / math.sqrt(len(logs))
+    half = ev.t_quantile(0.5 + confidence / 2, dof) * se
     return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), len(logs), sigma, dof,
-                    1.0, 0, confidence)
+                    1.0, 0, confidence, se=se)
 
 
 def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int = 1,
@@ -122,8 +113,8 @@ def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int
     ratios = [p.ratio for p in pairs if not p.busy]
     if not ratios:
         return None, Decision.UNDECIDED
-    est = estimate(ratios, tolerance, look, max_looks)
-    decision = ev.decide(est, tolerance)
+    est = estimate(ratios, tolerance)
+    decision = ev.decide(est, tolerance, look=look, looks=max_looks)
     if len(ratios) < min_pairs:
         decision = Decision.UNDECIDED
     return est, decision
