@@ -118,6 +118,9 @@ OPTIONS = (
     Option("inconclusive", "which cases still undecided at the budget fail: pass (none: each is reported INCONCLUSIVE, "
                            "with what would decide it; default), below (those whose estimate is below the threshold), "
                            "fail (all).", "POLICY", choice(INCONCLUSIVE_POLICIES, "pass")),
+    _switch("bisect-exit", "end the session with the exit status git bisect run reads: 0 when every judged case "
+                           "passed, 1 when one failed, 125 (skip this commit) when one is inconclusive (busy "
+                           "included), errored or has no baseline entry (docs/triage.md)."),
     Option("max-interference", "a run during whose windows other processes used more than this much CPU (percent of "
                                "one CPU, on a saturated machine; or any other process on the GPU) is busy: not "
                                "counted, and a second busy run in a row ends the case inconclusive (default 50; off: "
