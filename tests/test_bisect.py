@@ -52,11 +52,12 @@ def my_mlp(settings):
     hidden = [m for _ in range(LAYERS) for m in (nn.Linear(width, width), nn.ReLU())]
     return nn.Sequential(*hidden, nn.Linear(width, 1))
 '''
-#: Cheap runs, and a tolerance (saved in the baseline) under the threefold slowdown being chased, as
-#: docs/triage.md bisects: an unchanged commit then passes on a loaded host too.  The host's load is not what
+#: Cheap runs (windows long enough to average a loaded host's time slices), and a tolerance (saved in the
+#: baseline) under the threefold slowdown being chased, as docs/triage.md bisects: an unchanged commit then
+#: passes on a loaded host too (at 30%, one did not on a 2-core VM running six test suites).  The host's load is not what
 #: this test is about (busy runs would make commits skips).
-CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "50", "--dlperf-repeats", "3",
-         "--dlperf-tolerance", "0.3",
+CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "200", "--dlperf-repeats", "3",
+         "--dlperf-tolerance", "0.5",
          "--dlperf-max-interference", "off", "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off"]
 
 
