@@ -13,7 +13,8 @@ from pytest_dlperf.options import OPTIONS, option_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "benchmarks" / "README.md",
-                *ROOT.glob("CONTRIBUTING.md"), *(ROOT / "benchmarks" / "gpu-runs").glob("*/README.md")])
+                *ROOT.glob("CONTRIBUTING.md"), *(ROOT / "benchmarks" / "gpu-runs").glob("*/README.md"),
+                *(ROOT / "benchmarks" / "results").glob("*.md")])
 
 
 def options() -> list[str]:
