@@ -108,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
 FILE_SECONDS = {
     "test_launchers.py": 89, "test_gpu_check.py": 85, "test_fork_server.py": 43, "test_mlperf_commands.py": 35,
     "test_distributed.py": 33, "test_commands.py": 29, "test_verdict_quality.py": 29, "test_nightly_examples.py": 27,
-    "test_sequential.py": 25, "test_readme.py": 60, "test_bisect.py": 40, "test_command_faults.py": 23, "test_faults.py": 23, "test_history_site.py": 21,
+    "test_sequential.py": 25, "test_readme.py": 45, "test_bisect.py": 40, "test_command_faults.py": 23, "test_faults.py": 23, "test_history_site.py": 21,
     "test_measure.py": 18, "test_cpu_threads.py": 15, "test_data.py": 14, "test_bad_input.py": 13,
     "test_markdown.py": 13, "test_fuzz_baseline.py": 13, "test_cluster.py": 12, "test_malloc.py": 12,
     "test_language_models.py": 10, "test_max_batch.py": 8, "test_history.py": 7, "test_telemetry_flops.py": 7,
