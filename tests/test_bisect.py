@@ -54,8 +54,8 @@ def my_mlp(settings):
 '''
 #: Cheap runs (windows long enough to average a loaded host's time slices), and a tolerance (saved in the
 #: baseline) under the threefold slowdown being chased, as docs/triage.md bisects: an unchanged commit then
-#: passes on a loaded host too (at 30%, one did not on a 2-core VM running six test suites).  The host's load is not what
-#: this test is about (busy runs would make commits skips).
+#: passes on a loaded host too (at 30%, one did not on a 2-core VM running six test suites).  The host's load is
+#: not what this test is about (busy runs would make commits skips).
 CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "200", "--dlperf-repeats", "3",
          "--dlperf-tolerance", "0.5",
          "--dlperf-max-interference", "off", "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off"]

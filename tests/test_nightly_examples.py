@@ -145,7 +145,8 @@ def test_the_gitlab_jobs_paste_into_a_pipeline_and_publish_the_dashboard(tmp_pat
     pasted.write_text("unit-tests:\n  script:\n    - pytest\n\n" + GITLAB.read_text())
     assert schema_check("vendor.gitlab-ci", pasted).returncode == 0
     pages = jobs["pages"]
-    assert pages["needs"] == [{"job": "dlperf-nightly", "artifacts": True}] and pages["artifacts"]["paths"] == ["public"]
+    assert pages["needs"] == [{"job": "dlperf-nightly", "artifacts": True}]
+    assert pages["artifacts"]["paths"] == ["public"]
     assert all(rule["when"] == "always" for rule in pages["rules"])  # a failing night's dashboard too
     assert "cp -r out/history-site public" in pages["script"][-1]
     night = jobs["dlperf-nightly"]

@@ -15,12 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 FAIL_LINE = re.compile(r"FAIL my-mlp-fp32-bs128-gpu1: [\d.]+ samples/s, [\d.]+% below [\d.]+ "
                        r"\(tolerance 5%, 98% CI -[\d.]+\.\.-[\d.]+%, \d+ runs\)\n  its whole interval is below "
                        r"the threshold [\d.]+ samples/s")
-#: Added to each command (PYTEST_ADDOPTS, which the command line overrides), for the suite's time: short runs
-#: (as written, the four sessions took 10 minutes and 166 s of CPU on a loaded 2-core VM; so, 4 and 54 s), at most 3 of them a
-#: save (the README's own --dlperf-runs 3 included) and 4 a verdict, back to back rather than spread over a
-#: minute; and busy runs counted, since the suite's own workers load the machine (busy runs would end the cases
-#: INCONCLUSIVE, which the README says they may).  What is tested is that the commands run as written and that
-#: the last one fails as shown, which a slowdown of 3x the work does with runs of any length.
+#: Added to each command (PYTEST_ADDOPTS, which the command line overrides), for the suite's time: short runs,
+#: 3 a session (the README's own --dlperf-runs 3 for its save) and at most 4 a verdict, a save's back to back
+#: rather than spread over a minute (as written, the four sessions took 10 minutes and 166 s of CPU on a loaded
+#: 2-core VM; so, 4 minutes and 54 s); and busy runs counted, since the suite's own workers load the machine (busy
+#: runs would end the cases INCONCLUSIVE, which the README says they may).  What is tested is that the commands
+#: run as written and that the last one fails as shown, which a slowdown of 3x the work does at any run length.
 ADDOPTS = ("-p no:cacheprovider --dlperf-warmup-steps 5 --dlperf-steps 20 --dlperf-repeats 3 --dlperf-runs 3 "
            "--dlperf-max-runs 4 --dlperf-save-span off --dlperf-max-interference off")
 

@@ -165,8 +165,8 @@ OPTIONS = (
            choice(MALLOC_MODES, "steady")),
     Option("cpu-threads", "intra-op threads of each CPU rank (OMP_NUM_THREADS): N, or cores (this node's CPUs shared "
                           "between its ranks). Default: the baseline entry's cpu_threads, else OMP_NUM_THREADS, else 1 "
-                          "(threads that meet at every operator run at the speed of wherever a VM's hypervisor puts its "
-                          "vCPUs: docs/verdicts.md).", "N|cores", cpu_threads),
+                          "(threads that meet at every operator run at the speed of wherever a VM's hypervisor puts "
+                          "its vCPUs: docs/verdicts.md).", "N|cores", cpu_threads),
     _switch("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows."),
     _switch("no-fork-server", "start every worker as a fresh interpreter (python -m pytest_dlperf.worker) instead of "
                               "forking it from the fork server, a process of the session that imported torch once "
