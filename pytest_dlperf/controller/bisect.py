@@ -14,7 +14,9 @@ session's verdicts instead, from the worst:
    all, or pytest failed otherwise (an output the job asked for not written): :data:`SKIP`;
 4. else (every judged case PASS or IMPROVED): :data:`GOOD`.
 
-A pure function of the verdicts and pytest's status, so that it is tested without a session.
+A pure function of the verdicts and pytest's status, so that it is tested without a session.  A usage
+error (a bad option, an unknown model) raised before the session starts never reaches it: pytest exits 4,
+which bisect reads as bad (docs/triage.md says how to skip such a commit).
 """
 
 from __future__ import annotations
