@@ -1,9 +1,10 @@
 """``--dlperf-bisect-exit``: the exit status ``git bisect run`` reads (docs/triage.md), as a table of
-verdicts, and a real bisection: a git repository of a conftest model whose third commit triples the work
-of a step, a baseline saved at the first, and ``git bisect run`` with the option names the third."""
+verdicts, and a real bisection: a git repository of a conftest model whose third commit gives its step eight
+times the layers, a baseline saved at the first, and ``git bisect run`` with the option names the third."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -52,12 +53,13 @@ def my_mlp(settings):
     hidden = [m for _ in range(LAYERS) for m in (nn.Linear(width, width), nn.ReLU())]
     return nn.Sequential(*hidden, nn.Linear(width, 1))
 '''
-#: Cheap runs (windows long enough to average a loaded host's time slices), and a tolerance (saved in the
-#: baseline) under the threefold slowdown being chased, as docs/triage.md bisects: an unchanged commit then
-#: passes on a loaded host too (at 30%, one did not on a 2-core VM running six test suites).  The host's load is
-#: not what this test is about (busy runs would make commits skips).
-CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "200", "--dlperf-repeats", "3",
-         "--dlperf-tolerance", "0.5",
+#: Cheap runs, and a tolerance (saved in the baseline) well under the slowdown being chased, as docs/triage.md
+#: bisects.  The margins are wide because the host is not what this test is about: on the 2-core VM, with other
+#: test suites beside it, the same runs measured up to twice as fast in one minute as in another, and a fourfold
+#: slowdown at a 50% tolerance once read as INCONCLUSIVE (the baseline saved in a slow minute, the slow commit
+#: judged in a fast one), which bisect skips.  Busy runs are counted for the same reason.
+CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "100", "--dlperf-repeats", "3",
+         "--dlperf-tolerance", "0.6",
          "--dlperf-max-interference", "off", "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off"]
 
 
@@ -88,14 +90,16 @@ def test_git_bisect_run_finds_the_commit_that_made_training_slower(tmp_path: Pat
                           cwd=repo, capture_output=True, text=True, timeout=300)
     assert save.returncode == 0 and baseline.exists(), save.stdout[-3000:] + save.stderr[-2000:]
     commit("a note", 2)
-    slower = commit("three times the layers", 6)
-    bad = commit("another note", 6)
+    slower = commit("eight times the layers", 16)
+    bad = commit("another note", 16)
 
     git("bisect", "start", bad, good)
     run = subprocess.run(["git", "bisect", "run", sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                          "-m", "dlperf", *CHEAP, "--dlperf-baseline", str(baseline), "--dlperf-max-runs", "5",
+                          "-m", "dlperf", *CHEAP, "--dlperf-baseline", str(baseline), "--dlperf-max-runs", "8",
                           "--dlperf-bisect-exit"], cwd=repo, capture_output=True, text=True, timeout=600)
     out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
+    verdicts = "\n".join(line for line in out.splitlines()
+                          if re.match(r"\s*(PASS|FAIL|INCONCLUSIVE|ERROR) my-mlp", line) or "first bad commit" in line)
+    assert run.returncode == 0, verdicts + "\n" + out[-2000:]
     assert f"{slower} is the first bad commit" in out, out[-4000:]
     assert "FAIL my-mlp-fp32-bs128-gpu1:" in out  # the slower commit was judged, not skipped
