@@ -17,7 +17,7 @@ from . import ab, collect, jsonio, models, options
 from .baseline import machines
 from .cases import PRECISIONS, OptionError
 from .commands import parsers, trust
-from .controller import outputs
+from .controller import bisect, outputs
 from .controller.session import SESSION, DlperfSession
 from .history import hooks as history_hooks
 from .launch import process
@@ -162,6 +162,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
     if dlperf is not None and not outputs.write_outputs(dlperf, config.stash[OUTPUTS], exitstatus):
         if session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # an output the job asked for is missing
+    if dlperf is not None and dlperf.options.bisect_exit:
+        history = config.stash[OUTPUTS].history
+        gate_failed = bool(dlperf.options.history_gate and history and history.gate_failures)
+        session.exitstatus = bisect.bisect_exit((r.verdict for r in dlperf.results if r.verdict is not None),
+                                                session.exitstatus, gate_failed)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:

@@ -23,7 +23,7 @@ remaining_steps + 60`` seconds from the report.
 :class:`WorkerResult` is what a rank measured, or why it could not (``status`` is one of
 :class:`WorkerStatus`).  On disk it is a ``dlperf-worker-result`` document: schema
 ``pytest_dlperf/schemas/result.schema.json``, every field documented in
-``docs/result-format.md`` ("The worker result: where controller and worker meet").
+``docs/worker-result.md``.
 
 This module is the only one both sides import for the contract: it imports
 :mod:`pytest_dlperf.cases` and the standard library, nothing of the controller
@@ -322,7 +322,7 @@ class ErrorInfo(TypedDict, total=False):
 
 @dataclasses.dataclass
 class WorkerResult:
-    """``result-rank{RANK}.json``: what one rank of one run measured (``docs/result-format.md``).
+    """``result-rank{RANK}.json``: what one rank of one run measured (``docs/worker-result.md``).
 
     The worker fills it in as it goes and writes it whatever happens, so a failed run says
     how far it got.  A field left None is not written (the schema makes it optional),
@@ -392,7 +392,7 @@ class WorkerResult:
         return result
 
 
-#: A worker result's keys in the order the worker writes them (``docs/result-format.md``).
+#: A worker result's keys in the order the worker writes them (``docs/worker-result.md``).
 RESULT_KEYS = ("schema_version", "kind", "status", "case", "rank", "world_size", "device", "warmup_steps", "steps",
         "repeats", "windows", "warnings", "settings", "unit", "samples_per_step", "memory_cap", "telemetry",
         "ranks", "data", "timing", "final_loss", "flops", "convergence", "interference", "error", "versions")

@@ -13,7 +13,8 @@ from pytest_dlperf.options import OPTIONS, option_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "benchmarks" / "README.md",
-                *ROOT.glob("CONTRIBUTING.md"), *(ROOT / "benchmarks" / "gpu-runs").glob("*/README.md")])
+                *ROOT.glob("CONTRIBUTING.md"), *(ROOT / "benchmarks" / "gpu-runs").glob("*/README.md"),
+                *(ROOT / "benchmarks" / "results").glob("*.md")])
 
 
 def options() -> list[str]:
@@ -298,3 +299,53 @@ def test_the_module_check_catches_a_moved_module():
 def test_every_module_a_page_names_exists(page):
     missing = missing_module_names(page.read_text())
     assert not missing, f"{page.relative_to(ROOT)} names modules the package does not have: {missing}"
+
+
+# --------------------------------------------------------------------------- the README's status table
+
+#: A figure worth checking in a status row: a percentage, a decimal, a number with thousands commas.
+STATUS_FIGURE = re.compile(r"\d+(?:\.\d+)?%|\d+\.\d+|\d{1,3}(?:,\d{3})+")
+
+
+def status_rows(text: str) -> list[tuple[str, str | None, str]]:
+    """The README status table's rows that name a run: (what ran, the results file it links, when)."""
+    table = text[text.index("## Status: what has run where"):]
+    table = table[:table.index("\n## ")]
+    rows = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and re.match(r"\d{4}-\d\d-\d\d", cells[2]):
+            link = re.search(r"\]\((benchmarks/[^)\s]+)\)", cells[1])
+            rows.append((cells[1], link.group(1) if link else None, cells[2]))
+    return rows
+
+
+def status_problems(text: str) -> list[str]:
+    problems = []
+    for what, link, when in status_rows(text):
+        if link is None or not (ROOT / link).is_file():
+            problems.append(f"{when}: links to no results file ({link})")
+            continue
+        source = (ROOT / link).read_text()
+        if when[:10] not in link and when[:10] not in source:
+            problems.append(f"{when}: {link} is not that day's")
+        without_links = re.sub(r"\]\([^)]*\)", "]", what)
+        for figure in STATUS_FIGURE.findall(without_links):
+            if figure not in source:
+                problems.append(f"{when}: {figure} is not in {link}")
+        for count, kind in re.findall(r"(\d+) (unchanged|slowed) sessions", without_links):
+            if not re.search(rf"^\| {kind}[^|]*\| {count} \|", source, flags=re.M):
+                problems.append(f"{when}: {link} has no row '| {kind} | {count} |'")
+    return problems
+
+
+def test_every_status_row_quotes_its_results_file():
+    rows = status_rows((ROOT / "README.md").read_text())
+    assert len(rows) >= 3 and all(link for _, link, _ in rows)
+    assert status_problems((ROOT / "README.md").read_text()) == []
+
+
+def test_the_status_check_catches_a_figure_its_file_does_not_have():
+    text = (ROOT / "README.md").read_text()
+    assert any("0.9981 is not" in p for p in status_problems(text.replace("ratio 0.9991", "ratio 0.9981")))
+    assert any("no row" in p for p in status_problems(text.replace("5 unchanged sessions", "6 unchanged sessions")))

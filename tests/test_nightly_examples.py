@@ -75,7 +75,7 @@ def test_actionlint_rejects_a_broken_workflow(tmp_path):
     bad_cron = broken_copy(tmp_path, WORKFLOW, '"0 2 * * *"', '"0 25 * * *"')
     result = actionlint(bad_cron)
     assert result.returncode != 0 and "cron" in result.stdout.lower(), result.stdout
-    unquoted = broken_copy(tmp_path, WORKFLOW, 'cp "$HOME/dlperf/history.db"', "cp $HOME/dlperf/history.db")
+    unquoted = broken_copy(tmp_path, WORKFLOW, '>> "$GITHUB_STEP_SUMMARY"', ">> $GITHUB_STEP_SUMMARY")
     result = actionlint(unquoted)
     assert result.returncode != 0 and "shellcheck" in result.stdout, result.stdout
 
@@ -96,8 +96,25 @@ def test_the_workflow_runs_nightly_and_by_hand_and_keeps_every_output():
     kept = text[text.index("uses: actions/upload-artifact"):]
     assert "if: always()" in text[text.index("- name: Keep the night's outputs"):] and "path: out/" in kept
     for output in ("--dlperf-json out/results.json", "--dlperf-report out/report.md", "--junitxml out/junit.xml",
-                   "cp \"$HOME/dlperf/history.db\" out/history.db"):
+                   "cp history/history.db out/history.db"):
         assert output in text
+
+
+def test_the_workflow_publishes_the_dashboard_and_the_summary_and_keeps_the_history():
+    text = WORKFLOW.read_text()
+    # The dashboard: uploaded as the Pages artifact even after a failing night, deployed by a job of its own.
+    upload = text[text.index("uses: actions/upload-pages-artifact"):]
+    assert "path: out/history-site" in upload and "if: always()" in text[text.index("- name: The dashboard"):]
+    deploy = text[text.index("  pages:"):]
+    assert "needs: benchmark" in deploy and "uses: actions/deploy-pages" in deploy
+    assert "pages: write" in deploy and "id-token: write" in deploy and "name: github-pages" in deploy
+    assert 'out/report.md >> "$GITHUB_STEP_SUMMARY"' in text
+    # The history: a PostgreSQL URL from a secret, else a SQLite file the cache carries from night to night.
+    assert "DLPERF_HISTORY_URL: ${{ secrets.DLPERF_HISTORY_URL }}" in text
+    assert '--dlperf-history "${DLPERF_HISTORY_URL:-sqlite:///$PWD/history/history.db}"' in text
+    restore, save = text.index("uses: actions/cache/restore"), text.index("uses: actions/cache/save")
+    assert restore < text.index("-m pytest") < save and "$HOME" not in text
+    assert "restore-keys: dlperf-history-" in text and "INCONCLUSIVE" in text
 
 
 # --------------------------------------------------------------------------- GitLab CI
@@ -119,6 +136,24 @@ def test_the_gitlab_job_keeps_every_output_of_a_failing_night():
     assert '$CI_PIPELINE_SOURCE == "schedule"' in text and '$CI_PIPELINE_SOURCE == "web"' in text
 
 
+def test_the_gitlab_jobs_paste_into_a_pipeline_and_publish_the_dashboard(tmp_path):
+    yaml = pytest.importorskip("yaml")
+    jobs = yaml.safe_load(GITLAB.read_text())
+    # GitLab's default stages, so that a file without a stages: list of its own takes the jobs as they are.
+    assert "stages" not in jobs and {job["stage"] for job in jobs.values()} <= {"build", "test", "deploy"}
+    pasted = tmp_path / ".gitlab-ci.yml"
+    pasted.write_text("unit-tests:\n  script:\n    - pytest\n\n" + GITLAB.read_text())
+    assert schema_check("vendor.gitlab-ci", pasted).returncode == 0
+    pages = jobs["pages"]
+    assert pages["needs"] == [{"job": "dlperf-nightly", "artifacts": True}]
+    assert pages["artifacts"]["paths"] == ["public"]
+    assert all(rule["when"] == "always" for rule in pages["rules"])  # a failing night's dashboard too
+    assert "cp -r out/history-site public" in pages["script"][-1]
+    night = jobs["dlperf-nightly"]
+    assert night["cache"] == {"key": "dlperf-history", "paths": ["history/"], "when": "always"}
+    assert "DLPERF_HISTORY_URL:-sqlite:///$CI_PROJECT_DIR/history/history.db" in night["script"][-1]
+
+
 # --------------------------------------------------------------------------- SLURM
 
 
@@ -132,6 +167,7 @@ def test_the_cron_line_is_the_same_in_the_script_and_the_docs():
     assert script, "the batch script's comment has no cron line"
     cron = script.group(1).strip()
     assert cron in (ROOT / "docs" / "nightly.md").read_text()
+    assert "&& git pull --ff-only --quiet && sbatch" in cron  # the night runs the baseline and code of today
     minute, hour, day, month, weekday = cron.split()[:5]
     assert 0 <= int(minute) < 60 and 0 <= int(hour) < 24 and (day, month, weekday) == ("*", "*", "*")
 
@@ -149,6 +185,15 @@ ON_THE_CPU = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-
 NO_GPUS = ["--gpus-per-node=0"]
 
 
+def test_the_batch_script_names_its_account_and_partition_and_keeps_sqlite_off_the_shared_filesystem():
+    text = SBATCH.read_text()
+    assert "#SBATCH --account=my-account\n#SBATCH --partition=gpu\n" in text
+    assert "#SBATCH --dependency=singleton" in text and "https://www.sqlite.org/wal.html" in text
+    # SQLite is opened only in the node-local folder; the shared file is copied, then renamed over.
+    assert 'history="sqlite:///$local_dir/history.db"' in text and "sqlite:///$DLPERF_HISTORY_DB" not in text
+    assert 'mv "$DLPERF_HISTORY_DB.new" "$DLPERF_HISTORY_DB"' in text
+
+
 def submit(cluster, folder: Path, throughput: float) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Submit the batch script as written from ``folder`` (its baselines/my-gpu.json judging tiny against
     ``throughput``), wait for it, and return sbatch's result and the night's output folder."""
@@ -160,7 +205,9 @@ def submit(cluster, folder: Path, throughput: float) -> tuple[subprocess.Complet
     before = set((folder / "nights").glob("*")) if (folder / "nights").exists() else set()
     env = {"HOME": str(folder), "DLPERF_VENV": sys.prefix, "OMP_NUM_THREADS": "1",
            "PYTEST_XDIST_WORKER": "", "PYTEST_XDIST_WORKER_COUNT": "", "PYTEST_XDIST_TESTRUNUID": ""}
-    result = cluster.run(["sbatch", "--wait", f"--chdir={folder}", *NO_GPUS, str(SBATCH), *ON_THE_CPU],
+    # The test cluster's partition and no accounting, for the script's own --partition and --account lines.
+    result = cluster.run(["sbatch", "--wait", f"--chdir={folder}", f"--partition={cluster.partition}", *NO_GPUS,
+                          str(SBATCH), *ON_THE_CPU],
                          env=env, timeout=600, check=False)
     nights = set((folder / "nights").glob("*")) - before
     logs = "\n".join(p.read_text(errors="replace")[-4000:] for p in folder.glob("dlperf-nightly-*.out"))
@@ -195,6 +242,8 @@ def test_the_batch_script_runs_a_night_under_slurm_and_gates_on_it(slurm_cluster
     assert case.find("failure") is not None and properties["dlperf_verdict"] == "fail", properties
     assert "FAIL tiny-fp32-bs32-gpu1:" in case.find("failure").get("message", "") + (case.find("failure").text or "")
 
+    # SQLite ran on the node's disk: no WAL file ever beside the kept copy (before this test opens it).
+    assert sorted(p.name for p in (tmp_path / "dlperf").iterdir()) == ["history.db"]
     # The history stays in $HOME/dlperf/ from night to night; each night's folder keeps a copy of it.
     with sqlite3.connect(tmp_path / "dlperf" / "history.db") as db:
         rows = db.execute("SELECT s.created, c.case_id, c.verdict FROM dlperf_cases c "
@@ -203,6 +252,7 @@ def test_the_batch_script_runs_a_night_under_slurm_and_gates_on_it(slurm_cluster
         ("tiny-fp32-bs32-gpu1", "improved"), ("tiny-fp32-bs32-gpu1", "fail")], rows
     with sqlite3.connect(night / "history.db") as db:
         assert db.execute("SELECT count(*) FROM dlperf_sessions").fetchone() == (1,)
+    assert "dlperf inconclusive: none" in log
 
 
 # --------------------------------------------------------------------------- one command everywhere

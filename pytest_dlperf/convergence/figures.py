@@ -12,7 +12,7 @@ from ..gate.stats import summarize
 
 @dataclasses.dataclass(frozen=True)
 class RunFigures:
-    """What one run (one seed) reached: the worker result's ``convergence`` (``docs/result-format.md``)."""
+    """What one run (one seed) reached: the worker result's ``convergence`` (``docs/worker-result.md``)."""
 
     seed: int
     metric: str

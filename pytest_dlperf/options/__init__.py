@@ -133,6 +133,9 @@ OPTIONS = (
     Option("inconclusive", "which cases still undecided at the budget fail: pass (none: each is reported INCONCLUSIVE, "
                            "with what would decide it; default), below (those whose estimate is below the threshold), "
                            "fail (all).", "POLICY", choice(INCONCLUSIVE_POLICIES, "pass")),
+    _switch("bisect-exit", "end the session with the exit status git bisect run reads: 0 when every judged case "
+                           "passed, 1 when one failed, 125 (skip this commit) when one is inconclusive (busy "
+                           "included), errored or has no baseline entry (docs/triage.md)."),
     Option("max-interference", "a run during whose windows other processes used more than this much CPU (percent of "
                                "one CPU, on a saturated machine; or any other process on the GPU) is busy: not "
                                "counted, and a second busy run in a row ends the case inconclusive (default 50; off: "
@@ -167,15 +170,14 @@ OPTIONS = (
                      "environment's own settings, as a plain training script runs).", "MODE",
            choice(MALLOC_MODES, "steady")),
     Option("cpu-threads", "intra-op threads of each CPU rank (OMP_NUM_THREADS): N, or cores (this node's CPUs shared "
-                          "between its ranks, as before 1 was the default). Default: the baseline entry's cpu_threads, "
-                          "else OMP_NUM_THREADS, else 1: on a VM two threads that meet at every operator run at the "
-                          "speed of wherever the hypervisor puts its vCPUs, which moves, and made unchanged sessions "
-                          "fail (docs/verdicts.md).", "N|cores", cpu_threads),
+                          "between its ranks). Default: the baseline entry's cpu_threads, else OMP_NUM_THREADS, else 1 "
+                          "(threads that meet at every operator run at the speed of wherever a VM's hypervisor puts "
+                          "its vCPUs: docs/verdicts.md).", "N|cores", cpu_threads),
     _switch("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows."),
-    _switch("no-fork-server", "start every worker as a fresh interpreter (python -m pytest_dlperf.worker), as before "
-                              "the fork server: by default a run's one worker (and the local launcher's CPU ranks) "
-                              "is forked from a server that imported torch once, a process of its own that starts "
-                              "in a fraction of a second (docs/design.md)."),
+    _switch("no-fork-server", "start every worker as a fresh interpreter (python -m pytest_dlperf.worker) instead of "
+                              "forking it from the fork server, a process of the session that imported torch once "
+                              "and starts a run's one worker (and the local launcher's CPU ranks) in a fraction of a "
+                              "second (docs/design.md)."),
     Option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
                        "data=dali cases read.", "DIR", folder),
     Option("convergence-data", "the data set of convergence cases (a baseline entry with a target): "

@@ -22,7 +22,7 @@ The clock starts at the first training step, after the setup; the time to target
 end of the evaluation that reached it (evaluation time included, as MLPerf counts it).
 Each evaluation interval's training steps are also a window (samples over seconds), so the
 run reports its training throughput as every case does.  Rank 0 writes the curve and the
-figures in the result's ``convergence`` (``docs/result-format.md``).
+figures in the result's ``convergence`` (``docs/worker-result.md``).
 """
 
 from __future__ import annotations

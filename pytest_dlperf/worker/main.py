@@ -4,7 +4,7 @@ Run as ``python -m pytest_dlperf.worker SPEC.json``.  The controller (the pytest
 writes the spec (:class:`~pytest_dlperf.protocol.WorkerSpec`); the worker writes
 ``result-rank{RANK}.json`` (:class:`~pytest_dlperf.protocol.WorkerResult`) into the spec's
 ``result_dir`` and exits 0 (``ok``), 3 (``oom``) or 1 (``error``).  :mod:`pytest_dlperf.protocol`
-describes both files and the progress file; ``docs/result-format.md`` every field.
+describes both files and the progress file; ``docs/worker-result.md`` every field.
 
 Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
 window timed between device synchronizations.  A window's throughput is its samples over
