@@ -60,7 +60,7 @@ def my_mlp(settings):
 #: judged in a fast one), which bisect skips.  Busy runs are counted for the same reason.
 CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "100", "--dlperf-repeats", "3",
          "--dlperf-tolerance", "0.6",
-         "--dlperf-max-interference", "off", "--dlperf-max-bandwidth-drop", "off", "--dlperf-max-core-drop", "off"]
+         "--dlperf-max-interference", "off"]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
