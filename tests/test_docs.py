@@ -30,9 +30,13 @@ def test_the_option_reference_is_what_dlperf_options_prints(capsys):
     assert all(f"`{flag}" in printed for flag in options())
 
 
+#: Options issue 43 removed, which the dated records in benchmarks/results/ name as they ran (and nothing else may).
+REMOVED_OPTIONS = {"--dlperf-max-bandwidth-drop", "--dlperf-max-core-drop"}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_option_a_page_names_exists(page):
-    known = set(options())
+    known = set(options()) | (REMOVED_OPTIONS if page.parent.name == "results" else set())
     named = set(re.findall(r"--dlperf-[a-z][a-z0-9-]*[a-z0-9]", page.read_text()))
     assert named <= known, f"{page.name} names options that do not exist: {sorted(named - known)}"
 
