@@ -81,6 +81,12 @@ def test_the_readme_is_read_in_ten_minutes():
     assert size <= 12_000, f"README.md is {size} bytes: keep it at most 12,000 (move reference text to docs/)"
 
 
+def test_no_docs_page_is_over_20_kb():
+    sizes = {page.name: len(page.read_bytes()) for page in (ROOT / "docs").glob("*.md")}
+    over = {name: size for name, size in sizes.items() if size > 20_000}
+    assert not over, f"docs/ pages over 20,000 bytes (split by concern; dated measurements to benchmarks/results/): {over}"
+
+
 @pytest.mark.parametrize("job", JOB_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_option_a_job_file_names_exists(job):
     known = set(options())
