@@ -2,7 +2,7 @@
 
 The mission's "compare a machine against NGC's numbers", done on one machine: NVIDIA
 DeepLearningExamples' ConvNets ``main.py`` (what the NGC ResNet-50 v1.5 figures come from) runs as
-a command case (docs/commands.md, "NVIDIA DeepLearningExamples: ConvNets main.py"), and the
+a command case (docs/trainers.md, "NVIDIA DeepLearningExamples: ConvNets main.py"), and the
 built-in ``resnet50`` of the same precision and batch runs beside it, in the same pytest session,
 by the same method (warm-up, windows, fresh runs). The script prints the summary table of the
 two cases, then one line: ``ngc-rn50 / resnet50 = R``.

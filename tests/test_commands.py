@@ -196,7 +196,7 @@ def test_regex_and_final_parsers():
     regex = parsers.make("regex", {"pattern": r"batch_cost: (?P<step_time>[\d.]+)s.*ips: (?P<throughput>[\d.]+)"})
     line = "[Train][Epoch 1/1][Iter: 9/10] batch_cost: 0.21s, ips: 1212.3 samples/s"
     assert regex.parse_line(line) == [parsers.Record(throughput=1212.3)]
-    # The documented OneFlow-Benchmark pattern, on its line (docs/commands.md).
+    # The documented OneFlow-Benchmark pattern, on its line (docs/trainers.md).
     oneflow = parsers.make("regex", {"pattern": r"train: epoch \d+, iter (?P<step>\d+),.*samples/s: (?P<throughput>[\d.]+)"})
     line = "train: epoch 0, iter 100, loss: 6.906000, top_1: 0.001000, top_k: 0.005000, samples/s: 1236.870 1593398285.12"
     assert oneflow.parse_line(line) == [parsers.Record(throughput=1236.87, step=100)]

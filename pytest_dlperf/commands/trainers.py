@@ -1,4 +1,4 @@
-"""Named parsers for the step lines of the trainers teams run (docs/commands.md, "A gallery of trainers").
+"""Named parsers for the step lines of the trainers teams run (docs/trainers.md).
 
 Each reads its trainer's own published log line, one logged step (or one logging interval) per line;
 the formats are the projects' (their source, cited per parser), the code is ours:
