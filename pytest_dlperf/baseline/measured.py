@@ -191,6 +191,11 @@ def _entry(rec: Mapping[str, Any], source: str, tolerance: float, steps: Mapping
             entry[key] = measured_with[key]
     if measured_with.get("cpu_threads") is not None:  # a CPU case: a later session runs it with as many threads
         entry["cpu_threads"] = measured_with["cpu_threads"]
+    if rec.get("start") in ("forked", "fresh"):  # how its workers started: a session that starts them otherwise says so
+        entry["start"] = rec["start"]
+    bound = rec.get("host_bound") or {}
+    if bound.get("bound") and bound.get("cpu"):  # its figure is the host's CPU's too: gated on another, it says so
+        entry["host_cpu"] = bound["cpu"]
     if commands and entry.get("model") in commands:
         entry["command"] = dict(commands[entry["model"]])
     return entry

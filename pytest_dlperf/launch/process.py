@@ -64,6 +64,7 @@ class WorkerOutcome:
     result_error: str | None = None
     rank_results: dict[int, WorkerResult] = dataclasses.field(default_factory=dict)
     lost: str | None = None  # a forked worker's server died before it said how the worker ended
+    start: str = "fresh"  # how its process started: "forked" by the fork server, or "fresh"
 
     @property
     def stderr_path(self) -> Path:
@@ -259,7 +260,7 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
                         forked=[*fork, str(spec_path)] if fork else None)
     results, errors = _read_results(run_dir)
     return WorkerOutcome(ended.returncode, results.get(0), ended.timed_out, ended.time_limit, run_dir,
-                         ended.wall_seconds, errors.get(0), results, ended.lost)
+                         ended.wall_seconds, errors.get(0), results, ended.lost, ended.start)
 
 
 @dataclasses.dataclass
@@ -272,6 +273,7 @@ class CommandOutcome:
     run_dir: Path
     wall_seconds: float
     lost: str | None = None  # a forked worker's server died before it said how the worker ended
+    start: str = "fresh"  # "forked": the fork server started it; "fresh": a process of its own
 
 
 def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup_timeout: float = 300.0,
@@ -328,7 +330,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 _live_runs.pop(proc.pid, None)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start,
-                          getattr(proc, "lost", None))
+                          getattr(proc, "lost", None),
+                          "forked" if isinstance(proc, forkserver.ForkedProcess) else "fresh")
 
 
 def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start: float, deadline: float,

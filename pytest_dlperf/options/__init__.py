@@ -23,7 +23,9 @@ from ..controller.batchsearch import MAX_TRIALS
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from ..gate.sequential import SAVE_SPAN
 from ..gate.verdict import INCONCLUSIVE_POLICIES
+from ..launch.forkserver import STARTS
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
+from ..results.host_bound import HOST_BOUND_BELOW
 from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
                       number, plot_folder, record_folder, switch, text, words)
 
@@ -170,6 +172,14 @@ OPTIONS = (
                               "the fork server: by default a run's one worker (and the local launcher's CPU ranks) "
                               "is forked from a server that imported torch once, a process of its own that starts "
                               "in a fraction of a second (docs/design.md)."),
+    Option("start", "how each run's worker process starts: forked (from the fork server), fresh (an interpreter of "
+                    "its own, as NVIDIA's scripts start: the reference where the host sets a GPU step's pace) or auto "
+                    "(default: forked on the CPU, fresh on GPUs; docs/gpu.md). --dlperf-no-fork-server is fresh.",
+           "MODE", choice(STARTS, "auto")),
+    Option("host-bound-below", "a GPU case whose GPUs were busy (NVML's mean utilization over the measured windows) "
+                               "less than this fraction of the time is marked host-bound: its figure depends on the "
+                               "host's CPU (default 0.9).", "FRACTION",
+           number(0, 1, high_inclusive=True, default=HOST_BOUND_BELOW)),
     Option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
                        "data=dali cases read.", "DIR", folder),
     Option("convergence-data", "the data set of convergence cases (a baseline entry with a target): "
@@ -263,6 +273,10 @@ class Options:
         # Not given: MAX_BANDWIDTH_DROP and MAX_CORE_DROP for cases on the CPU, off on GPUs (bandwidth_drop()).
         self.bandwidth_drop_given = was_given["max-bandwidth-drop"]
         self.core_drop_given = was_given["max-core-drop"]
+        if self.no_fork_server:
+            if self.start == "forked":
+                raise OptionError("--dlperf-start: forked contradicts --dlperf-no-fork-server; expected one of them")
+            self.start = "fresh"
         if self.nnodes > 1 and self.launcher == "torchrun":
             # Only the node of rank 0 judges: a re-measurement there alone would leave the
             # other nodes waiting at a rendezvous that never comes.

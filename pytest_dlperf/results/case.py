@@ -22,6 +22,7 @@ from typing import Any
 from ..cases import Case
 from ..gate.evidence import Evidence
 from ..protocol import ValueEnum
+from .host_bound import HostBound
 from .runs import AttemptRecord, RunRecord
 
 
@@ -141,7 +142,7 @@ class GateResult:
 
 
 #: Fields written only when set (absent from skipped and failed cases' records).
-_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence")
+_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence", "start")
 #: Fields of a judged case, written even when null.
 _JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "data", "compile_seconds",
            "gpu_utilization_gate", "hardware_mismatch")
@@ -180,6 +181,8 @@ class CaseResult:
     evidence: Evidence | None = None  # the runs as evidence: estimate, interval, busy runs (pytest_dlperf.gate)
     #: Why a baseline being saved leaves this case out (gate.sequential.unsaved_reason); this session only.
     unsaved: str | None = None
+    start: str | None = None  # how its runs' workers started: "forked", "fresh" or "mixed" (Attempt.start)
+    host_bound: HostBound | None = None  # a GPU case: how busy its GPUs were, and whether the host set the pace
 
     # -- derived, so that no reader works them out again
 
@@ -254,6 +257,8 @@ class CaseResult:
         for name in _JUDGED:
             if self.judged or judged[name] is not None:
                 out[name] = judged[name]
+        if self.host_bound is not None:
+            out["host_bound"] = self.host_bound.to_dict()
         return out
 
     @classmethod
@@ -275,7 +280,8 @@ class CaseResult:
             gpu_utilization_gate=typed("gpu_utilization_gate", GateResult.from_dict),
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
-            evidence=typed("evidence", Evidence.from_dict),
+            evidence=typed("evidence", Evidence.from_dict), start=data.get("start"),
+            host_bound=typed("host_bound", HostBound.from_dict),
         )
 
 

@@ -90,6 +90,19 @@ def preload_deferred() -> None:
     check_clean()
 
 
+def import_as_forked() -> None:
+    """In a fresh worker of one rank: import what a forked worker finds imported (:data:`PRELOAD`, what is
+    installed of :data:`OPTIONAL` and :data:`DEFERRED`), in the server's order, so that both starts run with the
+    same modules, import hooks and their side effects (torchvision's import sets ``TORCHINDUCTOR_CACHE_DIR``), as
+    :mod:`.process_state` records them."""
+    preload()
+    for name in DEFERRED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
 def check_clean() -> None:
     """Raise unless this process is one a worker may be forked from: CUDA never initialized, one thread of
     Python's own (a fork copies only the thread that forks)."""
@@ -198,6 +211,9 @@ def become(request: ForkRequest, server: int) -> None:
     too late to see it go."""
     if os.getppid() != server:
         os._exit(70)
+    from . import lifecycle
+
+    lifecycle.START = "forked"
     os.setsid()
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
