@@ -12,6 +12,7 @@ import pytest
 
 from pytest_dlperf import baseline as baseline_mod
 from pytest_dlperf import jsonio
+from pytest_dlperf.baseline import edit
 from pytest_dlperf.launch.forkserver import uses_server
 from pytest_dlperf.reporting import markdown as markdown_report
 from pytest_dlperf.reporting import summary
@@ -99,3 +100,14 @@ def test_forked_and_no_fork_server_together_are_refused_in_one_line(dlperf):
     refused = dlperf.run("--dlperf-model", "tiny", "--dlperf-start", "forked", "--dlperf-no-fork-server")
     assert refused.ret != 0
     refused.stderr.fnmatch_lines(["*--dlperf-start: forked contradicts --dlperf-no-fork-server*"])
+
+
+def test_an_update_replaces_the_start_and_the_host_cpu_with_the_new_figure_s():
+    bound = assess(gpu_utilizations(telemetry(54.0)), [], WINDOWS, 0.9, CPU).to_dict()
+    old = baseline_mod.from_measurements([{**record(1, 1700.0, host_bound=bound), "start": "forked"}], GPU_ENV)
+    results = document([{**record(1, 1683.1, host_bound={**bound, "gpu_busy": 0.95, "bound": False}),
+                         "start": "fresh"}], GPU_ENV)
+    new, _ = edit.updated_baseline(old, results, "results.json")
+    entry = new["cases"][0]
+    assert (entry["throughput"], entry["start"], "host_cpu" in entry) == (1683.1, "fresh", False)
+    jsonio.validate(new, "baseline")
