@@ -73,10 +73,13 @@ def compare(case: Case, params: RunParams, alternations: int, workdir: Path, unt
     by_start = {s: [r["throughput"] for r in runs if r["start"] == s] for s in STARTS}
     ratio = geomean(by_start["forked"]) / geomean(by_start["fresh"]) if all(by_start.values()) else None
     states = {s: next((r["process"] for r in runs if r["start"] == s and r["process"]), None) for s in STARTS}
-    differs = (process_state.differences(states["forked"], states["fresh"]) if all(states.values()) else None)
+    differs = process_state.differences(states["forked"], states["fresh"]) if all(states.values()) else {}
+    shown = {k: f"forked {pair[0]!r} / fresh {pair[1]!r}" for k, pair in differs.items()}
+    if "environment" in differs:
+        shown["environment"] = "; ".join(process_state.environment_differences(*differs["environment"]))
     return {"case": case.id, "runs": [{k: v for k, v in r.items() if k != "process"} for r in runs],
-            "forked": by_start["forked"], "fresh": by_start["fresh"], "ratio": ratio,
-            "process_differences": {k: [repr(v) for v in pair] for k, pair in (differs or {}).items()}}
+            "forked": by_start["forked"], "fresh": by_start["fresh"], "ratio": ratio, "process_differences": shown,
+            "processes": states}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -109,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         shown = "-" if ratio is None else f"{ratio:.4f}"
         print(f"{result['case']}: forked / fresh = {shown} (forked {', '.join(f'{v:.1f}' for v in result['forked'])}; "
               f"fresh {', '.join(f'{v:.1f}' for v in result['fresh'])})")
-        for key, (forked, fresh) in result["process_differences"].items():
-            print(f"  differs: {key}: forked {forked[:300]} / fresh {fresh[:300]}")
+        for key, text in result["process_differences"].items():
+            print(f"  differs: {key}: {text[:400]}")
         if ratio is not None:
             worst = max(worst, abs(ratio - 1))
     if args.json:

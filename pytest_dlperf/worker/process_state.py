@@ -115,6 +115,19 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], ignore: frozenset[st
             if key not in ignore and a.get(key) != b.get(key)}
 
 
+def environment_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """What differs between two snapshots' ``environment``: the variables kept by value whose values differ, those
+    only one has, and whether the other variables' values differ (their digest)."""
+    kept_a, kept_b = a.get("kept", {}), b.get("kept", {})
+    out = [f"{name}: {kept_a.get(name)!r} / {kept_b.get(name)!r}" for name in sorted(set(kept_a) | set(kept_b))
+           if kept_a.get(name) != kept_b.get(name)]
+    out += [f"{name}: only in the {side}" for side, one, other in (("first", a, b), ("second", b, a))
+            for name in sorted(set(one.get("others", ())) - set(other.get("others", ())))]
+    if not out and a.get("others_digest") != b.get("others_digest"):
+        out.append("the values of other variables")
+    return out
+
+
 def record(result_dir: str | None, rank: int) -> None:
     """Write this rank's snapshot beside its result (never fails the run: a snapshot is a diagnostic)."""
     if not result_dir:
