@@ -102,7 +102,7 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
     busy = next(cmd for cmd in would if "--gpu-busy-sessions 1" in cmd)
     assert "--device cuda" in busy and "--baseline-file" in busy
     starts = next(cmd for cmd in would if "start_modes.py" in cmd)
-    assert "--device cuda --cases resnet50:amp:64,bert-base:amp:64 --alternations 3" in starts
+    assert "--device cuda --cases resnet50:amp:64\\,bert-base:amp:64 --alternations 3" in starts  # as %q prints it
     diagnose = next(cmd for cmd in would if "gpu_diagnose.py" in cmd)
     assert "--device cuda" in diagnose and "--budget" in diagnose
     assert any(re.search(r"-m pytest .*tests/gpu", cmd) for cmd in would)
