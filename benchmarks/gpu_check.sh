@@ -9,7 +9,8 @@
 #                 resnet50 amp bs256, a baseline it saves, then up to 10 unchanged and 10 slowed-by-5%
 #                 sessions, alternating, judged at a 3% tolerance; its kept sessions (for replays
 #                 under another rule: verdict_rejudge.py) and the baseline (for command 2)
-#   --command 2   (320 s) install; NVIDIA's own ResNet-50 script beside the built-in resnet50
+#   --command 2   (320 s) install; forked against fresh workers (benchmarks/start_modes.py, resnet50 and
+#                 bert-base amp bs64, alternating: the ratios); NVIDIA's own ResNet-50 script beside the built-in resnet50
 #                 (benchmarks/ngc_side_by_side.py: both figures and their ratio); one unchanged session
 #                 while another process runs matrix products on the same GPU (verdict_quality.py
 #                 --gpu-busy-sessions: busy, never a regression); an A/B session of resnet50 against itself
@@ -94,6 +95,7 @@ PLAN="
 1 machine 20 10
 1 verdicts 360 120
 2 install 30 10
+2 starts 180 90
 2 ngc 110 60
 2 gpu-busy 100 60
 2 ab 150 90
@@ -501,6 +503,16 @@ command2() {
     DRY_CMD=(install_project)
     run_step install "$(own_limit install)" "$logs/install.log" -- install_project
 
+    # Issue 42: a worker forked by the fork server against a fresh one, resnet50 and bert-base amp bs64 (steps the
+    # host sets the pace of), one untimed run then 3 rounds of both, alternating: the ratios (goal: within 3%), each
+    # run's GPU utilization and host time per step, and what differs between the two processes.  About 10 s a run.
+    # Exit status 1 is a finding (a ratio more than 3% off), not a failure of the check.
+    local starts=("$PY" benchmarks/start_modes.py --device cuda --cases resnet50:amp:64,bert-base:amp:64
+        --alternations 3 --steps 20,30,3 --json "$logs/starts.json")
+    DRY_CMD=("$PY" benchmarks/start_modes.py --device cpu --cases tiny:fp32:32 --alternations 1 --steps 1,2,1
+        --no-untimed --max-difference 10 --json "$logs/starts.json")  # every path; its figures mean nothing
+    OK_CODES="0 1" run_step starts "$(own_limit starts)" "$logs/starts.log" -- "${starts[@]}"
+
     # NVIDIA's ConvNets main.py (the NGC figures' script) beside the built-in resnet50, amp bs256, one
     # session, 2 runs each: warm-up 20, then 3 windows of 30 steps.  About 20 s a run of main.py (it
     # sleeps 5 s after its last step) and 18 s a run of the built-in one.
@@ -572,6 +584,7 @@ command2() {
     write_summary "$OUT/command2-summary.txt" \
         "gpu_check.sh command 2: NVIDIA's script beside the plugin, a busy GPU, diagnostics, the plugin's proof" \
         "$(left_out)" \
+        "$(printf 'forked / fresh workers (benchmarks/start_modes.py):\n%s' "$(grep -E 'forked / fresh|^  differs:' "$logs/starts.log" 2>/dev/null | cut -c1-400 | sed 's/^/  /')")" \
         "$(printf 'NGC side by side (benchmarks/ngc_side_by_side.py):\n%s' "$(grep -E '^(ngc-rn50|resnet50): |^ngc-rn50 / resnet50' "$logs/ngc.log" 2>/dev/null | cut -c1-400 | sed 's/^/  /')")" \
         "$(printf 'GPU busy (verdict_quality.py --gpu-busy-sessions):\n%s' "$(sed -n '/^baseline:/,$p' "$logs/gpu-busy.log" 2>/dev/null)")" \
         "$(printf 'A/B (benchmarks/ab_quality.py):\n%s' "$(cat "$logs/ab.log" 2>/dev/null)")" \

@@ -87,7 +87,7 @@ SIDES = ("bare", "harness", "harness-notel", "harness-exec")
 # side: (telemetry on, started by the fork server unless --start exec)
 HARNESS_SIDES = {"harness": (True, True), "harness-notel": (False, True), "harness-exec": (True, False)}
 TELEMETRY_MODES = {"on": ("bare", "harness"), "off": ("bare", "harness-notel"), "both": SIDES[:3]}
-START_MODES = ("server", "exec", "both")
+START_MODES = ("auto", "server", "exec", "both")
 # The models the bare loop can build: torchvision's by name, and the registry's ``tiny``.
 MODELS = ("tiny", "resnet18", "resnet50", "vgg16")
 # Warm-up and windows: the plugin's defaults (those of RunParams) on CUDA, fewer on a CPU.
@@ -273,10 +273,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--telemetry", choices=tuple(TELEMETRY_MODES), default="both",
                         help="the harness with telemetry sampling on, off, or both side by side; "
                              "default: %(default)s")
-    parser.add_argument("--start", choices=START_MODES, default="server",
-                        help="how the harness starts its workers: forked by the fork server (the plugin's default), "
-                             "as fresh interpreters (exec, --dlperf-no-fork-server), or both side by side (a "
-                             "harness-exec side); default: %(default)s")
+    parser.add_argument("--start", choices=START_MODES, default="auto",
+                        help="how the harness starts its workers: as the plugin does (auto: forked by the fork server "
+                             "on the CPU, fresh on a GPU), forked (server), as fresh interpreters (exec, "
+                             "--dlperf-start fresh), or both side by side (a harness-exec side); default: %(default)s")
     parser.add_argument("--max-overhead", type=float, default=0.02,
                         help="largest allowed throughput loss of the harness, as a fraction; default: %(default)s")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON here")
@@ -387,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         "image_size": args.image_size, "num_classes": int(spec.settings(case.settings_dict)["num_classes"]),
         "device": device, "warmup_steps": params.warmup_steps, "steps": params.steps, "repeats": params.repeats,
     }
+    if args.start == "auto":
+        args.start = "server" if forkserver.uses_server("auto", device) else "exec"
     params = dataclasses.replace(params, fork_server=args.start != "exec")
     sides = TELEMETRY_MODES[args.telemetry] + (("harness-exec",) if args.start == "both" else ())
     print(f"harness vs bare loop: {case.id} on {device}, warm-up {params.warmup_steps} steps, "

@@ -106,7 +106,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #: under ``-n 2``), for :func:`pytest_collection_modifyitems`.  A file not named here runs after these, in its usual
 #: order; a figure that has drifted only makes the schedule a little worse, never a test wrong.
 FILE_SECONDS = {
-    "test_launchers.py": 89, "test_gpu_check.py": 100, "test_ab.py": 35, "test_fork_server.py": 43,
+    "test_launchers.py": 89, "test_gpu_check.py": 100, "test_host_bound.py": 2, "test_ab.py": 35, "test_fork_server.py": 43,
     "test_mlperf_commands.py": 35,
     "test_distributed.py": 33, "test_commands.py": 29, "test_verdict_quality.py": 29, "test_nightly_examples.py": 27,
     "test_sequential.py": 25, "test_readme.py": 45, "test_bisect.py": 40, "test_command_faults.py": 32,

@@ -27,6 +27,7 @@ import torch
 from pytest_dlperf.launch import forkserver
 from pytest_dlperf.launch.launchers import STEADY_MALLOC
 from pytest_dlperf.worker import forkserver as server_side
+from pytest_dlperf.worker import process_state
 from tests.fixtures import wait_gone
 
 STEADY = ":".join(f"{name}={value}" for name, value in STEADY_MALLOC.items())
@@ -146,8 +147,13 @@ def test_each_run_is_a_process_of_its_own(probed):
     searched = run_probe(probed, "--dlperf-batch-size", "max", "--dlperf-max-memory", "2GiB",
                          "--dlperf-max-batch-trials", "2")
     capped = [seen for seen in searched if "max-batch" in seen["argv"][1]]
-    runs = [seen for seen in searched if seen not in capped] + run_probe(probed, "--dlperf-runs", "3")
-    fresh = run_probe(probed, "--dlperf-no-fork-server")
+    # Its baseline entry was measured with fresh workers (the verdict names the crossing: tests/test_host_bound.py).
+    entry = {"model": "probe", "precision": "fp32", "batch_size": 4, "throughput": 1.0, "tolerance": 0.99,
+             "cpu_threads": 1, "start": "fresh"}
+    runs = [seen for seen in searched if seen not in capped] + run_probe(
+        probed, "--dlperf-runs", "3", "--dlperf-json", "forked.json", "--dlperf-log-dir", "logs",
+        "--dlperf-baseline", probed.baseline([entry], schema_version=2))
+    fresh = run_probe(probed, "--dlperf-no-fork-server", "--dlperf-json", "fresh.json", "--dlperf-log-dir", "logs")
     assert len(capped) == 2 and len(runs) >= 4 and len(fresh) == 1
     server = runs[0]["ppid"]
     # Forked by one server, the same across sessions of this process; a fresh worker's parent is the controller.
@@ -188,6 +194,22 @@ def test_each_run_is_a_process_of_its_own(probed):
     assert fresh[0]["tunables"] == STEADY and fresh[0]["proc_tunables"]  # glibc cuts its own copy short
     # One intra-op thread, the default, forked or fresh: the variable it started with, as torch reads it.
     assert [(seen["threads"], seen["proc_omp"]) for seen in capped + runs + fresh] == [(1, "1")] * len(pids)
+    # How each run's worker started is recorded, per run and per case; and a forked worker's process differs from
+    # a fresh one's in nothing a start could change (threads, affinity, gc, flags, signals, limits, backend flags,
+    # import hooks, environment) but what is each process's own (worker/process_state.py).
+    forked_case, fresh_case = (probed.results(name)["cases"][0] for name in ("forked.json", "fresh.json"))
+    assert (forked_case["start"], fresh_case["start"]) == ("forked", "fresh")
+    forked_runs, fresh_runs = (case["attempts"][-1]["runs"] for case in (forked_case, fresh_case))
+    assert {run["start"] for run in forked_runs} == {"forked"} and fresh_runs[0]["start"] == "fresh"
+    assert "baseline measured with workers started fresh; these runs' started forked" in forked_case["message"]
+    states = [json.loads((probed.path / run["log_dir"] / "process-rank0.json").read_text())
+              for run in (forked_runs[-1], fresh_runs[0])]
+    assert process_state.differences(*states, ignore=process_state.OWN | {"environment"}) == {}
+    # The same variables, and the same values of those read at start (the rest differ by the probe's own
+    # DLPERF_PROBE_LEAK, its pid: only their digest is kept).
+    environments = [state["environment"] for state in states]
+    assert environments[0]["kept"] == environments[1]["kept"] and environments[0]["others"] == environments[1]["others"]
+    assert states[0]["pid"] != states[1]["pid"] and states[0]["torch"]["num_threads"] == 1
 
 
 def test_the_ranks_of_a_cpu_job_are_forked_each_a_process_of_its_own(probed):

@@ -31,7 +31,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
 #: What a GPU is lent for, in command time (the machine's start and the idle wait take the rest of 15 minutes).
 LEASE_COMMAND_SECONDS = 12 * 60
 #: The order issue 27 asks for: what has never been measured first, the plugin's own proof last.
-ORDER = ["verdicts", "ngc", "gpu-busy", "ab", "diagnose", "bert-recipes", "gpu-tests", "seeds", "overhead"]
+ORDER = ["verdicts", "starts", "ngc", "gpu-busy", "ab", "diagnose", "bert-recipes", "gpu-tests", "seeds", "overhead"]
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
                                 reason="needs bash and timeout (coreutils)")
@@ -103,6 +103,8 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
     assert "--device cuda" in busy and "--baseline-file" in busy
     ab = next(cmd for cmd in would if "ab_quality.py" in cmd)
     assert "--model resnet50 --device cuda --precision amp --batch-size 256 --more-work 0.05" in ab
+    starts = next(cmd for cmd in would if "start_modes.py" in cmd)
+    assert "--device cuda --cases resnet50:amp:64\\,bert-base:amp:64 --alternations 3" in starts  # as %q prints it
     diagnose = next(cmd for cmd in would if "gpu_diagnose.py" in cmd)
     assert "--device cuda" in diagnose and "--budget" in diagnose
     assert any(re.search(r"-m pytest .*tests/gpu", cmd) for cmd in would)
@@ -126,12 +128,13 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
     two = (out / "command2-summary.txt").read_text()
     ran = re.findall(r"^  (\S+) ok\(exit=0\)", two, re.MULTILINE)
     peer = (ROOT / ".peer" / "convnets" / "main.py").is_file() and (ROOT / ".peer" / "dllogger").is_dir()
-    assert ran == ["install", *(["ngc"] if peer else []), "gpu-busy", "ab", "diagnose", "bert-recipes", "gpu-tests", "seeds",
-                   "overhead"], two
+    assert ran == ["install", "starts", *(["ngc"] if peer else []), "gpu-busy", "ab", "diagnose", "bert-recipes",
+                   "gpu-tests", "seeds", "overhead"], two
     if not peer:
         assert re.search(r"^  ngc \(no copy of NVIDIA's ConvNets", two, re.MULTILINE), two
     assert "out-of-time" not in two
     assert re.search(r"gpu_busy +\| +1 \|", two), two  # the busy kind's row (on the CPU: no GPU job beside it)
+    assert re.search(r"^  tiny-fp32-bs32-gpu1: forked / fresh = \d+\.\d+", two, re.MULTILINE), two
     assert "ddp: resnet18" in two and "bert: bert-tiny" in two  # gpu_diagnose's two tables (--quick: resnet18)
     assert "bert-tiny bs2: the median of each variant's rounds" in two  # bert_recipes' table
     assert re.search(r"tests/gpu: (\d+) tests: 0 passed, 0 failed, 0 errors, \1 skipped", two), two
@@ -145,7 +148,7 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
     jsonio.validate(baseline, "baseline")
     assert "gpu_check.sh --command 2 --dry-run" in baseline["provenance"]["notes"]
     logs = members(out / "command2-logs.tar.gz")
-    for name in ("diagnose.json", "gpu-busy.log", "gpu-tests.xml", "overhead.json", "report/report.md"):
+    for name in ("starts.json", "diagnose.json", "gpu-busy.log", "gpu-tests.xml", "overhead.json", "report/report.md"):
         assert name in logs, (name, logs)
     assert any(re.fullmatch(r"report/plots/.+\.png", name) for name in logs), logs
 

@@ -38,7 +38,7 @@ STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 #: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.gate.figures`).
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
-VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads")
+VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads", "start", "host_cpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +72,10 @@ class Entry:
     cpu_threads: int | None = None
     #: An entry of a CPU baseline saved before ``cpu_threads`` was recorded: it runs as those versions ran it.
     threads_as_before: bool = False
+    #: How its runs' workers started, "forked" or "fresh" (version 2; None: not recorded).
+    start: str | None = None
+    #: The host's CPU model of an entry that was host-bound when saved (version 2; :mod:`pytest_dlperf.results.host_bound`).
+    host_cpu: str | None = None
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -185,6 +189,25 @@ def device_mismatch(baseline_device: tuple[str, str | None] | None, device: Mapp
     return f"baseline measured on the CPU ({model or 'unknown model'}); this run is on {name or 'a GPU'}"
 
 
+def host_cpu_mismatch(saved_cpu: str | None, cpu: str | None) -> str | None:
+    """The note of a case whose entry was host-bound when saved on a host with ``saved_cpu`` (its ``host_cpu``:
+    :mod:`pytest_dlperf.results.host_bound`), gated on one with another CPU model ``cpu``; None where they match or
+    either is unknown."""
+    if not saved_cpu or not cpu or hardware.same_cpu_model(saved_cpu, cpu):
+        return None
+    return (f"baseline measured host-bound on a host with {saved_cpu}; this host has {cpu}: a host-bound figure "
+            f"depends on the host's CPU")
+
+
+def start_mismatch(saved: str | None, start: str | None) -> str | None:
+    """The note of a case whose entry was measured with workers started ``saved`` ("forked", "fresh": its
+    ``start``) and whose runs started ``start``; None where they match or either is unknown."""
+    if not saved or not start or saved == start:
+        return None
+    return (f"baseline measured with workers started {saved}; these runs' started {start} (--dlperf-start): where "
+            f"the host sets a step's pace the two may read apart (docs/gpu.md)")
+
+
 def plain_case(case: Case) -> Case:
     """``case`` without settings equal to its model's defaults (unchanged for an unknown model)."""
     from .. import models
@@ -240,6 +263,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             probe_runs={k: tuple(float(v) for v in values) for k, values in (raw.get("probe_runs") or {}).items()},
             cpu_threads=int(raw["cpu_threads"]) if "cpu_threads" in raw else None,  # 2.0 is an integer to JSON
             threads_as_before="cpu_threads" not in raw and not on_gpu,
+            start=raw.get("start"), host_cpu=raw.get("host_cpu"),
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")

@@ -22,7 +22,8 @@ from ..gate.evidence import Evidence
 from ..gate.format import fmt_value
 from ..results.case import CaseResult
 from .document import DEFAULT_TOLERANCE, PROBE_FIELDS, STEP_FIELDS, VERSION_2_FIELDS, method, plain_case, record_method
-from .measured import ProbeReference, add_slower_host_note, drop_slower_host_note, kept_runs, slower_host
+from .measured import (ProbeReference, add_slower_host_note, drop_slower_host_note, kept_runs, slower_host,
+                       start_fields)
 
 
 def _flatten(value: Any, prefix: str) -> dict[str, Any]:
@@ -218,9 +219,10 @@ def _refresh(entry: dict[str, Any], rec: Mapping[str, Any], new: float, source: 
     case_id = _case(rec["case"]).id
     entry.update(throughput=new, unit=rec["unit"], source=source)
     replaced = ProbeReference("the entry it replaces,", entry.get("memory_gbs"), entry.get("core_gflops"))
-    for key in ("runs", *PROBE_FIELDS):
+    for key in ("runs", *PROBE_FIELDS, "start", "host_cpu"):
         entry.pop(key, None)
     entry.update(kept_runs(rec))  # the new figure's own runs and host probes, or none
+    entry.update(start_fields(rec))  # how its workers started, a host-bound figure's CPU
     drop_slower_host_note(entry)
     if same_machine:
         tolerance = entry.get("tolerance", defaults.get("tolerance", DEFAULT_TOLERANCE))

@@ -157,6 +157,17 @@ def drop_slower_host_note(entry: dict[str, Any]) -> None:
             entry.pop("notes")
 
 
+def start_fields(rec: Mapping[str, Any]) -> dict[str, str]:
+    """What of a results record's start an entry keeps: how its workers started (``start``: a session that starts
+    them otherwise says so), and where its GPUs idled, the host's CPU model (``host_cpu``: its figure is that
+    CPU's too; gated on another, the session says so)."""
+    out = {"start": rec["start"]} if rec.get("start") in ("forked", "fresh") else {}
+    bound = rec.get("host_bound") or {}
+    if bound.get("bound") and bound.get("cpu"):
+        out["host_cpu"] = bound["cpu"]
+    return out
+
+
 def _entry(rec: Mapping[str, Any], source: str, tolerance: float, steps: Mapping[str, int] | None,
            noisy_cases: list[Noisy] | None, commands: Mapping[str, Mapping[str, Any]] | None,
            max_runs: int | None) -> dict[str, Any]:
@@ -191,6 +202,7 @@ def _entry(rec: Mapping[str, Any], source: str, tolerance: float, steps: Mapping
             entry[key] = measured_with[key]
     if measured_with.get("cpu_threads") is not None:  # a CPU case: a later session runs it with as many threads
         entry["cpu_threads"] = measured_with["cpu_threads"]
+    entry.update(start_fields(rec))
     if commands and entry.get("model") in commands:
         entry["command"] = dict(commands[entry["model"]])
     return entry

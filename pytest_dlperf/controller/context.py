@@ -24,7 +24,7 @@ import pytest
 
 from .. import baseline as baseline_mod
 from ..cases import Case
-from ..launch import threads
+from ..launch import forkserver, threads
 from ..launch.launchers import get_launcher
 from ..launch.workers import CaseError, RemoteRankZero, RunParams
 from ..models import ModelSpec
@@ -150,7 +150,7 @@ class Context:
         return RunParams(device=self.device, runs=opts.runs, timeout=opts.timeout, launcher=opts.launcher,
                          peak_tflops=opts.peak_tflops, telemetry=not opts.no_telemetry,
                          data_dir=opts.data_dir, data_workers=opts.data_workers, data_only=opts.data_only,
-                         malloc=opts.malloc, fork_server=not opts.no_fork_server,
+                         malloc=opts.malloc, fork_server=forkserver.uses_server(opts.start, self.device),
                          share_gpus=bool(opts.share_gpus), dist_backend=opts.dist_backend,
                          cpu_threads=cpu.threads if cpu is not None else None, **chosen)
 
@@ -180,6 +180,12 @@ class Context:
         from .. import environment
 
         return (environment.collect(self.config.rootpath).get("host") or {}).get("cpu_isa")
+
+    def host_cpu(self) -> str | None:
+        """This host's CPU model (:func:`pytest_dlperf.environment.collect`; collected once)."""
+        from .. import environment
+
+        return (environment.collect(self.config.rootpath).get("host") or {}).get("cpu")
 
     # -- running a case's runs
 

@@ -37,7 +37,8 @@ from ..registry import Registry
 from ..reporting import benchmark_json, junit
 from ..results.case import CaseFailed, CaseResult, Scaling, Status
 from ..results.runs import Attempt, RunRecord
-from ..results.telemetry import telemetry_summaries
+from ..results import host_bound
+from ..results.telemetry import gpu_utilizations, telemetry_summaries
 from .context import CaseKind, Context, Properties
 
 #: ``measure(case, spec, params, workdir, launcher, on_progress=None, first_index=0) -> list[RunRecord]``
@@ -225,6 +226,12 @@ def record_judged(ctx: Context, case: Case, entry: baseline_mod.Entry | None, re
     notes += last.warnings
     notes += [f"input: {data.describe(loader, last.unit)}"] if loader is not None else []
     notes += [note for note in (last.straggler(ranks), mismatch) if note]
+    bound = host_bound.assess(gpu_utilizations(telemetry_summaries(result)), [run.timing for run in last.runs], last.windows,
+                              ctx.options.host_bound_below, ctx.host_cpu()) if last.device.get("type") == "cuda" else None
+    notes += [bound.line()] if bound is not None and bound.bound else []
+    if expected is not None and entry is not None:
+        notes += [note for note in (baseline_mod.start_mismatch(entry.start, last.start),
+                                    baseline_mod.host_cpu_mismatch(entry.host_cpu, ctx.host_cpu())) if note]
     if scale is not None:
         scaling_note = scaling_message(case.id, scale, last.unit)
     elif case.gpus > 1:
@@ -242,6 +249,7 @@ def record_judged(ctx: Context, case: Case, entry: baseline_mod.Entry | None, re
     result.device, result.ranks, result.scaling = last.device, ranks, scale
     result.flops, result.data, result.compile_seconds = last.flops(case.gpus), loader, compiled
     result.gpu_utilization_gate, result.hardware_mismatch, result.baseline = gate, mismatch, expected
+    result.start, result.host_bound = last.start, bound
 
 
 def saved_runs(opts) -> int:

@@ -64,6 +64,7 @@ class WorkerOutcome:
     result_error: str | None = None
     rank_results: dict[int, WorkerResult] = dataclasses.field(default_factory=dict)
     lost: str | None = None  # a forked worker's server died before it said how the worker ended
+    start: str = "fresh"  # how its process started: "forked" by the fork server, or "fresh"
 
     @property
     def stderr_path(self) -> Path:
@@ -207,7 +208,7 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
                         forked=[*fork, str(spec_path)] if fork else None, python=python)
     results, errors = _read_results(run_dir)
     return WorkerOutcome(ended.returncode, results.get(0), ended.timed_out, ended.time_limit, run_dir,
-                         ended.wall_seconds, errors.get(0), results, ended.lost)
+                         ended.wall_seconds, errors.get(0), results, ended.lost, ended.start)
 
 
 @dataclasses.dataclass
@@ -222,6 +223,7 @@ class CommandOutcome:
     lost: str | None = None  # a forked worker's server died before it said how the worker ended
     #: Ended by the controller once its log had the steps the case needs (``done``): its exit status is the stop's.
     stopped: bool = False
+    start: str = "fresh"  # "forked": the fork server started it; "fresh": a process of its own
 
     @property
     def ok(self) -> bool:
@@ -286,7 +288,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 _live_runs.pop(proc.pid, None)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start,
-                          getattr(proc, "lost", None), stopped)
+                          getattr(proc, "lost", None), stopped,
+                          "forked" if isinstance(proc, forkserver.ForkedProcess) else "fresh")
 
 
 def _child_env(extra_env: dict[str, str] | None) -> dict[str, str]:

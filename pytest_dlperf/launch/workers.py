@@ -93,7 +93,7 @@ def run_record(index: int, outcome: process.WorkerOutcome) -> RunRecord:
     result = outcome.result
     if result is None:
         return RunRecord(index, RunStatus.TIMEOUT if outcome.timed_out else RunStatus.CRASHED, outcome.returncode,
-                         round(outcome.wall_seconds, 3), str(outcome.run_dir))
+                         round(outcome.wall_seconds, 3), str(outcome.run_dir), start=outcome.start)
     return RunRecord(
         index, RunStatus(result.status.value), outcome.returncode, round(outcome.wall_seconds, 3),
         str(outcome.run_dir), device=result.device, windows=result.windows or [], timing=result.timing or {},
@@ -101,7 +101,7 @@ def run_record(index: int, outcome: process.WorkerOutcome) -> RunRecord:
         memory_cap=result.memory_cap, telemetry=result.telemetry, flops=result.flops, data=result.data,
         convergence=result.convergence, interference=result.interference,
         ranks=[RankRecord(r["rank"], r["host"], r["device"].get("name"), r["windows"], r.get("telemetry"),
-                          r.get("data")) for r in result.ranks or []])
+                          r.get("data")) for r in result.ranks or []], start=outcome.start)
 
 
 def _tail_block(path) -> str:

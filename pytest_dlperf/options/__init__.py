@@ -24,8 +24,10 @@ from ..controller.batchsearch import MAX_TRIALS
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
 from ..gate.sequential import SAVE_SPAN
 from ..gate.verdict import INCONCLUSIVE_POLICIES
+from ..launch.forkserver import STARTS
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
 from ..worker.distributed import BACKENDS, choose_backend
+from ..results.host_bound import HOST_BOUND_BELOW
 from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
                       number, plot_folder, record_folder, switch, text, trusted_paths, words)
 
@@ -177,7 +179,15 @@ OPTIONS = (
     _switch("no-fork-server", "start every worker as a fresh interpreter (python -m pytest_dlperf.worker) instead of "
                               "forking it from the fork server, a process of the session that imported torch once "
                               "and starts a run's one worker (and the local launcher's CPU ranks) in a fraction of a "
-                              "second (docs/design.md)."),
+                              "second (docs/design.md)): --dlperf-start fresh."),
+    Option("start", "how each run's worker process starts: forked (from the fork server), fresh (an interpreter of "
+                    "its own, as NVIDIA's scripts start: the reference where the host sets a GPU step's pace) or auto "
+                    "(default: forked on the CPU, fresh on GPUs; docs/gpu.md). --dlperf-no-fork-server is fresh.",
+           "MODE", choice(STARTS, "auto")),
+    Option("host-bound-below", "a GPU case whose GPUs were busy (NVML's mean utilization over the measured windows) "
+                               "less than this fraction of the time is marked host-bound: its figure depends on the "
+                               "host's CPU (default 0.9).", "FRACTION",
+           number(0, 1, high_inclusive=True, default=HOST_BOUND_BELOW)),
     Option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
                        "data=dali cases read.", "DIR", folder),
     Option("convergence-data", "the data set of convergence cases (a baseline entry with a target): "
@@ -282,6 +292,10 @@ class Options:
         self.max_runs = self.max_runs or (self.runs + self.confirm if self.confirm is not None
                                           else max(self.runs, MAX_RUNS))
         del self.confirm  # what it meant is in max_runs
+        if self.no_fork_server:
+            if self.start == "forked":
+                raise OptionError("--dlperf-start: forked contradicts --dlperf-no-fork-server; expected one of them")
+            self.start = "fresh"
         if self.nnodes > 1 and self.launcher == "torchrun":
             # Only the node of rank 0 judges: a re-measurement there alone would leave the
             # other nodes waiting at a rendezvous that never comes.

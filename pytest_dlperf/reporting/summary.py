@@ -83,6 +83,8 @@ def _fmt_tflops(value: float) -> str:
 
 
 UTILIZATION_TITLE = "FLOPs and utilization (over the measured windows; CPU: whole host, RSS: per worker process)"
+#: The mark of a GPU case whose GPUs the host kept waiting (:mod:`pytest_dlperf.results.host_bound`).
+HOST_BOUND = "host-bound"
 UTILIZATION_HEADER = ("case", "TFLOP/s", "MFU", "GPU util mean / max", "CPU util mean", "RSS max")
 
 
@@ -103,7 +105,8 @@ def utilization_rows(results: Sequence[CaseResult]) -> tuple[list[list[str]], li
             result.id,
             _fmt_tflops(flops["tflops"]) if flops.get("tflops") is not None else "-",
             f"{100 * flops['mfu']:.1f}%" if flops.get("mfu") is not None else "-",
-            (f"{sum(g[1] for g in gpus) / len(gpus):.0f}% / {max(g[2] for g in gpus):.0f}%" if gpus else "-"),
+            (f"{sum(g[1] for g in gpus) / len(gpus):.0f}% / {max(g[2] for g in gpus):.0f}%" if gpus else "-")
+            + (f" {HOST_BOUND}" if result.host_bound is not None and result.host_bound.bound else ""),
             f"{cpu:.0f}%" if cpu is not None else "-",
             f"{rss / 2**20:.0f} MiB" if rss is not None else "-",
         ])

@@ -23,6 +23,7 @@ from ..cases import Case
 from ..gate.evidence import Evidence
 from ..gate.paired import PairedEvidence
 from ..protocol import ValueEnum
+from .host_bound import HostBound
 from .runs import AttemptRecord, RunRecord
 
 
@@ -146,7 +147,7 @@ class GateResult:
 
 
 #: Fields written only when set (absent from skipped and failed cases' records).
-_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence")
+_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence", "start")
 #: Fields of a judged case, written even when null.
 _JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "data", "compile_seconds",
            "gpu_utilization_gate", "hardware_mismatch")
@@ -187,6 +188,8 @@ class CaseResult:
     unsaved: str | None = None
     #: An A/B session's case (``--dlperf-against``): its pairs, their estimate and decision (gate.paired).
     paired: PairedEvidence | None = None
+    start: str | None = None  # how its runs' workers started: "forked", "fresh" or "mixed" (Attempt.start)
+    host_bound: HostBound | None = None  # a GPU case: how busy its GPUs were, and whether the host set the pace
 
     # -- derived, so that no reader works them out again
 
@@ -263,6 +266,8 @@ class CaseResult:
                 out[name] = judged[name]
         if self.paired is not None:
             out["paired"] = self.paired.to_dict()
+        if self.host_bound is not None:
+            out["host_bound"] = self.host_bound.to_dict()
         return out
 
     @classmethod
@@ -285,6 +290,7 @@ class CaseResult:
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
             evidence=typed("evidence", Evidence.from_dict), paired=typed("paired", PairedEvidence.from_dict),
+            start=data.get("start"), host_bound=typed("host_bound", HostBound.from_dict),
         )
 
 

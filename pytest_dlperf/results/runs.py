@@ -107,6 +107,9 @@ class RunRecord:
     interference: dict[str, Any] | None = None  # what else used the machine during its windows
     ranks: list[RankRecord] = dataclasses.field(default_factory=list)
     command: CommandLine | None = None  # a command case's run
+    #: How its worker's process started: "forked" from the fork server or "fresh" (None: a command, or an older
+    #: results file); where the host sets the pace of a step the two may measure apart (docs/gpu.md).
+    start: str | None = None
 
     @property
     def median(self) -> float | None:
@@ -126,6 +129,8 @@ class RunRecord:
                "interference": self.interference, "ranks": [r.to_dict() for r in self.ranks]}
         if self.command is not None:
             out["command"] = self.command.to_dict()
+        if self.start is not None:
+            out["start"] = self.start
         return out
 
     @classmethod
@@ -141,7 +146,7 @@ class RunRecord:
             telemetry=data.get("telemetry"), flops=data.get("flops"), data=data.get("data"),
             convergence=data.get("convergence"), interference=data.get("interference"),
             ranks=[RankRecord.from_dict(r) for r in data.get("ranks") or []],
-            command=CommandLine.from_dict(command) if command else None)
+            command=CommandLine.from_dict(command) if command else None, start=data.get("start"))
 
 
 @dataclasses.dataclass
@@ -187,6 +192,13 @@ class Attempt:
     @property
     def windows(self) -> list[dict[str, Any]]:
         return [w for run in self.runs for w in run.windows]
+
+    @property
+    def start(self) -> str | None:
+        """How its runs' workers started: "forked" or "fresh", "mixed" where they differ (a fork server that could
+        not serve some), None where no run says (a command)."""
+        starts = {run.start for run in self.runs if run.start}
+        return starts.pop() if len(starts) == 1 else ("mixed" if starts else None)
 
     def record(self) -> AttemptRecord:
         return AttemptRecord(self.summary.median, self.runs, self.summary.to_dict())

@@ -1,6 +1,20 @@
-"""``python -m pytest_dlperf.worker SPEC.json``: one rank of one run (:mod:`.main`)."""
+"""``python -m pytest_dlperf.worker SPEC.json``: one rank of one run (:mod:`.main`).
 
+A fresh worker of one rank first imports what a forked one finds imported (:func:`.forkserver.import_as_forked`):
+the two starts then differ in nothing :mod:`.process_state` records but what is each process's own.
+"""
+
+import os
+
+from . import lifecycle
 from .lifecycle import leave
 from .main import main
 
+if lifecycle.START == "fresh" and os.environ.get("WORLD_SIZE", "1") == "1":
+    from .forkserver import import_as_forked
+
+    try:
+        import_as_forked()
+    except Exception:  # noqa: BLE001 - a module that cannot import fails the run in main(), with a result
+        pass
 leave(main())

@@ -90,6 +90,24 @@ def preload_deferred() -> None:
     check_clean()
 
 
+def import_as_forked() -> None:
+    """In a fresh worker of one rank: import what a forked worker finds imported (:data:`PRELOAD`, what is
+    installed of :data:`OPTIONAL` and :data:`DEFERRED`), in the server's order, so that both starts run with the
+    same modules and import hooks, as :mod:`.process_state` records them.  The environment is left as the process
+    started with it, as :func:`become` leaves a forked worker's (the request's, whole): what an import writes into
+    it (torchvision's sets ``TORCHINDUCTOR_CACHE_DIR``) is the server's in a forked worker, and goes here too."""
+    started = dict(os.environ)
+    preload()
+    for name in DEFERRED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    if dict(os.environ) != started:
+        os.environ.clear()
+        os.environ.update(started)
+
+
 def check_clean() -> None:
     """Raise unless this process is one a worker may be forked from: CUDA never initialized, one thread of
     Python's own (a fork copies only the thread that forks)."""
@@ -198,6 +216,9 @@ def become(request: ForkRequest, server: int) -> None:
     too late to see it go."""
     if os.getppid() != server:
         os._exit(70)
+    from . import lifecycle
+
+    lifecycle.START = "forked"
     os.setsid()
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)

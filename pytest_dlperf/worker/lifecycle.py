@@ -13,6 +13,10 @@ from typing import Any, NoReturn
 
 from ..protocol import Progress, WorkerSpec
 
+#: How this process started: ``fresh`` (an interpreter of its own) until the fork server's :func:`~.forkserver.become`
+#: makes it ``forked``.
+START = "fresh"
+
 
 class ProgressFile:
     """Rank 0's ``progress.json`` (:class:`~pytest_dlperf.protocol.Progress`); other ranks write none.

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol import WorkerResult, WorkerSpec, WorkerStatus, result_file
+from . import process_state
 from .interference import Interference
 from .lifecycle import Held, ProgressFile, launched_at, timing
 
@@ -237,7 +238,9 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
     with Held(group, _sampler(spec, device_info, result.warnings)) as held:
         launched, marks, compiled = _measure(spec, result, held, model_spec, settings, device, device_info, ranks,
                                              per_rank)
-    result.timing = timing(launched, marks, result.windows, total=marks["measured_done"])
+        process_state.record(spec.result_dir, ranks.rank)  # what of the process a start could change
+    result.timing = timing(launched, marks, result.windows, total=marks["measured_done"],
+                           **{k: marks[k] for k in ("host_seconds_per_step",) if k in marks})
     if compiled is not None:
         result.timing.update(setup_seconds=compiled["started"] - launched, compile_seconds=compiled["compile_seconds"],
                              compile_steps_seconds=compiled["compile_steps_seconds"])
@@ -287,6 +290,8 @@ def _measure(spec: WorkerSpec, result: WorkerResult, held: Held, model_spec, set
                                   barrier=held.group.barrier if held.group else None, sampler=busy,
                                   between=busy.between)
     result.interference = busy.summary()
+    if device_info.get("type") == "cuda" and not spec.data_only:  # after the windows: the host's part of a step
+        marks["host_seconds_per_step"] = held.step.host_seconds()
     _gather(spec, result, held, meter, windows, device_info, ranks)
     return launched, marks, compiled
 

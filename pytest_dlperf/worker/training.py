@@ -118,3 +118,18 @@ class TrainingStep:
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+    def host_seconds(self, steps: int = 3) -> float:
+        """The host's seconds to issue one step right after a synchronization (the median of ``steps``): its launch
+        time, plus any wait a synchronization inside the step makes.  Near the step's time, the host sets the pace."""
+        import statistics
+        import time
+
+        seconds = []
+        for _ in range(steps):
+            self.sync()
+            start = time.perf_counter()
+            self()
+            seconds.append(time.perf_counter() - start)
+        self.sync()
+        return statistics.median(seconds)
