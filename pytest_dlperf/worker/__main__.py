@@ -4,13 +4,12 @@ A fresh worker of one rank first imports what a forked one finds imported (:func
 the two starts then differ in nothing :mod:`.process_state` records but what is each process's own.
 """
 
-import os
-
 from . import lifecycle
+from .distributed import ranks_from_env
 from .lifecycle import leave
 from .main import main
 
-if lifecycle.START == "fresh" and os.environ.get("WORLD_SIZE", "1") == "1":
+if lifecycle.START == "fresh" and not ranks_from_env().distributed:  # torchrun's, srun's or mpirun's ranks too
     from .forkserver import import_as_forked
 
     try:
