@@ -196,19 +196,20 @@ def abnet(settings):
 
 
 def two_revisions(dlperf):
-    """A project whose committed conftest's model is a quarter of the work of the working copy's."""
+    """A project whose working copy's model does about twelve times the work of its committed one's: a slowdown no
+    pair beside the suite's own load hides (a pair hit by a burst of it read 0.9 where the others read 0.2)."""
     git = ["git", "-C", str(dlperf.path), "-c", "user.email=t@t", "-c", "user.name=t"]
     (dlperf.path / "conftest.py").write_text(MODEL.format(layers=2))
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "conftest.py"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "two layers"], check=True)
-    (dlperf.path / "conftest.py").write_text(MODEL.format(layers=12))
+    (dlperf.path / "conftest.py").write_text(MODEL.format(layers=24))
 
 
 @pytest.fixture
 def revisions(shared_run):
     return shared_run("ab-git", "--dlperf-model", "abnet", "--dlperf-against", "HEAD", "--dlperf-against-seed", "5",
-                      "--dlperf-max-runs", "2", "--dlperf-json", "results.json", "--dlperf-report", "report.md",
+                      "--dlperf-max-runs", "3", "--dlperf-json", "results.json", "--dlperf-report", "report.md",
                       "--dlperf-history", "history.db", "--dlperf-plot", "plots", setup=two_revisions)
 
 
@@ -231,9 +232,10 @@ def test_the_results_record_the_seed_the_pairs_in_its_order_and_both_environment
     assert against["candidate_environment"]["git"]["dirty"] is True
     case = document["cases"][0]
     assert case["verdict"] == "fail" and case["paired"]["seed"] == 5 and case["paired"]["decision"] == "regression"
-    assert [p["first"] for p in case["paired"]["pairs"]] == [paired.pair_order(5, i)[0] for i in range(2)]
+    pairs = case["paired"]["pairs"]
+    assert 2 <= len(pairs) <= 3 and [p["first"] for p in pairs] == [paired.pair_order(5, i)[0] for i in range(len(pairs))]
     assert case["baseline"]["throughput"] == pytest.approx(case["paired"]["reference"])
-    assert case["paired"]["estimate"]["value"] < 0.8  # six times the layers: far slower
+    assert case["paired"]["estimate"]["value"] < 0.8  # twelve times the layers: far slower
     assert len(case["attempts"]) == 2 and {r["log_dir"].split(os.sep)[-2] for r in case["attempts"][0]["runs"]} == \
         {"reference"}
 

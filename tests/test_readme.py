@@ -56,7 +56,7 @@ def test_the_quick_start_runs_as_written_and_its_last_session_fails(tmp_path: Pa
             assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
     assert (tmp_path / "tiny.json").is_file() and (tmp_path / "mine.json").is_file()
     assert (tmp_path / "report.md").is_file() and any((tmp_path / "plots").glob("*.png"))
-    assert "LAYERS = 6" in (tmp_path / "conftest.py").read_text()
+    assert "LAYERS = 16" in (tmp_path / "conftest.py").read_text()
     last = outputs[-1]
     assert last.returncode == 1, last.stdout[-3000:] + last.stderr[-2000:]
     assert FAIL_LINE.search(last.stdout), last.stdout[-3000:]
