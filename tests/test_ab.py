@@ -59,7 +59,9 @@ def test_the_estimate_is_the_geometric_mean_of_the_ratios_against_one():
 @pytest.mark.parametrize(("ratios", "decision"), [
     ([0.80, 0.81], ev.Decision.REGRESSION), ([1.0, 1.01], ev.Decision.PASS), ([1.3, 1.31], ev.Decision.IMPROVED),
     ([0.80], ev.Decision.UNDECIDED), ([1.3], ev.Decision.UNDECIDED),  # any decision needs two counted pairs
-    ([0.88, 0.99], ev.Decision.UNDECIDED)])
+    ([0.88, 0.99], ev.Decision.UNDECIDED),
+    # Noisy pairs whose interval reaches below the threshold: no pass, though it rules out 2.25 x the tolerance.
+    ([1.02, 0.93, 1.06, 0.95, 1.0, 0.97], ev.Decision.UNDECIDED)])
 def test_what_the_pairs_decide(ratios, decision):
     assert paired.judge([pair(i, 100 * r) for i, r in enumerate(ratios)], 0.05, min_pairs=2)[1] is decision
 
