@@ -239,10 +239,13 @@ def ruled_out(tolerance: float) -> float:
 
 
 def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, look: int = 1,
-           looks: int = 1) -> Decision:
+           looks: int = 1, loose_pass: bool = True) -> Decision:
     """Regression when the interval's top at the look's boundary lies below the threshold, improved when the
-    whole interval lies above the upper one; pass when it lies above the lower one, or the estimate does and the
-    interval rules out :func:`ruled_out`; else undecided.
+    whole interval lies above the upper one; pass when it lies above the lower one, or (``loose_pass``) the
+    estimate does and the interval rules out :func:`ruled_out`; else undecided.
+
+    ``loose_pass`` False (an A/B case, :mod:`.paired`): the looser pass allows for a drift between sessions that
+    a stored baseline cannot see and interleaved pairs cancel, so a pass needs the whole interval above the threshold.
 
     ``look`` of ``looks``: the regression's boundary is that of the look (:func:`t_boundary`: the looks of a case
     spend :data:`ALPHA` together); one look of one is the interval's own top (1% one-sided).
@@ -265,7 +268,7 @@ def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, lo
         return Decision.REGRESSION
     if est.low > high:
         return Decision.IMPROVED
-    if est.low >= low or (est.value >= low and est.low >= est.baseline * (1 - ruled_out(tolerance))):
+    if est.low >= low or (loose_pass and est.value >= low and est.low >= est.baseline * (1 - ruled_out(tolerance))):
         return Decision.PASS
     return Decision.UNDECIDED
 

@@ -19,8 +19,8 @@ https://doi.org/10.1145/3358960.3379132).  So:
   side by side: the pairing cancels it);
 * **the decision** is :func:`.evidence.decide`'s, the reference being 1: regression when the interval's top at
   look ``k``'s boundary (:func:`.evidence.t_boundary`: the looks of a case spend the 1% together, as for a stored
-  baseline) lies below ``1 - tolerance``, improved above ``1 + tolerance``, pass only with the whole interval above ``1 - tolerance``
-  (not a stored baseline's looser pass, whose interval need only rule out :func:`.evidence.ruled_out`: that allows
+  baseline) lies below ``1 - tolerance``, improved above ``1 + tolerance``, pass only with the whole interval
+  above ``1 - tolerance`` (``loose_pass=False``: not a stored baseline's looser pass, whose interval need only rule out :func:`.evidence.ruled_out`: that allows
   for a drift between sessions that pairs cancel), else undecided;
 * **the stopping rules** are the sequential verdict's (:mod:`.sequential`): the first decision after
   ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`.sequential.REGRESSION_RUNS` counted
@@ -115,12 +115,8 @@ def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int
     if not ratios:
         return None, Decision.UNDECIDED
     est = estimate(ratios, tolerance)
-    decision = ev.decide(est, tolerance, look=look, looks=max_looks)
-    if decision is Decision.PASS and est.low < 1 - tolerance:
-        # A stored baseline's pass may rule out only 2.25 x the tolerance, for the drift between sessions it cannot
-        # see; pairs cancel that drift, so an A/B pass needs its whole interval above the threshold (a reference
-        # 10% faster passed at 4 pairs, CI -9.3..+15.2%, under the other rule).
-        decision = Decision.UNDECIDED
+    # No loose pass: a reference 10% faster passed at 4 pairs (CI -9.3..+15.2%) under the stored baseline's.
+    decision = ev.decide(est, tolerance, look=look, looks=max_looks, loose_pass=False)
     if len(ratios) < min_pairs:
         decision = Decision.UNDECIDED
     return est, decision
