@@ -20,8 +20,9 @@ https://doi.org/10.1145/3358960.3379132).  So:
 * **the decision** is :func:`.evidence.decide`'s, the reference being 1: regression when the interval's top at
   look ``k``'s boundary (:func:`.evidence.t_boundary`: the looks of a case spend the 1% together, as for a stored
   baseline) lies below ``1 - tolerance``, improved above ``1 + tolerance``, pass only with the whole interval
-  above ``1 - tolerance`` (``loose_pass=False``: not a stored baseline's looser pass, whose interval need only rule out :func:`.evidence.ruled_out`: that allows
-  for a drift between sessions that pairs cancel), else undecided;
+  above ``1 - tolerance`` (``loose_pass=False``: not a stored baseline's looser pass, whose interval need only
+  rule out :func:`.evidence.ruled_out`: that allows for a drift between sessions that pairs cancel), else
+  undecided;
 * **the stopping rules** are the sequential verdict's (:mod:`.sequential`): the first decision after
   ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`.sequential.REGRESSION_RUNS` counted
   pairs, so that the spread is measured, not the prior's alone (one A/A pair read +33% beside a busy neighbour), at most
