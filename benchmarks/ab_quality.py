@@ -84,6 +84,7 @@ def session(vq, folder: Path, cost: dict[str, str], against: str, beside: list[s
     return {"verdict": row["verdict"], "pairs": len(found.get("pairs") or []),
             "busy": sum(1 for p in found.get("pairs") or [] if p["busy"]),
             "ratio": (found.get("estimate") or {}).get("value"), "seconds": row["seconds"],
+            "ratios": [round(p["ratio"], 3) for p in found.get("pairs") or [] if not p["busy"]],
             "message": row["message"].splitlines()[0]}
 
 
@@ -118,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default=None, help="WARMUP,STEPS,REPEATS (default: the plugin's)")
     parser.add_argument("--max-pairs", default=None, help="--dlperf-max-runs (default: the plugin's)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a session may take")
-    parser.add_argument("--show", action="store_true", help="print each session's headline")
+    parser.add_argument("--show", action="store_true", help="print each session's headline and its pairs' ratios")
+    parser.add_argument("--pytest-args", default="", help="more arguments for every session, e.g. "
+                                                         "'--dlperf-max-interference off' on a shared machine")
     opts = parser.parse_args(argv)
     if opts.neighbour_sessions is None:
         opts.neighbour_sessions = opts.sessions
@@ -128,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         warmup, window, repeats = opts.steps.split(",")
         steps = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", window, "--dlperf-repeats", repeats]
     steps += ["--dlperf-max-runs", opts.max_pairs] if opts.max_pairs else []
+    steps += opts.pytest_args.split()
     if opts.model != "vq":
         os.environ["DLPERF_VQ_MODEL"] = opts.model  # the conftest registers vq-MODEL, in the workers too
     steps += ["--dlperf-model", "vq" if opts.model == "vq" else f"vq-{opts.model}", "--dlperf-device", opts.device]
@@ -145,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     row = session(vq, folder, cost, against, beside, extra, steps, opts.timeout)
                     table[name].append(row)
                     if opts.show:
-                        print(f"  {name}: {row['message']}", flush=True)
+                        print(f"  {name}: {row['message']}\n    pairs: {row['ratios']}", flush=True)
     print_table(table)
     variable, reference, candidate = work(opts)
     print(f"{time.monotonic() - started:.0f} s in all; candidate and reference: {sys.executable} "

@@ -31,6 +31,35 @@ def test_one_look_is_the_fixed_test_and_the_looks_together_spend_alpha():
         looks.boundary(0, 10, 0.01)
 
 
+def test_looks_at_unequal_information_spend_alpha_together():
+    # A saved baseline's runs and the drift do not shrink as the session's runs come: the first looks hold more
+    # of the evidence than k / K, and the boundaries at their fractions are lower than equally spaced ones.
+    fractions = (0.237, 0.41, 0.546, 0.651, 0.737, 0.8, 0.85, 0.9, 0.95, 1.0)
+    at = looks.boundaries_at(fractions, 0.01)
+    assert at[0] < looks.boundaries(10, 0.01)[1] and at[-1] == pytest.approx(looks.boundaries(10, 0.01)[-1], abs=0.1)
+    assert looks.boundaries_at(tuple(k / 10 for k in range(1, 11)), 0.01) == looks.boundaries(10, 0.01)
+    # Monte Carlo: a Brownian motion in information time, standardized at each look, crosses with chance alpha.
+    rng = np.random.default_rng(3)
+    steps = np.diff((0.0,) + fractions)
+    scores = np.cumsum(rng.normal(size=(200_000, 10)) * np.sqrt(steps), axis=1) / np.sqrt(fractions)
+    assert (scores > np.array(at)).any(axis=1).mean() == pytest.approx(0.01, abs=0.0015)
+    # A look past the plan (its fraction 1 again) takes the plan's last boundary.
+    assert looks.boundary_at(fractions + (1.0,), 0.01) == pytest.approx(at[-1])
+    with pytest.raises(ValueError):
+        looks.boundaries_at((0.5, 0.4), 0.01)
+
+
+def test_the_information_fractions_of_a_case_against_a_saved_baseline():
+    # sigma 5%, a baseline of 10 runs, tau 1% twice: V_n = 25e-4 (1/n + 1/10) + 2e-4.
+    est = ev.Estimate(1.0, 0.9, 1.1, runs=3, sigma=0.05, dof=11.0, baseline=1.0, baseline_runs=10, tau=0.01,
+                      offsets=2.0)
+    variance = [0.05 ** 2 * (1 / n + 0.1) + 2e-4 for n in (1, 2, 3, 10)]
+    assert ev.information_fractions(est, 3, 10) == pytest.approx([variance[3] / v for v in variance[:3]])
+    # Pairs (no baseline runs, no drift): information grows as the pairs, k / K.
+    pairs = dataclasses.replace(est, baseline_runs=0, tau=0.0, offsets=0.0)
+    assert ev.information_fractions(pairs, 3, 10) == pytest.approx([0.1, 0.2, 0.3])
+
+
 def test_the_t_boundary_is_the_same_tail_at_the_dof():
     z = looks.boundary(3, 5, 0.01)
     assert ev.t_boundary(3, 5, 8.0) == pytest.approx(stats.t.ppf(stats.norm.cdf(z), 8.0), rel=1e-6)

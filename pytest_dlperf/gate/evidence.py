@@ -216,15 +216,33 @@ def t_quantile(q: float, dof: float) -> float:
 ALPHA = (1 - CONFIDENCE) / 2
 
 
-def t_boundary(look: int, looks: int, dof: float, alpha: float = ALPHA) -> float:
+def t_boundary(look: int, looks: int, dof: float, alpha: float = ALPHA,
+               fractions: Sequence[float] | None = None) -> float:
     """The regression boundary of look ``look`` of ``looks`` (:func:`pytest_dlperf.gate.looks.boundary`, in
-    standard-normal units) in Student's t units at ``dof``: the t quantile of the same tail probability."""
+    standard-normal units; with ``fractions``, the information fractions of looks 1 to ``look``:
+    :func:`~pytest_dlperf.gate.looks.boundary_at`) in Student's t units at ``dof``: the t quantile of the same
+    tail probability."""
     from scipy import special
 
-    from .looks import boundary
+    from .looks import boundary, boundary_at
 
-    tail = float(special.ndtr(-boundary(look, looks, alpha)))
-    return -t_quantile(tail, dof)
+    z = boundary_at(fractions, alpha) if fractions else boundary(look, looks, alpha)
+    return -t_quantile(float(special.ndtr(-z)), dof)
+
+
+def information_fractions(est: Estimate, look: int, looks: int) -> list[float]:
+    """The share of the planned information each look from the first to ``look`` has: ``V_K / V_j``, with
+    ``V_n = sigma^2 (1/n + 1/m) + offsets tau^2`` the variance of ``log(mean / baseline)`` after ``n`` runs
+    (this estimate's sigma, baseline runs and drift; look ``j`` is ``est.runs - (look - j)`` runs, look
+    ``looks`` the plan's last).  A baseline's runs and the drift do not shrink as runs come: the first looks
+    hold more of the evidence than ``j / K`` says, and the looks are correlated by them."""
+    def variance(runs: int) -> float:
+        return est.sigma ** 2 * (1 / runs + (1 / est.baseline_runs if est.baseline_runs else 0)) \
+            + est.offsets * est.tau ** 2
+
+    first = est.runs - look + 1
+    final = variance(max(est.runs, first + looks - 1))
+    return [final / variance(first + j) for j in range(look)]
 
 
 #: The most the slowdown a pass must rule out exceeds the tolerance by (a fraction of the baseline): at 40%, a
@@ -247,8 +265,9 @@ def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, lo
     ``loose_pass`` False (an A/B case, :mod:`.paired`): the looser pass allows for a drift between sessions that
     a stored baseline cannot see and interleaved pairs cancel, so a pass needs the whole interval above the threshold.
 
-    ``look`` of ``looks``: the regression's boundary is that of the look (:func:`t_boundary`: the looks of a case
-    spend :data:`ALPHA` together); one look of one is the interval's own top (1% one-sided).
+    ``look`` of ``looks``: the regression's boundary is that of the look at its information fraction
+    (:func:`information_fractions`, :func:`t_boundary`: the looks of a case spend :data:`ALPHA` together); one look
+    of one is the interval's own top (1% one-sided).
 
     ``lower_is_better`` (a time to target, :mod:`pytest_dlperf.convergence.verdict`): the thresholds swap
     sides, a regression being the whole interval above ``baseline x (1 + tolerance)``; a pass needs the whole
@@ -263,7 +282,8 @@ def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, lo
         if est.high < low:
             return Decision.IMPROVED
         return Decision.PASS if est.high <= high else Decision.UNDECIDED
-    top = est.bound(t_boundary(look, looks, est.dof)) if est.se > 0 and looks > 1 else est.high
+    top = est.bound(t_boundary(look, looks, est.dof, fractions=information_fractions(est, look, looks))) \
+        if est.se > 0 and looks > 1 else est.high
     if top < low:
         return Decision.REGRESSION
     if est.low > high:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from scipy import special
@@ -48,42 +49,63 @@ def spent(t: float, alpha: float) -> float:
     return float(2 * special.ndtr(-z / math.sqrt(t)))
 
 
-@functools.lru_cache(maxsize=256)
 def boundaries(max_looks: int, alpha: float) -> tuple[float, ...]:
     """The one-sided standard-normal boundary of each of ``max_looks`` equally spaced looks at level ``alpha``."""
     if max_looks < 1 or not 0 < alpha < 0.5:
         raise ValueError(f"boundaries: max_looks >= 1 and 0 < alpha < 0.5, not {max_looks}, {alpha}")
-    reach = 10.0 * math.sqrt(max_looks) + NEVER
-    grid = np.arange(-reach, reach + STEP / 2, STEP)
-    kernel_x = np.arange(-10.0, 10.0 + STEP / 2, STEP)
-    kernel = special.ndtr(kernel_x + STEP / 2) - special.ndtr(kernel_x - STEP / 2)  # one increment, binned
-    density = None  # the mass of S_{k-1} on the grid, within the continuation region
+    return boundaries_at(tuple(look / max_looks for look in range(1, max_looks + 1)), alpha)
+
+
+def _grid_mass(grid: np.ndarray, sd: float) -> np.ndarray:
+    """The mass of N(0, sd^2) in each grid cell."""
+    return special.ndtr((grid + STEP / 2) / sd) - special.ndtr((grid - STEP / 2) / sd)
+
+
+@functools.lru_cache(maxsize=1024)
+def boundaries_at(fractions: tuple[float, ...], alpha: float) -> tuple[float, ...]:
+    """The one-sided standard-normal boundary of each look at information fractions ``fractions`` (increasing,
+    the last at most 1: the share of the planned looks' information each look has) at level ``alpha``.
+
+    On the information scale the score ``S(t) = Z(t) sqrt(t)`` is a Brownian motion (variance ``t``): its
+    density on the continuation region is carried from look to look on a grid of :data:`STEP`, convolved with
+    the next increment (variance ``t_k - t_{k-1}``)."""
+    if not fractions or not 0 < alpha < 0.5 or any(b <= a for a, b in zip(fractions, fractions[1:])) \
+            or not 0 < fractions[0] or fractions[-1] > 1 + 1e-9:
+        raise ValueError(f"boundaries_at: increasing fractions in (0, 1] and 0 < alpha < 0.5, not {fractions}, "
+                         f"{alpha}")
+    grid = np.arange(-NEVER - 2.0, NEVER + 2.0 + STEP / 2, STEP)
+    density = None  # the mass of S(t_{k-1}) on the grid, within the continuation region
     out: list[float] = []
-    previous = 0.0
-    for look in range(1, max_looks + 1):
-        share = spent(look / max_looks, alpha) - previous
+    previous_t = previous = 0.0
+    for t in fractions:
+        share = spent(t, alpha) - previous
         previous += share
+        root = math.sqrt(t)
         if density is None:
-            c = NEVER if share < special.ndtr(-NEVER) else float(-special.ndtri(share))
-            out.append(min(c, NEVER))
-            density = np.where(grid < out[-1], special.ndtr(grid + STEP / 2) - special.ndtr(grid - STEP / 2), 0.0)
-            continue
-        root = math.sqrt(look)
-
-        def crossing(c: float, mass: np.ndarray = density) -> float:
-            return float(np.dot(mass, special.ndtr(grid - c * root)))  # P(S_{k-1} = u) P(increment > c sqrt(k) - u)
-
-        if crossing(NEVER) >= share:
-            c = NEVER
+            c = NEVER if share < special.ndtr(-NEVER) else min(NEVER, float(-special.ndtri(share)))
         else:
-            low, high = -NEVER, NEVER
-            for _ in range(60):  # bisection: crossing() falls as c rises
-                mid = (low + high) / 2
-                low, high = (mid, high) if crossing(mid) > share else (low, mid)
-            c = (low + high) / 2
+            step_sd = math.sqrt(t - previous_t)
+
+            def crossing(c: float, mass: np.ndarray = density, sd: float = step_sd) -> float:
+                return float(np.dot(mass, special.ndtr((grid - c * root) / sd)))  # P(S_{k-1}=u) P(step > c rt - u)
+
+            if crossing(NEVER) >= share:
+                c = NEVER
+            else:
+                low, high = -NEVER, NEVER
+                for _ in range(50):  # bisection: crossing() falls as c rises
+                    mid = (low + high) / 2
+                    low, high = (mid, high) if crossing(mid) > share else (low, mid)
+                c = (low + high) / 2
         out.append(c)
-        moved = np.convolve(density, kernel, mode="same")
+        if density is None:
+            moved = _grid_mass(grid, root)
+        else:
+            half = int(min(10 * step_sd, NEVER + 2) / STEP)
+            kernel = _grid_mass(np.arange(-half, half + 1) * STEP, step_sd)
+            moved = np.convolve(density, kernel, mode="same")
         density = np.where(grid < c * root, moved, 0.0)
+        previous_t = t
     return tuple(out)
 
 
@@ -96,3 +118,15 @@ def boundary(look: int, max_looks: int, alpha: float) -> float:
         raise ValueError(f"boundary: look counts from 1, not {look}")
     values = boundaries(max_looks, alpha)
     return values[min(look, max_looks) - 1]
+
+
+def boundary_at(fractions: Sequence[float], alpha: float) -> float:
+    """The boundary of the last of looks at information ``fractions`` (each rounded to 1/1000, at most 1; a look
+    past the plan, its fraction 1 again, gets the boundary of the plan's last look)."""
+    rounded: list[float] = []
+    for f in fractions:
+        f = min(1.0, round(f, 3))
+        if rounded and f <= rounded[-1]:
+            break  # past the plan: the last look's boundary
+        rounded.append(max(f, 0.001))
+    return boundaries_at(tuple(rounded), alpha)[-1]
