@@ -44,6 +44,15 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
 
     ``baseline_runs``, ``probe_runs``: the saved baseline's runs and its runs' host probe readings, as the
     plugin pools them."""
+    verdict, runs = replay(document, tolerance, baseline_runs, probe_runs)
+    status = verdict.status.value
+    return ("inconclusive" if verdict.inconclusive and status != "fail" else status), runs
+
+
+def replay(document: dict, tolerance: float | None = None, baseline_runs: tuple[float, ...] = (),
+           probe_runs: dict[str, list[float]] | None = None):
+    """The :class:`~pytest_dlperf.gate.verdict.Verdict` (status, message) of the document's one case, replayed,
+    and its runs (:func:`rejudge`'s arguments)."""
     case = document["cases"][0]
     options = document["options"]
     base = case["baseline"]
@@ -61,9 +70,7 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
     attempt, evidence = sequential.measure_until_decided(
         lambda index: Attempt.from_runs([runs[index]], case["unit"], case.get("device") or {}),
         expected, baseline_runs, budget, sleep=lambda seconds: None, probe_runs=probe_runs)
-    verdict = judge_evidence(case["id"], evidence, case["unit"], expected, inconclusive="pass")
-    status = verdict.status.value
-    return ("inconclusive" if verdict.inconclusive and status != "fail" else status), len(attempt.runs)
+    return judge_evidence(case["id"], evidence, case["unit"], expected, inconclusive="pass"), len(attempt.runs)
 
 
 def main(argv: list[str] | None = None) -> int:

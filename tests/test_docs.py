@@ -314,6 +314,20 @@ def test_every_module_a_page_names_exists(page):
     assert not missing, f"{page.relative_to(ROOT)} names modules the package does not have: {missing}"
 
 
+def test_the_readme_s_fail_line_is_its_kept_session_replayed_by_today_s_verdict():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("verdict_rejudge", ROOT / "benchmarks" / "verdict_rejudge.py")
+    rejudge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rejudge)
+    run = ROOT / "benchmarks" / "gpu-runs" / "2026-11-26-h200"
+    entry = json.loads((run / "verdict-baseline.json").read_text())["cases"][0]
+    session = json.loads((run / "verdict-sessions" / "0.03-slowed-1.json").read_text())
+    verdict, _ = rejudge.replay(session, None, tuple(entry["runs"]), entry.get("probe_runs"))
+    shown = (ROOT / "README.md").read_text().split("```\n", 2)[1].splitlines()
+    assert shown == verdict.message.splitlines()[:2]
+
+
 # --------------------------------------------------------------------------- the README's status table
 
 #: A figure worth checking in a status row: a percentage, a decimal, a number with thousands commas.
