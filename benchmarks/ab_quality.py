@@ -76,16 +76,17 @@ def kinds(opts: argparse.Namespace, neighbour: str) -> list[tuple[str, dict[str,
 
 
 def session(vq, folder: Path, cost: dict[str, str], against: str, beside: list[str], extra: list[str],
-            steps: list[str], timeout: float) -> dict:
-    """One A/B session (run by ``verdict_quality.session``): its verdict, pairs, ratio and seconds."""
-    kept = folder / "kept.json"
+            steps: list[str], timeout: float, kept: Path | None = None) -> dict:
+    """One A/B session (run by ``verdict_quality.session``): its verdict, pairs, ratio and seconds; its results
+    document copied to ``kept``."""
+    kept = kept or folder / "kept.json"
     row = vq.session(folder, ["--dlperf-against", against, *steps, *extra], cost, beside, timeout, keep=kept)
     found = json.loads(kept.read_text())["cases"][0].get("paired") or {}
     return {"verdict": row["verdict"], "pairs": len(found.get("pairs") or []),
             "busy": sum(1 for p in found.get("pairs") or [] if p["busy"]),
             "ratio": (found.get("estimate") or {}).get("value"), "seconds": row["seconds"],
             "ratios": [round(p["ratio"], 3) for p in found.get("pairs") or [] if not p["busy"]],
-            "message": row["message"].splitlines()[0]}
+            "message": row["message"] if row["verdict"] == "error" else row["message"].splitlines()[0]}
 
 
 def print_table(table: dict[str, list[dict]]) -> None:
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default=None, help="WARMUP,STEPS,REPEATS (default: the plugin's)")
     parser.add_argument("--max-pairs", default=None, help="--dlperf-max-runs (default: the plugin's)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a session may take")
+    parser.add_argument("--keep", type=Path, default=None, help="a folder to keep each session's results document in "
+                                                                  "(KIND-N.json)")
     parser.add_argument("--show", action="store_true", help="print each session's headline and its pairs' ratios")
     parser.add_argument("--pytest-args", default="", help="more arguments for every session, e.g. "
                                                          "'--dlperf-max-interference off' on a shared machine")
@@ -146,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             for name, cost, against, beside, extra in kinds(opts, vq.NEIGHBOUR):
                 wanted = opts.neighbour_sessions if beside else opts.sessions
                 if index < wanted:
-                    row = session(vq, folder, cost, against, beside, extra, steps, opts.timeout)
+                    kept = opts.keep / f"{name.replace('/', '').replace('+', '-')}-{index + 1}.json" \
+                        if opts.keep else None
+                    row = session(vq, folder, cost, against, beside, extra, steps, opts.timeout, kept)
                     table[name].append(row)
                     if opts.show:
                         print(f"  {name}: {row['message']}\n    pairs: {row['ratios']}", flush=True)

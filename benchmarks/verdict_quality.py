@@ -190,7 +190,8 @@ def session(folder: Path, args: list[str], cost: dict[str, str], beside: list[st
     estimate = (evidence.get("estimate") or {}).get("value")
     return {"verdict": case["verdict"], "throughput_verdict": case.get("throughput_verdict"), "estimate": estimate,
             "runs": len(evidence.get("runs") or []), "busy": sum(1 for r in evidence.get("runs") or [] if r["busy"]),
-            "seconds": seconds, "message": case["message"],
+            "seconds": seconds, "message": case["message"] + (
+                f"\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}" if case["verdict"] == "error" else ""),
             "said": [line for line in proc.stdout.splitlines() if line.startswith("dlperf: --dlperf-save-baseline: ")],
             "memory_gbs": statistics.median(probes) if probes else None,
             "core_gflops": statistics.median(cores) if cores else None}
