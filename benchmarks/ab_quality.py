@@ -32,6 +32,7 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -120,12 +121,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default=None, help="WARMUP,STEPS,REPEATS (default: the plugin's)")
     parser.add_argument("--max-pairs", default=None, help="--dlperf-max-runs (default: the plugin's)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a session may take")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds in all: no session starts after them, and the table shows the sessions done")
     parser.add_argument("--keep", type=Path, default=None, help="a folder to keep each session's results document in "
                                                                   "(KIND-N.json)")
     parser.add_argument("--show", action="store_true", help="print each session's headline and its pairs' ratios")
     parser.add_argument("--pytest-args", default="", help="more arguments for every session, e.g. "
                                                          "'--dlperf-max-interference off' on a shared machine")
     opts = parser.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill ends the running session too
+    try:
+        return measure(opts)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def measure(opts: argparse.Namespace) -> int:
+    """The sessions ``opts`` ask for, and their table."""
     if opts.neighbour_sessions is None:
         opts.neighbour_sessions = opts.sessions
     vq = verdict_quality()
@@ -145,16 +157,21 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="dlperf-ab-quality-") as tmp:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(vq.CONFTEST)
-        for index in range(max(opts.sessions, opts.neighbour_sessions)):
-            for name, cost, against, beside, extra in kinds(opts, vq.NEIGHBOUR):
-                wanted = opts.neighbour_sessions if beside else opts.sessions
-                if index < wanted:
-                    kept = opts.keep / f"{name.replace('/', '').replace('+', '-')}-{index + 1}.json" \
-                        if opts.keep else None
-                    row = session(vq, folder, cost, against, beside, extra, steps, opts.timeout, kept)
-                    table[name].append(row)
-                    if opts.show:
-                        print(f"  {name}: {row['message']}\n    pairs: {row['ratios']}", flush=True)
+        try:
+            for index in range(max(opts.sessions, opts.neighbour_sessions)):
+                for name, cost, against, beside, extra in kinds(opts, vq.NEIGHBOUR):
+                    wanted = opts.neighbour_sessions if beside else opts.sessions
+                    if opts.budget is not None and time.monotonic() - started > opts.budget:
+                        break
+                    if index < wanted:
+                        kept = opts.keep / f"{name.replace('/', '').replace('+', '-')}-{index + 1}.json" \
+                            if opts.keep else None
+                        row = session(vq, folder, cost, against, beside, extra, steps, opts.timeout, kept)
+                        table[name].append(row)
+                        if opts.show:
+                            print(f"  {name}: {row['message']}\n    pairs: {row['ratios']}", flush=True)
+        except KeyboardInterrupt:  # Ctrl-C or a kill: the sessions done so far
+            print("interrupted: the sessions done so far", flush=True)
     print_table(table)
     variable, reference, candidate = work(opts)
     print(f"{time.monotonic() - started:.0f} s in all; candidate and reference: {sys.executable} "
