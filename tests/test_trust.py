@@ -229,3 +229,16 @@ def test_an_outside_folder_records_into_the_project_not_beside_itself(dlperf, tm
     result = dlperf.run("--co", "--dlperf-baseline", str(folder))
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert "run unjudged and are recorded in .dlperf/baselines/suite/" in result.stdout.str(), result.stdout.str()
+
+
+def test_a_baseline_s_text_cannot_drive_the_terminal_or_the_report(tmp_path):
+    from pytest_dlperf.baseline import document as baseline_document
+    from pytest_dlperf.reporting.markdown_tables import escape
+
+    hostile = "NGC\x1b[2K\x1b[1A PASS everything \x9b31m"
+    path = write(tmp_path / "b.json", document([{**entry("resnet50"), "source": hostile}],
+                                               provenance={"source": hostile}))
+    loaded = baseline_document.load(path)
+    for text in (loaded.source, loaded.entries[0].expected("img/s").source):
+        assert "\x1b" not in text and "\x9b" not in text and "\\x1b[2K" in text and "\\x9b31m" in text
+    assert escape("<img src=x onerror=alert(1)> | a & b") == "&lt;img src=x onerror=alert(1)&gt; \\| a &amp; b"

@@ -12,6 +12,8 @@ the terminal summary, so the two never disagree.
 
 from __future__ import annotations
 
+import html
+
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -37,8 +39,10 @@ METHOD_PARAMETERS = (
 
 
 def escape(text: Any) -> str:
-    """A table cell's text: one line, with the characters that would end the cell escaped."""
-    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+    """A table cell's text: one line, with the characters that would end the cell escaped, and HTML's (a case id or
+    a baseline's source from a file is text, never markup where the report is rendered)."""
+    text = html.escape(" ".join(str(text).split()), quote=False)
+    return text.replace("\\", "\\\\").replace("|", "\\|")
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]], align_right: Iterable[int] = ()) -> list[str]:
