@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +141,10 @@ def test_a_reference_without_the_worker_is_refused_in_one_line_naming_the_instal
     assert line.endswith(" -m pip install pytest-dlperf==0.1.0") and "\n" not in line
     assert sides.refusal(side, {"missing": ["pytest_dlperf"], "executable": "/v/bin/python"}, "0.1.0").endswith(
         "/v/bin/python -m pip install pytest-dlperf==0.1.0 --no-deps")  # the rest is there: nothing else
+    # From a clone (pytest-dlperf is not on PyPI): the checkout this session runs from.
+    assert sides.source_tree() == str(Path(sides.__file__).resolve().parents[2])
+    assert sides.refusal(side, {"missing": ["pytest_dlperf"], "executable": "/v/bin/python"}, "0.1.0",
+                         "/src/pytest dlperf").endswith("/v/bin/python -m pip install '/src/pytest dlperf' --no-deps")
 
 
 def test_the_session_refuses_such_a_reference_before_any_case_runs(dlperf):
@@ -148,7 +154,8 @@ def test_the_session_refuses_such_a_reference_before_any_case_runs(dlperf):
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-against", str(bare))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if "--dlperf-against" in line]
-    assert len(errors) == 1 and "cannot run the worker" in errors[0] and "pip install pytest-dlperf" in errors[0]
+    assert len(errors) == 1 and "cannot run the worker" in errors[0]
+    assert errors[0].endswith(f"-m pip install {shlex.quote(sides.source_tree())}")  # this session's checkout
     assert not (dlperf.path / "results.json").exists()
     saving = dlperf.run("--dlperf-model", "tiny", "--dlperf-against", sys.executable,
                         "--dlperf-save-baseline", "b.json")

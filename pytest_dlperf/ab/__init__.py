@@ -46,7 +46,7 @@ def start(given: str, seed: int | None, rootdir: str | os.PathLike, fork_server:
     reference = sides.checkout(sides.parse(given, rootdir))
     try:
         found = sides.probe(reference, rootdir)
-        refused = sides.refusal(reference, found, __version__)
+        refused = sides.refusal(reference, found, __version__, sides.source_tree())
         if refused:
             raise OptionError(refused)
     except BaseException:

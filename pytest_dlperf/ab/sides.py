@@ -204,9 +204,17 @@ def probe(side: Side, rootdir: str | os.PathLike | None = None) -> dict[str, Any
     return json.loads(lines[-1])
 
 
-def refusal(side: Side, found: dict[str, Any], version: str) -> str | None:
+def source_tree() -> str | None:
+    """The checkout this session's pytest-dlperf runs from (a folder with its ``pyproject.toml``), or None (a wheel):
+    pytest-dlperf is installed from a clone, not from PyPI."""
+    root = Path(__file__).resolve().parents[2]
+    return str(root) if (root / "pyproject.toml").is_file() and (root / "pytest_dlperf").is_dir() else None
+
+
+def refusal(side: Side, found: dict[str, Any], version: str, source: str | None = None) -> str | None:
     """The one line that refuses a reference that cannot run the worker, naming the smallest install that makes it
-    so (``--no-deps`` where pytest-dlperf alone is missing); None where it can."""
+    so (``--no-deps`` where pytest-dlperf alone is missing): from ``source`` (this session's checkout,
+    :func:`source_tree`) where given, else ``pytest-dlperf==version``; None where it can."""
     where = f"--dlperf-against {side.given}"
     if "error" in found:
         return f"{where}: could not start its Python: {found['error']}"
@@ -214,6 +222,7 @@ def refusal(side: Side, found: dict[str, Any], version: str) -> str | None:
     if not missing:
         return None
     python = found.get("executable") or shlex.join(side.python)
-    install = (f"pytest-dlperf=={version} --no-deps" if missing == ["pytest_dlperf"] else f"pytest-dlperf=={version}")
+    package = shlex.quote(source) if source else f"pytest-dlperf=={version}"
+    install = f"{package} --no-deps" if missing == ["pytest_dlperf"] else package
     return (f"{where}: cannot run the worker: {', '.join(missing)} not importable there; "
             f"install it there first: {python} -m pip install {install}")
