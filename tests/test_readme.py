@@ -15,14 +15,20 @@ ROOT = Path(__file__).resolve().parents[1]
 FAIL_LINE = re.compile(r"FAIL my-mlp-fp32-bs128-gpu1: [\d.]+ samples/s, [\d.]+% below [\d.]+ "
                        r"\(tolerance 5%, 98% CI -[\d.]+\.\.-[\d.]+%, \d+ runs\)\n  its whole interval is below "
                        r"the threshold [\d.]+ samples/s")
-#: Added to each command (PYTEST_ADDOPTS, which the command line overrides), for the suite's time: short runs,
-#: 3 a session (the README's own --dlperf-runs 3 for its save) and at most 4 a verdict, a save's back to back
-#: rather than spread over a minute (as written, the four sessions took 10 minutes and 166 s of CPU on a loaded
-#: 2-core VM; so, 4 minutes and 54 s); and busy runs counted, since the suite's own workers load the machine (busy
-#: runs would end the cases INCONCLUSIVE, which the README says they may).  What is tested is that the commands
-#: run as written and that the last one fails as shown, which a slowdown of 3x the work does at any run length.
-ADDOPTS = ("-p no:cacheprovider --dlperf-warmup-steps 5 --dlperf-steps 20 --dlperf-repeats 3 --dlperf-runs 3 "
-           "--dlperf-max-runs 4 --dlperf-save-span off --dlperf-max-interference off")
+#: Added to each command (PYTEST_ADDOPTS, which the command line overrides), for the suite's time: short runs, at
+#: most 4 a verdict, a save's back to back rather than spread over a minute (as written, the four sessions took 10
+#: minutes and 166 s of CPU on a loaded 2-core VM); and busy runs counted, since the suite's own workers load the
+#: machine (busy runs would end the cases INCONCLUSIVE, which the README says they may).  What is tested is that
+#: the commands run as written and that the last one fails as shown, which a slowdown of 3x the work does at any
+#: run length.  The judging sessions start with the plugin's one run, as written.
+ADDOPTS = ("-p no:cacheprovider --dlperf-warmup-steps 5 --dlperf-steps 20 --dlperf-repeats 3 --dlperf-max-runs 4 "
+           "--dlperf-save-span off --dlperf-max-interference off")
+#: Added to step 1's save of tiny, whose command leaves the runs to the plugin (10): 3, as step 3 saves its own;
+#: and to steps 1 and 2, a 50% tolerance: under the suite's load an unchanged tiny once read 30% below the figure
+#: saved a minute earlier (CI -40..-18%, 4 runs), a FAIL that steps 1 and 2 do not show.  Step 4's tolerance is
+#: the README's 5%, as its line shows.
+TINY_ADDOPTS = "--dlperf-tolerance 0.5"
+SAVE_ADDOPTS = "--dlperf-runs 3"
 
 
 def quick_start() -> tuple[str, list[str], str]:
@@ -43,14 +49,18 @@ def test_the_quick_start_shows_the_line_the_session_prints():
 
 def test_the_quick_start_runs_as_written_and_its_last_session_fails(tmp_path: Path):
     conftest, commands, _ = quick_start()
-    env = dict(os.environ, PYTEST_ADDOPTS=ADDOPTS,
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     outputs = []
     for command in commands:
         if command.startswith("pytest -m dlperf --dlperf-model my-mlp"):
             (tmp_path / "conftest.py").write_text(conftest)  # step 3 starts: the reader writes the file
-        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=600)
+        added = [os.environ.get("PYTEST_ADDOPTS", ""), ADDOPTS]  # the suite's own first: the plugins it leaves out
+        if "tiny" in command:
+            added.append(TINY_ADDOPTS)
+            if "--dlperf-save-baseline" in command:
+                added.append(SAVE_ADDOPTS)
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                              env=dict(os.environ, PYTEST_ADDOPTS=" ".join(added), PATH=path))
         outputs.append(done)
         if command != commands[-1]:
             assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
