@@ -93,7 +93,7 @@ def boundaries_at(fractions: tuple[float, ...], alpha: float) -> tuple[float, ..
                 c = NEVER
             else:
                 low, high = -NEVER, NEVER
-                for _ in range(50):  # bisection: crossing() falls as c rises
+                for _ in range(40):  # bisection: crossing() falls as c rises
                     mid = (low + high) / 2
                     low, high = (mid, high) if crossing(mid) > share else (low, mid)
                 c = (low + high) / 2
@@ -121,12 +121,13 @@ def boundary(look: int, max_looks: int, alpha: float) -> float:
 
 
 def boundary_at(fractions: Sequence[float], alpha: float) -> float:
-    """The boundary of the last of looks at information ``fractions`` (each rounded to 1/1000, at most 1; a look
-    past the plan, its fraction 1 again, gets the boundary of the plan's last look)."""
+    """The boundary of the last of looks at information ``fractions`` (each rounded to 1/100, at most 1: the
+    spending is smooth, and rounded fractions repeat from case to case, so that their boundaries are computed once;
+    a look past the plan, its fraction 1 again, gets the boundary of the plan's last look)."""
     rounded: list[float] = []
     for f in fractions:
-        f = min(1.0, round(f, 3))
+        f = min(1.0, max(round(f, 2), 0.01))
         if rounded and f <= rounded[-1]:
-            break  # past the plan: the last look's boundary
-        rounded.append(max(f, 0.001))
+            break  # past the plan (or two looks within 1/100): the last look's boundary
+        rounded.append(f)
     return boundaries_at(tuple(rounded), alpha)[-1]
