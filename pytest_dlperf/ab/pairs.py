@@ -25,7 +25,7 @@ def measure_pairs(measure_pair: Callable[[int, tuple[str, str]], Pair], budget: 
         found.pairs.append(measure_pair(index, pair_order(seed, index)))
         if len(found.pairs) < budget.first_runs:
             continue
-        look = len(found.pairs) - budget.first_runs + 1
+        look = max(1, len(found.counted) - budget.first_runs + 1)  # a busy pair is no evidence: no look
         found.estimate, found.decision = judge(found.pairs, tolerance, look, max_looks, REGRESSION_RUNS)
         if found.decision is not Decision.UNDECIDED:
             found.stopped = StopReason.DECIDED

@@ -240,7 +240,7 @@ def information_fractions(est: Estimate, look: int, looks: int) -> list[float]:
         return est.sigma ** 2 * (1 / runs + (1 / est.baseline_runs if est.baseline_runs else 0)) \
             + est.offsets * est.tau ** 2
 
-    first = est.runs - look + 1
+    first = max(1, est.runs - look + 1)  # a look past the runs counted (a caller's slip) starts at one run
     final = variance(max(est.runs, first + looks - 1))
     return [final / variance(first + j) for j in range(look)]
 
