@@ -226,6 +226,8 @@ class WorkerSpec:
             data_workers=data.get("data_workers"),
             data_only=bool(data.get("data_only")),
             max_memory=data.get("max_memory"),
+            share_gpus=bool(data.get("share_gpus")),
+            dist_backend=data.get("dist_backend") or "auto",
             convergence=ConvergenceSpec.from_dict(data["convergence"]) if data.get("convergence") else None,
             run_index=int(data.get("run_index") or 0),
             distributed=bool(data.get("distributed")),

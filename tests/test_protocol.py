@@ -10,7 +10,7 @@ import pytest
 from pytest_dlperf import jsonio
 from pytest_dlperf.cases import Case
 from pytest_dlperf.models import get_model_spec
-from pytest_dlperf.protocol import Progress, WorkerResult, WorkerSpec, WorkerStatus, result_file, result_rank
+from pytest_dlperf.protocol import ConvergenceSpec, Progress, WorkerResult, WorkerSpec, WorkerStatus, result_file, result_rank
 from pytest_dlperf.launch.workers import RunParams
 
 CASE = Case("tiny", "amp", 16, 2)
@@ -28,11 +28,17 @@ def test_every_run_field_of_the_spec_is_a_run_parameter_of_the_controller():
 
 def test_a_spec_from_run_parameters_round_trips_through_json():
     params = RunParams(device="cpu", warmup_steps=3, steps=7, repeats=2, peak_tflops=1.5, max_memory=2 ** 30,
-                       data_dir="/data", data_workers=1)
+                       data_dir="/data", data_workers=1, telemetry=False, data_only=True, share_gpus=True,
+                       dist_backend="gloo")
     spec = WorkerSpec.from_params(CASE, get_model_spec("tiny"), params, distributed=True)
     assert (spec.device, spec.warmup_steps, spec.steps, spec.repeats, spec.max_memory) == ("cpu", 3, 7, 2, 2 ** 30)
     assert spec.model_source.module == "pytest_dlperf.models.vision" and spec.total_steps == 17
-    placed = spec.placed("/run", "/run/progress.json", launched_at=12.5)
+    placed = dataclasses.replace(spec.placed("/run", "/run/progress.json", launched_at=12.5), run_index=2,
+                                 convergence=ConvergenceSpec("top1", 0.9))
+    # Every field away from its default, so that one the worker's reading leaves out cannot pass (share_gpus and
+    # dist_backend once reached no worker: on one GPU, rank 1 asked for device 1).
+    defaults = {f.name: f.default for f in dataclasses.fields(WorkerSpec) if f.default is not dataclasses.MISSING}
+    assert [name for name, default in defaults.items() if getattr(placed, name) == default] == []
     again = WorkerSpec.from_dict(jsonio.parse(json.dumps(placed.to_dict())))
     assert again == placed
 
