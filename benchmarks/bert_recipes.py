@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -125,12 +126,15 @@ def measure(step: Callable[[], None], device: torch.device, samples: int, warmup
             "gpu_util_mean": utilization[0] if utilization else None}
 
 
-def run(variants: list[Variant], args: argparse.Namespace, device: torch.device) -> list[dict[str, Any]]:
-    """Every variant in every round (rotated order), after one untimed warm-up of the first; the rows."""
+def run(variants: list[Variant], args: argparse.Namespace, device: torch.device,
+        done: Callable[[list[dict[str, Any]]], None] = lambda rows: None) -> list[dict[str, Any]]:
+    """Every variant in every round (rotated order), after one untimed warm-up of the first; the rows, also handed
+    to ``done`` after each variant (a step's time limit then leaves what was measured)."""
     settings = dict(args.settings)
     spec = get_model_spec(args.model)
     samples = spec.samples_per_batch(args.batch, spec.settings(settings))
     deadline = time.monotonic() + args.budget if args.budget else float("inf")
+    print(f"  untimed warm-up: {variants[0].name}", flush=True)
     primer = make_step(variants[0], args.model, args.batch, settings, device)
     for _ in range(args.warmup + args.steps):
         primer()
@@ -142,6 +146,7 @@ def run(variants: list[Variant], args: argparse.Namespace, device: torch.device)
             if time.monotonic() > deadline:
                 print(f"  (--budget spent: {variant.name}, round {round_ + 1}, left out)", flush=True)
                 continue
+            print(f"  round {round_ + 1}: {variant.name} ...", flush=True)
             try:
                 step = make_step(variant, args.model, args.batch, settings, device)
                 row = measure(step, device, samples, args.warmup, args.steps, args.repeats)
@@ -156,6 +161,12 @@ def run(variants: list[Variant], args: argparse.Namespace, device: torch.device)
             rounds[variant.name].append(row)
             print(f"  round {round_ + 1}: {variant.name:<42} {row['throughput']:10.1f} seq/s  util "
                   f"{_pct(row['gpu_util_mean'])}", flush=True)
+            done(medians(variants, rounds))
+    return medians(variants, rounds)
+
+
+def medians(variants: list[Variant], rounds: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A row per variant measured so far: the median of its rounds, its mean GPU utilization."""
     rows = []
     for variant in variants:
         done = rounds[variant.name]
@@ -236,18 +247,24 @@ def main(argv: list[str] | None = None) -> int:
           f"{dict(args.settings)}; warm-up {args.warmup}, {args.repeats} x {args.steps} steps, {args.rounds} rounds, "
           "order rotated each round", flush=True)
     started = time.monotonic()
+
+    def save(rows: list[dict[str, Any]]) -> None:  # after each variant, and at the end: a time limit loses nothing
+        if args.json:
+            document = {"device": name, "torch": torch.__version__, "model": args.model, "batch": args.batch,
+                        "settings": dict(args.settings), "warmup": args.warmup, "steps": args.steps,
+                        "repeats": args.repeats, "rounds": args.rounds, "dry_run": args.dry_run, "variants": rows}
+            partial = f"{args.json}.partial"
+            with open(partial, "w", encoding="utf-8") as handle:
+                json.dump(document, handle, indent=2)
+            os.replace(partial, args.json)
+
     try:
-        rows = run(variants, args, device)
+        rows = run(variants, args, device, save)
     finally:
         torch.set_num_threads(threads)
     print(f"\n{args.model} bs{args.batch}: the median of each variant's rounds\n{table(rows)}")
     print(f"bert_recipes: {time.monotonic() - started:.0f} s")
-    if args.json:
-        document = {"device": name, "torch": torch.__version__, "model": args.model, "batch": args.batch,
-                    "settings": dict(args.settings), "warmup": args.warmup, "steps": args.steps,
-                    "repeats": args.repeats, "rounds": args.rounds, "dry_run": args.dry_run, "variants": rows}
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=2)
+    save(rows)
     return 0 if rows else 1
 
 
