@@ -38,9 +38,10 @@ FINITE = "expected a finite number"
 DEEP = f"nested deeper than {MAX_DEPTH} levels of objects and arrays; expected a flatter document"
 
 
-def _one_line(text: str) -> str:
-    """``text`` with line breaks and other unprintable characters escaped, so a message stays one line."""
-    if text.isprintable():
+def one_line(text: str | None) -> str | None:
+    """``text`` with line breaks and other unprintable characters escaped, so a message stays one line (and a
+    file's text, a baseline's ``source``, cannot move a terminal's cursor or recolour it: ``\\x1b``)."""
+    if not text or text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
@@ -54,7 +55,7 @@ class DocumentError(ValueError):
         self.problem = message
         prefix = self.path or "<document>"
         text = f"{prefix}: {where}: {message}" if where else f"{prefix}: {message}"
-        super().__init__(_one_line(text))
+        super().__init__(one_line(text))
 
 
 class UnreadableError(DocumentError):

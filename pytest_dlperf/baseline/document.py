@@ -27,7 +27,6 @@ from typing import Any
 from .. import jsonio
 from ..cases import Case
 from ..gate.figures import HOST_PROBES
-from ..gate.format import printable
 from ..results.case import Expected
 from . import hardware
 
@@ -112,7 +111,7 @@ class Baseline:
 
     @property
     def source(self) -> str | None:
-        return printable(self.data.get("provenance", {}).get("source"))
+        return jsonio.one_line(self.data.get("provenance", {}).get("source"))
 
     @property
     def hardware(self) -> Mapping[str, Any]:
@@ -250,7 +249,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             throughput=float(raw["throughput"]) if "throughput" in raw else None,
             unit=raw.get("unit"),
             tolerance=raw.get("tolerance", default_tol),
-            source=printable(raw.get("source") or data.get("provenance", {}).get("source")),
+            source=jsonio.one_line(raw.get("source") or data.get("provenance", {}).get("source")),
             overrides={k: int(raw[k]) for k in STEP_FIELDS if k in raw},  # 20.0 is an integer to JSON Schema
             index=position,
             min_scaling_efficiency=raw.get("min_scaling_efficiency", defaults.get("min_scaling_efficiency")),

@@ -6,17 +6,6 @@
 
 from __future__ import annotations
 
-import re
-
-#: Control characters (C0 but tab and newline, DEL, C1): a terminal obeys them (ANSI escapes).
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str | None) -> str | None:
-    """``text`` from a file (a baseline's ``source``) safe to print: each control character shown as its escape
-    (``\\x1b``), so that a file cannot move the terminal's cursor, recolour it or hide a line."""
-    return None if text is None else CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
-
 
 def fmt_value(value: float) -> str:
     """A figure: one decimal from 1 up, three significant digits below."""
