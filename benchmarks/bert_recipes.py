@@ -13,10 +13,11 @@ with one thing changed:
   the forward and backward replayed with one launch each);
 * ``compile reduce-overhead, eager attention``: a combination, for the attention's share under graphs.
 
-Method: one untimed warm-up of the first variant (a new model's first steps, cuDNN's and cuBLAS's choices and
-the allocator's first blocks, are paid there), then ``--rounds`` rounds, each variant in every round, the order
-rotated by one each round so that no variant always follows the same one; a variant's figure is the median of
-its rounds' medians of ``--repeats`` windows of ``--steps`` steps. GPU utilization: the worker's own NVML sampler
+Method: every variant's step is built once and warmed up untimed (``--warmup`` steps: a new model's first steps,
+cuDNN's and cuBLAS's choices, the allocator's first blocks and a compiled variant's compilation are paid there;
+the steps live side by side on the GPU), then ``--rounds`` rounds, each variant in every round after
+``--round-warmup`` untimed steps, the order rotated by one each round so that no variant always follows the same
+one; a variant's figure is the median of its rounds' medians of ``--repeats`` windows of ``--steps`` steps. GPU utilization: the worker's own NVML sampler
 (:class:`pytest_dlperf.worker.telemetry.Telemetry`) over the variant's windows, its mean. Printed as a table,
 written as JSON (``--json``). ``--dry-run``: on the CPU, bert-tiny fp32 at batch 2, sequence 16 and a
 vocabulary of 512, one step per window, the compiled variants left out (they compile for minutes on a CPU): it checks the code, not figures.
@@ -65,8 +66,8 @@ VARIANTS = (
     Variant("built-in"),
     Variant("eager attention", attention="eager"),
     Variant("foreach AdamW", fused=False),
-    Variant("compile", compile_mode="default"),
     Variant("compile reduce-overhead", compile_mode="reduce-overhead"),
+    Variant("compile", compile_mode="default"),
     Variant("compile reduce-overhead, eager attention", attention="eager", compile_mode="reduce-overhead"),
 )
 
@@ -126,38 +127,55 @@ def measure(step: Callable[[], None], device: torch.device, samples: int, warmup
             "gpu_util_mean": utilization[0] if utilization else None}
 
 
+def build(variants: list[Variant], args: argparse.Namespace, device: torch.device,
+          deadline: float) -> list[tuple[Variant, TrainingStep]]:
+    """Each variant's step, made and warmed up once, untimed (a compiled variant compiles here, once): the steps
+    that could be made before ``deadline``; a variant that cannot run is said so and left out."""
+    built = []
+    for variant in variants:
+        if time.monotonic() > deadline:
+            print(f"  (--budget: {variant.name} not built, left out)", flush=True)
+            continue
+        print(f"  building {variant.name} (untimed warm-up of {args.warmup} steps) ...", flush=True)
+        started = time.monotonic()
+        try:
+            step = make_step(variant, args.model, args.batch, dict(args.settings), device)
+            for _ in range(args.warmup):
+                step()
+            sync(device)
+        except Exception as exc:  # noqa: BLE001 - a variant that cannot run costs its row, said so
+            print(f"  {variant.name:<42} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            continue
+        print(f"  built {variant.name} in {time.monotonic() - started:.0f} s", flush=True)
+        built.append((variant, step))
+    return built
+
+
 def run(variants: list[Variant], args: argparse.Namespace, device: torch.device,
         done: Callable[[list[dict[str, Any]]], None] = lambda rows: None) -> list[dict[str, Any]]:
-    """Every variant in every round (rotated order), after one untimed warm-up of the first; the rows, also handed
-    to ``done`` after each variant (a step's time limit then leaves what was measured)."""
+    """Every variant built and warmed up once (untimed), then measured in every round (rotated order, a few
+    untimed steps first: the switch from another variant is paid there); the rows, also handed to ``done``
+    after each measurement (a step's time limit then leaves what was measured)."""
     settings = dict(args.settings)
     spec = get_model_spec(args.model)
     samples = spec.samples_per_batch(args.batch, spec.settings(settings))
-    deadline = time.monotonic() + args.budget if args.budget else float("inf")
-    print(f"  untimed warm-up: {variants[0].name}", flush=True)
-    primer = make_step(variants[0], args.model, args.batch, settings, device)
-    for _ in range(args.warmup + args.steps):
-        primer()
-    sync(device)
-    del primer
+    budget = args.budget if args.budget else float("inf")
+    start = time.monotonic()
+    # Building (compiling) takes at most 60% of the budget: the rounds need the rest.
+    built = build(variants, args, device, start + 0.6 * budget)
+    deadline = start + budget
     rounds: dict[str, list[dict[str, Any]]] = {v.name: [] for v in variants}
     for round_ in range(args.rounds):
-        for variant in rotated(variants, round_):
+        for variant, step in rotated(built, round_):
             if time.monotonic() > deadline:
                 print(f"  (--budget spent: {variant.name}, round {round_ + 1}, left out)", flush=True)
                 continue
-            print(f"  round {round_ + 1}: {variant.name} ...", flush=True)
             try:
-                step = make_step(variant, args.model, args.batch, settings, device)
-                row = measure(step, device, samples, args.warmup, args.steps, args.repeats)
-            except Exception as exc:  # noqa: BLE001 - a variant that cannot run costs its row, said so
-                print(f"  {variant.name:<42} failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                row = measure(step, device, samples, args.round_warmup, args.steps, args.repeats)
+            except Exception as exc:  # noqa: BLE001 - said so; the other variants go on
+                print(f"  {variant.name:<42} failed in round {round_ + 1}: {type(exc).__name__}: "
+                      f"{str(exc)[:300]}", flush=True)
                 continue
-            finally:
-                step = None
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-                torch._dynamo.reset()
             rounds[variant.name].append(row)
             print(f"  round {round_ + 1}: {variant.name:<42} {row['throughput']:10.1f} seq/s  util "
                   f"{_pct(row['gpu_util_mean'])}", flush=True)
@@ -213,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="settings", type=parse_set, default=[("seq_len", 128)],
                         help="model settings, KEY=N,... (default seq_len=128)")
     parser.add_argument("--only", default="", help="variants by name, comma-separated (default: all)")
-    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps when a variant is built (default 10)")
+    parser.add_argument("--round-warmup", type=int, default=3,
+                        help="untimed steps before a variant's windows in each round (default 3)")
     parser.add_argument("--steps", type=int, default=20, help="steps per window (default 20)")
     parser.add_argument("--repeats", type=int, default=3, help="windows per variant and round (default 3)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every variant (default 3)")
@@ -232,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         args.model, args.batch, args.settings = "bert-tiny", 2, [("seq_len", 16), ("vocab_size", 512)]
         torch.set_num_threads(1)  # a shared CPU: threads that wait on each other only slow it
-        args.warmup, args.steps, args.repeats, args.rounds = 1, 1, 1, 2
+        args.warmup, args.round_warmup, args.steps, args.repeats, args.rounds = 1, 1, 1, 1, 2
         left = [v.name for v in variants if v.compiled]
         variants = [v for v in variants if not v.compiled]
         print(f"bert_recipes: dry run on the CPU; not run (they compile for minutes on a CPU): {', '.join(left)}")
