@@ -91,7 +91,7 @@ def script(values):
 
 
 @pytest.mark.parametrize(("values", "pairs", "stopped", "decision"), [
-    ([(80, None), (80.5, None)], 2, ev.StopReason.DECIDED, ev.Decision.REGRESSION),
+    ([(80, None), (80.5, None), (80.2, None), (80.4, None)], 4, ev.StopReason.DECIDED, ev.Decision.REGRESSION),
     ([(80, None), (90, None), (99, None), (94, None)], 3, ev.StopReason.MAX_RUNS, ev.Decision.UNDECIDED),
     ([(80, "busy"), (80, "busy"), (80, None)], 2, ev.StopReason.BUSY, ev.Decision.UNDECIDED),
     # A busy pair before the counted ones is no look (its look once ran past the pairs counted: a ZeroDivisionError).
@@ -101,6 +101,25 @@ def test_the_pairs_stop_by_the_sequential_rules(values, pairs, stopped, decision
     found = measure_pairs(measure_pair, Budget(1, max(3, pairs)), 0.05, seed=11, sleep=lambda s: None)
     assert (len(found.pairs), found.stopped, found.decision) == (pairs, stopped, decision)
     assert orders == [paired.pair_order(11, i) for i in range(pairs)]
+
+
+@pytest.mark.parametrize(("max_pairs", "decided_at"), [(4, paired.MIN_PAIRS), (3, 3), (2, 2)])
+def test_a_decision_waits_for_four_counted_pairs_or_all_the_user_allows(max_pairs, decided_at):
+    measure_pair, _ = script([(50, None), (50.5, None), (50.2, None), (50.4, None), (50.1, None)])
+    found = measure_pairs(measure_pair, Budget(1, max_pairs), 0.05, seed=11, sleep=lambda s: None)
+    assert (len(found.pairs), found.decision) == (decided_at, ev.Decision.REGRESSION)
+
+
+def test_three_pairs_that_agree_decide_nothing_where_more_are_allowed():
+    assert paired.judge([pair(i, 50.0 + i / 10) for i in range(3)], 0.05, min_pairs=paired.MIN_PAIRS)[1] \
+        is ev.Decision.UNDECIDED
+
+
+def test_a_pair_s_prior_spread_is_sqrt_2_times_a_run_s():
+    # Two pairs that agree exactly: the spread is the prior's alone, that of a log ratio of two runs.
+    est = paired.estimate([0.9, 0.9], 0.05)
+    prior_share = math.sqrt(ev.PRIOR_DOF / (ev.PRIOR_DOF + 1))  # the prior's dof beside the pairs' one
+    assert est.sigma == pytest.approx(prior_share * math.sqrt(2) * ev.prior_sigma(0.05), rel=1e-9)
 
 
 def test_no_pair_starts_past_the_time_budget():

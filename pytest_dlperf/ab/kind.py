@@ -63,7 +63,8 @@ class PairedKind(CaseKind):
         result = ctx.start(case, nodeid, spec.unit, params)
         opts, ab = ctx.options, self.ab
         tolerance = ctx.tolerance(entry)
-        budget = Budget(opts.runs, opts.max_runs, opts.max_seconds, opts.max_interference)
+        max_pairs = opts.max_runs if opts.max_runs_given else max(opts.runs, paired.MAX_PAIRS)
+        budget = Budget(opts.runs, max_pairs, opts.max_seconds, opts.max_interference)
         one = dataclasses.replace(params, runs=1)
         sides = {s.name: (side_spec(spec, s), SideLauncher(ctx.launcher, s, ab.forkable))
                  for s in (ab.candidate, ab.reference)}

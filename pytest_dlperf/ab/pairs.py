@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 
 from ..gate.evidence import Decision, StopReason
-from ..gate.paired import Pair, PairedEvidence, judge, pair_order
-from ..gate.sequential import BUSY_RUNS, BUSY_WAIT, REGRESSION_RUNS, Budget
+from ..gate.paired import MIN_PAIRS, Pair, PairedEvidence, judge, pair_order
+from ..gate.sequential import BUSY_RUNS, BUSY_WAIT, Budget
 
 
 def measure_pairs(measure_pair: Callable[[int, tuple[str, str]], Pair], budget: Budget, tolerance: float, seed: int,
@@ -18,6 +18,7 @@ def measure_pairs(measure_pair: Callable[[int, tuple[str, str]], Pair], budget: 
     ends (the module's stopping rules); ``budget.first_runs`` and ``max_runs`` count pairs."""
     found = PairedEvidence(seed, tolerance)
     max_looks = max(1, budget.max_runs - budget.first_runs + 1)
+    min_pairs = min(MIN_PAIRS, budget.max_runs)  # a user's --dlperf-max-runs 3 is decided at 3
     started = clock()
     while True:
         index = len(found.pairs)
@@ -26,7 +27,7 @@ def measure_pairs(measure_pair: Callable[[int, tuple[str, str]], Pair], budget: 
         if len(found.pairs) < budget.first_runs:
             continue
         look = max(1, len(found.counted) - budget.first_runs + 1)  # a busy pair is no evidence: no look
-        found.estimate, found.decision = judge(found.pairs, tolerance, look, max_looks, REGRESSION_RUNS)
+        found.estimate, found.decision = judge(found.pairs, tolerance, look, max_looks, min_pairs)
         if found.decision is not Decision.UNDECIDED:
             found.stopped = StopReason.DECIDED
             return found

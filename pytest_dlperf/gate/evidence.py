@@ -151,12 +151,14 @@ class Estimate:
                    data.get("offsets", 0.0))
 
 
-def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], tolerance: float) -> tuple[float, float]:
+def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], tolerance: float,
+                 prior_scale: float = 1.0) -> tuple[float, float]:
     """(sigma, degrees of freedom): the session's and the baseline's spreads pooled by their dof, with the prior
-    where the baseline kept fewer than :data:`MEASURED_SPREAD_RUNS` runs; never below :data:`FLOOR_CV`."""
+    (:func:`prior_sigma` times ``prior_scale``: sqrt(2) for the log ratio of two runs) where the baseline kept
+    fewer than :data:`MEASURED_SPREAD_RUNS` runs; never below :data:`FLOOR_CV`."""
     squares, dof = 0.0, 0.0
     if len(baseline_logs) < MEASURED_SPREAD_RUNS:
-        squares, dof = PRIOR_DOF * prior_sigma(tolerance) ** 2, float(PRIOR_DOF)
+        squares, dof = PRIOR_DOF * (prior_scale * prior_sigma(tolerance)) ** 2, float(PRIOR_DOF)
     for sample in (logs, baseline_logs):
         if len(sample) >= 2:
             squares += (len(sample) - 1) * statistics.variance(sample)

@@ -24,9 +24,9 @@ https://doi.org/10.1145/3358960.3379132).  So:
   rule out :func:`.evidence.ruled_out`: that allows for a drift between sessions that pairs cancel), else
   undecided;
 * **the stopping rules** are the sequential verdict's (:mod:`.sequential`): the first decision after
-  ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`.sequential.REGRESSION_RUNS` counted
+  ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`MIN_PAIRS` counted
   pairs, so that the spread is measured, not the prior's alone (one A/A pair read +33% beside a busy neighbour), at most
-  ``--dlperf-max-runs`` pairs, the time budget (``--dlperf-max-seconds``: no pair starts that would likely end
+  ``--dlperf-max-runs`` pairs (:data:`MAX_PAIRS` where it is not given), the time budget (``--dlperf-max-seconds``: no pair starts that would likely end
   past it), a busy pair not counted and :data:`.sequential.BUSY_RUNS` busy pairs in a row ending it.
 
 Everything here is a pure function; :func:`pytest_dlperf.ab.pairs.measure_pairs` measures the pairs.
@@ -48,6 +48,17 @@ from .figures import RunFigure
 CANDIDATE = "candidate"
 REFERENCE = "reference"
 SIDES = (CANDIDATE, REFERENCE)
+#: A pair's log ratio is the difference of two runs' logs: its variance twice a run's, so the prior on a pair's
+#: spread is sqrt(2) times the prior on a run's (:func:`.evidence.prior_sigma`).
+PAIR_PRIOR_SCALE = math.sqrt(2.0)
+#: Counted pairs before any decision: 4 give the pairs' spread 3 degrees of freedom of its own, as many as the
+#: prior's (:data:`.evidence.PRIOR_DOF`), so that two pairs that happen to agree cannot pass a case (simulated:
+#: benchmarks/ab_simulation.py; a reference 9% faster passed 0.4% of sessions at 2 pairs, 0.0% at 4).
+MIN_PAIRS = 4
+#: Most pairs of a case where --dlperf-max-runs is not given: pairs whose log ratios vary 5-6% (two fresh runs on a
+#: 2-core VM) decide a change of twice the 5% tolerance in 94-99% of sessions by 30, in 62% by 10 (simulated, and
+#: measured: 7 of 11 at 10).
+MAX_PAIRS = 30
 
 
 def pair_order(seed: int, index: int) -> tuple[str, str]:
@@ -99,7 +110,7 @@ def estimate(ratios: Sequence[float], tolerance: float, confidence: float = CONF
     if not ratios:
         raise ValueError("no pair to estimate from")
     logs = [math.log(r) for r in ratios]
-    sigma, dof = ev.pooled_sigma(logs, (), tolerance)
+    sigma, dof = ev.pooled_sigma(logs, (), tolerance, prior_scale=PAIR_PRIOR_SCALE)
     center = statistics.fmean(logs)
     se = sigma / math.sqrt(len(logs))
     half = ev.t_quantile(0.5 + confidence / 2, dof) * se
@@ -110,7 +121,7 @@ def estimate(ratios: Sequence[float], tolerance: float, confidence: float = CONF
 def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int = 1,
           min_pairs: int = 1) -> tuple[Estimate | None, Decision]:
     """The estimate from the counted pairs and what it decides; fewer than ``min_pairs`` counted pairs
-    (:data:`~.sequential.REGRESSION_RUNS`) decide nothing: one pair can be an outlier, and its interval would be
+    (:data:`MIN_PAIRS`) decide nothing: one pair can be an outlier, and its interval would be
     the prior's alone (a stored baseline's single run pools the baseline's measured spread; a pair has none)."""
     ratios = [p.ratio for p in pairs if not p.busy]
     if not ratios:
