@@ -1,17 +1,22 @@
 """bert-base amp bs64 seq128 step variants side by side on one GPU: which recipe keeps the GPU busy (issue 42).
 
-On an H200 the built-in bert-base step measured 1,683 seq/s at a mean GPU utilization of 54%: the host, not the
+On an H200 the eager bert-base step measured 1,683 seq/s at a mean GPU utilization of 54%: the host, not the
 GPU, set the figure. The variants, each the plugin's own :class:`~pytest_dlperf.worker.training.TrainingStep`
 with one thing changed:
 
-* ``built-in``: as the plugin trains it (AdamW fused on CUDA, transformers' default attention: sdpa);
+* ``built-in``: the eager step, as the plugin trained it on CUDA before this comparison and trains it on the CPU
+  (AdamW fused on CUDA, transformers' default attention: sdpa);
 * ``eager attention``: transformers' ``attn_implementation="eager"`` (the matmul-softmax-matmul of old);
 * ``foreach AdamW``: ``AdamW(fused=False)``, to show what the fused step saves;
 * ``compile``: ``torch.compile`` of the model (default mode), the loss and optimizer step eager, as
   ``--dlperf-set compile=true`` does;
 * ``compile reduce-overhead``: ``--dlperf-set compile=true compile_mode=reduce-overhead`` (CUDA graphs:
   the forward and backward replayed with one launch each);
-* ``compile reduce-overhead, eager attention``: a combination, for the attention's share under graphs.
+* ``compile reduce-overhead, eager attention``: a combination, for the attention's share under graphs: since
+  2026-11-27 the recipe bert trains with on CUDA (``ModelSpec.cuda_compile``), chosen by this comparison.
+
+A compiled variant without an attention of its own uses sdpa here (the model alone would take eager attention
+when compiled).
 
 Method: every variant's step is built once and warmed up untimed (``--warmup`` steps: a new model's first steps,
 cuDNN's and cuBLAS's choices, the allocator's first blocks and a compiled variant's compilation are paid there;
@@ -81,10 +86,11 @@ def rotated(items: list, round_: int) -> list:
 def make_step(variant: Variant, model: str, batch: int, settings: dict[str, Any], device: torch.device) -> TrainingStep:
     """The plugin's step of ``model`` amp (fp32 on the CPU) at ``batch`` with ``variant``'s one change."""
     spec = get_model_spec(model)
-    if variant.attention is not None:
+    attention = variant.attention or ("sdpa" if variant.compiled else None)  # the model picks eager when compiled
+    if attention is not None:
         plain = spec.factory
 
-        def factory(chosen, _plain=plain, _attention=variant.attention):
+        def factory(chosen, _plain=plain, _attention=attention):
             made = _plain(chosen)
             made.set_attn_implementation(_attention)
             return made

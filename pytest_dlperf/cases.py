@@ -30,6 +30,13 @@ COMMON_SETTINGS = {
     "compile_mode": f"one of {', '.join(COMPILE_MODES)} (with compile=true)",
 }
 
+
+
+def compile_label(settings: Mapping[str, Any]) -> str:
+    """How a step trained, as results and baseline entries say it: "eager", or the compile mode ("default", ...)."""
+    return (settings.get("compile_mode") or "default") if settings.get("compile") else "eager"
+
+
 # How known settings read in a test id; other settings read as key=value.
 _ID_FORMATS = {
     "image_size": lambda v: f"img{v}",

@@ -312,3 +312,11 @@ def test_the_benchmark_is_wired(tmp_path, capsys):
     assert found["A/A+neighbour"][3] == ["--dlperf-max-interference", "off"] and found["A/A+tenant"][2]
     assert bench.main(["--sessions", "0", "--neighbour-sessions", "0"]) == 0
     assert "pairs/verdict" in capsys.readouterr().out
+
+
+def test_the_simulation_of_the_stopping_rules_runs(capsys):
+    from benchmarks import ab_simulation
+
+    assert ab_simulation.main(["--noise", "0.05", "--max-pairs", "10", "--min-pairs", "4", "--trials", "20"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("\n") == 4 and "-9.1%" in printed

@@ -8,13 +8,14 @@ package's face: what the plugin, the commands and a conftest reach for.
 """
 
 from .document import (DEFAULT_TOLERANCE, PROBE_FIELDS, STEP_DEFAULTS, STEP_FIELDS, VERSION_2_FIELDS, Baseline, Entry,
-                       device_mismatch, host_cpu_mismatch, index, load, measured_on, method, plain_case, record_method,
-                       save, start_mismatch)
+                       compile_mismatch, device_mismatch, host_cpu_mismatch, index, load, measured_on, method,
+                       plain_case, record_method, save, start_mismatch)
 from .measured import (SLOWER_HOST_NOTE, ProbeReference, add_slower_host_note, drop_slower_host_note, from_measurements,
                    hardware_from, kept_runs, slower_host)
 
 __all__ = ["DEFAULT_TOLERANCE", "PROBE_FIELDS", "SLOWER_HOST_NOTE", "STEP_DEFAULTS", "STEP_FIELDS", "VERSION_2_FIELDS",
            "Baseline", "Entry", "ProbeReference", "add_slower_host_note",
-           "device_mismatch", "drop_slower_host_note", "from_measurements", "hardware_from", "host_cpu_mismatch", "index",
+           "compile_mismatch", "device_mismatch", "drop_slower_host_note", "from_measurements", "hardware_from",
+           "host_cpu_mismatch", "index",
            "kept_runs", "load", "measured_on", "method", "plain_case", "record_method", "save", "slower_host",
            "start_mismatch"]

@@ -38,7 +38,7 @@ STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 #: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.gate.figures`).
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
-VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads", "start", "host_cpu")
+VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads", "start", "host_cpu", "compile")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +76,8 @@ class Entry:
     start: str | None = None
     #: The host's CPU model of an entry that was host-bound when saved (version 2; :mod:`pytest_dlperf.results.host_bound`).
     host_cpu: str | None = None
+    #: How a GPU case's runs trained: "eager" or the ``torch.compile`` mode (version 2; None: not recorded).
+    compile: str | None = None
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -208,6 +210,19 @@ def start_mismatch(saved: str | None, start: str | None) -> str | None:
             f"the host sets a step's pace the two may read apart (docs/gpu.md)")
 
 
+def compile_mismatch(saved: str | None, compiled: str | None) -> str | None:
+    """The note of a GPU case whose entry trained ``saved`` ("eager" or a ``torch.compile`` mode: its ``compile``)
+    and whose runs trained ``compiled``; None where they match or either is unknown."""
+    if not saved or not compiled or saved == compiled:
+        return None
+    return (f"baseline measured {_how(saved)}; these runs trained {_how(compiled)}: another recipe, not a change "
+            f"of speed (--dlperf-set compile=..., docs/gpu.md)")
+
+
+def _how(label: str) -> str:
+    return "eager" if label == "eager" else f"compiled ({label})"
+
+
 def plain_case(case: Case) -> Case:
     """``case`` without settings equal to its model's defaults (unchanged for an unknown model)."""
     from .. import models
@@ -263,7 +278,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             probe_runs={k: tuple(float(v) for v in values) for k, values in (raw.get("probe_runs") or {}).items()},
             cpu_threads=int(raw["cpu_threads"]) if "cpu_threads" in raw else None,  # 2.0 is an integer to JSON
             threads_as_before="cpu_threads" not in raw and not on_gpu,
-            start=raw.get("start"), host_cpu=raw.get("host_cpu"),
+            start=raw.get("start"), host_cpu=raw.get("host_cpu"), compile=raw.get("compile"),
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")

@@ -219,7 +219,7 @@ def _refresh(entry: dict[str, Any], rec: Mapping[str, Any], new: float, source: 
     case_id = _case(rec["case"]).id
     entry.update(throughput=new, unit=rec["unit"], source=source)
     replaced = ProbeReference("the entry it replaces,", entry.get("memory_gbs"), entry.get("core_gflops"))
-    for key in ("runs", *PROBE_FIELDS, "start", "host_cpu"):
+    for key in ("runs", *PROBE_FIELDS, "start", "host_cpu", "compile"):
         entry.pop(key, None)
     entry.update(kept_runs(rec))  # the new figure's own runs and host probes, or none
     entry.update(start_fields(rec))  # how its workers started, a host-bound figure's CPU

@@ -159,9 +159,11 @@ def drop_slower_host_note(entry: dict[str, Any]) -> None:
 
 def start_fields(rec: Mapping[str, Any]) -> dict[str, str]:
     """What of a results record's start an entry keeps: how its workers started (``start``: a session that starts
-    them otherwise says so), and where its GPUs idled, the host's CPU model (``host_cpu``: its figure is that
-    CPU's too; gated on another, the session says so)."""
+    them otherwise says so), how a GPU case trained (``compile``: eager or the mode; likewise), and where its GPUs
+    idled, the host's CPU model (``host_cpu``: its figure is that CPU's too; gated on another, the session says so)."""
     out = {"start": rec["start"]} if rec.get("start") in ("forked", "fresh") else {}
+    if (rec.get("device") or {}).get("type") == "cuda" and rec.get("compile") not in (None, "mixed"):
+        out["compile"] = rec["compile"]  # how a GPU case trained: eager, or compiled in a mode
     bound = rec.get("host_bound") or {}
     if bound.get("bound") and bound.get("cpu"):
         out["host_cpu"] = bound["cpu"]

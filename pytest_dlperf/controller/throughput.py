@@ -231,6 +231,7 @@ def record_judged(ctx: Context, case: Case, entry: baseline_mod.Entry | None, re
     notes += [bound.line()] if bound is not None and bound.bound else []
     if expected is not None and entry is not None:
         notes += [note for note in (baseline_mod.start_mismatch(entry.start, last.start),
+                                    baseline_mod.compile_mismatch(entry.compile, last.compile),
                                     baseline_mod.host_cpu_mismatch(entry.host_cpu, ctx.host_cpu())) if note]
     if scale is not None:
         scaling_note = scaling_message(case.id, scale, last.unit)
@@ -249,7 +250,7 @@ def record_judged(ctx: Context, case: Case, entry: baseline_mod.Entry | None, re
     result.device, result.ranks, result.scaling = last.device, ranks, scale
     result.flops, result.data, result.compile_seconds = last.flops(case.gpus), loader, compiled
     result.gpu_utilization_gate, result.hardware_mismatch, result.baseline = gate, mismatch, expected
-    result.start, result.host_bound = last.start, bound
+    result.start, result.host_bound, result.compile = last.start, bound, last.compile
 
 
 def saved_runs(opts) -> int:

@@ -56,8 +56,8 @@ PAIR_PRIOR_SCALE = math.sqrt(2.0)
 #: benchmarks/ab_simulation.py; a reference 9% faster passed 0.4% of sessions at 2 pairs, 0.0% at 4).
 MIN_PAIRS = 4
 #: Most pairs of a case where --dlperf-max-runs is not given: pairs whose log ratios vary 5-6% (two fresh runs on a
-#: 2-core VM) decide a change of twice the 5% tolerance in 94-99% of sessions by 30, in 62% by 10 (simulated, and
-#: measured: 7 of 11 at 10).
+#: 2-core VM) decide a 9% slower candidate (tolerance 5%) in 94-99% of sessions by 30, in 53-68% by 10
+#: (simulated; measured: 7 of 11 at 10).
 MAX_PAIRS = 30
 
 

@@ -88,6 +88,9 @@ class ModelSpec:
     source: str | None = None
     module: str | None = None
     task: str | None = None  # the registered task it shares batches and loss with, if any
+    #: The ``torch.compile`` mode its cases train in on CUDA where their settings do not say ``compile`` (None:
+    #: eager): a recipe whose eager step leaves the GPU idle (bert-base's: docs/gpu.md).
+    cuda_compile: str | None = None
 
     def settings(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The model's default settings with the case's explicit settings on top."""
@@ -186,12 +189,15 @@ def register_model(
     items_per_sample: Callable[[Mapping[str, Any]], int] | None = None,
     description: str = "",
     factory: Callable | None = None,
+    cuda_compile: str | None = None,
 ):
     """Register a model factory under ``name`` (default: the function's name).
 
     Use as a decorator, or call with ``factory=``.  ``task`` supplies ``make_batch``,
     ``loss``, ``unit``, ``optimizer``, ``defaults``, ``channels_last`` and
     ``items_per_sample``; anything given explicitly wins (``defaults`` are merged).
+    ``cuda_compile``: the ``torch.compile`` mode (``cases.COMPILE_MODES``) its cases train in on CUDA unless their
+    settings say ``compile``; eager where None, and always on the CPU.
     ``requires`` maps an importable module to the extra that provides it, e.g.
     ``{"transformers": "transformers"}``: a case of this model is skipped with that reason
     where the module is missing.  The worker calls ``factory(settings)``,
@@ -202,7 +208,7 @@ def register_model(
 
     given = dict(task=task, make_batch=make_batch, loss=loss, unit=unit, optimizer=optimizer, batch_size=batch_size,
                  defaults=defaults, channels_last=channels_last, requires=requires, items_per_sample=items_per_sample,
-                 description=description)
+                 description=description, cuda_compile=cuda_compile)
 
     def decorator(fn: Callable) -> Callable:
         check_name(name if name is not None else getattr(fn, "__name__", None))
@@ -217,7 +223,8 @@ def register_model(
 def _build_spec(model_name: str, fn: Callable, *, task: str | None, make_batch: Callable | None, loss: Callable | None,
                 unit: str | None, optimizer: str | None, batch_size: int, defaults: Mapping[str, Any] | None,
                 channels_last: bool | None, requires: Mapping[str, str] | None,
-                items_per_sample: Callable[[Mapping[str, Any]], int] | None, description: str) -> ModelSpec:
+                items_per_sample: Callable[[Mapping[str, Any]], int] | None, description: str,
+                cuda_compile: str | None = None) -> ModelSpec:
     """The checked spec of a model :func:`register_model` registers (``fn``: its factory)."""
     who = f"model {model_name!r}"
     base = None
@@ -249,6 +256,10 @@ def _build_spec(model_name: str, fn: Callable, *, task: str | None, make_batch: 
     check_choice(who, "optimizer", the_optimizer, OPTIMIZERS)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"{who}: batch_size must be a positive integer, not {batch_size!r}")
+    if cuda_compile is not None:
+        from ..cases import COMPILE_MODES
+
+        check_choice(who, "cuda_compile", cuda_compile, COMPILE_MODES)
     merged_defaults = dict(base.defaults) if base else {}
     merged_defaults.update(defaults or {})
     return ModelSpec(
@@ -267,6 +278,7 @@ def _build_spec(model_name: str, fn: Callable, *, task: str | None, make_batch: 
         source=_source_file(fn),
         module=getattr(fn, "__module__", None),
         task=task,
+        cuda_compile=cuda_compile,
     )
 
 

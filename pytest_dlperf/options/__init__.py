@@ -129,7 +129,7 @@ OPTIONS = (
     Option("confirm", "deprecated: --dlperf-max-runs is --dlperf-runs + N (kept for old command lines).", "N",
            integer(0)),
     Option("max-runs", "most fresh runs of a case before its verdict is inconclusive: after each run the case is "
-                       "decided (each way a one-sided test at 1%%), or measured again (default 10; pairs with --dlperf-against: 30).", "N",
+                       "decided (each way a one-sided test at 1%%), or measured again (default 10; A/B pairs: 30).", "N",
            integer(1)),
     Option("max-seconds", "time budget of a case's runs: no run starts that would end past it (default: none).",
            "SECONDS", number(0)),

@@ -147,7 +147,7 @@ class GateResult:
 
 
 #: Fields written only when set (absent from skipped and failed cases' records).
-_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence", "start")
+_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence", "start", "compile")
 #: Fields of a judged case, written even when null.
 _JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "data", "compile_seconds",
            "gpu_utilization_gate", "hardware_mismatch")
@@ -189,6 +189,7 @@ class CaseResult:
     #: An A/B session's case (``--dlperf-against``): its pairs, their estimate and decision (gate.paired).
     paired: PairedEvidence | None = None
     start: str | None = None  # how its runs' workers started: "forked", "fresh" or "mixed" (Attempt.start)
+    compile: str | None = None  # how its runs trained: "eager", a torch.compile mode or "mixed" (Attempt.compile)
     host_bound: HostBound | None = None  # a GPU case: how busy its GPUs were, and whether the host set the pace
 
     # -- derived, so that no reader works them out again
@@ -290,7 +291,7 @@ class CaseResult:
             hardware_mismatch=data.get("hardware_mismatch"), max_batch=data.get("max_batch"),
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
             evidence=typed("evidence", Evidence.from_dict), paired=typed("paired", PairedEvidence.from_dict),
-            start=data.get("start"), host_bound=typed("host_bound", HostBound.from_dict),
+            start=data.get("start"), host_bound=typed("host_bound", HostBound.from_dict), compile=data.get("compile"),
         )
 
 

@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..cases import compile_label
 from ..gate.stats import Summary, summarize
 from ..protocol import ValueEnum
 
@@ -192,6 +193,13 @@ class Attempt:
     @property
     def windows(self) -> list[dict[str, Any]]:
         return [w for run in self.runs for w in run.windows]
+
+    @property
+    def compile(self) -> str | None:
+        """How its runs trained: "eager" or the ``torch.compile`` mode (:func:`~pytest_dlperf.cases.compile_label`),
+        "mixed" where they differ, None where no run says (a command)."""
+        labels = {compile_label(r.settings) for r in self.runs if r.settings is not None}
+        return labels.pop() if len(labels) == 1 else ("mixed" if labels else None)
 
     @property
     def start(self) -> str | None:

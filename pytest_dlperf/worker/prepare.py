@@ -30,7 +30,7 @@ def prepare(spec: WorkerSpec, result: WorkerResult):
     device, device_info)``; fills ``result.device``, ``result.settings`` and ``result.unit``."""
     from ..models import ensure_registered
     from .distributed import ranks_from_env
-    from .training import uses_channels_last
+    from .training import compile_settings, uses_channels_last
 
     ranks = ranks_from_env()
     case = spec.case
@@ -40,6 +40,6 @@ def prepare(spec: WorkerSpec, result: WorkerResult):
     device, device_info = _device(spec.device, ranks.local_rank, spec.share_gpus)
     result.device = device_info
     settings["channels_last"] = uses_channels_last(model_spec, case.precision, settings)
-    settings["compile"] = bool(settings.get("compile", False))
+    settings.update(compile_settings(model_spec, case.settings_dict, device_info.get("type", "cpu")))
     result.settings, result.unit = settings, model_spec.unit
     return ranks, model_spec, settings, device, device_info

@@ -48,6 +48,17 @@ def make_optimizer(kind: str, params, device: torch.device | None = None):
     raise ValueError(f"unknown optimizer {kind!r}")
 
 
+def compile_settings(spec: ModelSpec, given: Mapping[str, Any], device_type: str) -> dict[str, Any]:
+    """``compile`` and ``compile_mode`` of a case whose explicit settings are ``given``: as given, else the model's
+    CUDA recipe on a GPU (:attr:`ModelSpec.cuda_compile`), else eager (``compile_mode`` only where it is one)."""
+    if "compile" in given:
+        mode = given.get("compile_mode")
+        return {"compile": bool(given["compile"]), **({"compile_mode": mode} if mode else {})}
+    if device_type == "cuda" and spec.cuda_compile is not None:
+        return {"compile": True, "compile_mode": spec.cuda_compile}
+    return {"compile": False}
+
+
 def uses_channels_last(spec: ModelSpec, precision: str, settings: Mapping[str, Any]) -> bool:
     if "channels_last" in settings:
         return bool(settings["channels_last"])

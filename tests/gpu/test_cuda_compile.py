@@ -28,3 +28,18 @@ def test_a_compiled_case_runs_triton_kernels_outside_the_windows(gpu, monkeypatc
     assert max(w["seconds"] for w in run["windows"]) < timing["compile_seconds"]
     kernels = [p for p in files_under(cache, "*.py") if "@triton.jit" in p.read_text(errors="replace")]
     assert kernels, f"inductor wrote no Triton kernel under {cache}"
+
+
+def test_bert_trains_with_its_cuda_recipe_on_one_rank_and_two_sharing_the_gpu(gpu):
+    """bert's recipe on CUDA (ModelSpec.cuda_compile, docs/gpu.md): compiled with CUDA graphs and eager attention,
+    said in the results; two ranks sharing the GPU over gloo run DDP through the compiled model too (the recipe
+    must not break the multi-rank path that no lease with two GPUs has run)."""
+    result = gpu.run("--dlperf-model", "bert-tiny", "--dlperf-precision", "amp", "--dlperf-batch-size", "16",
+                     "--dlperf-set", "seq_len=64", "--dlperf-gpus", "1,2", "--dlperf-share-gpus",
+                     "--dlperf-warmup-steps", "3", "--dlperf-steps", "10", "--dlperf-repeats", "2",
+                     "--dlperf-json", "results.json")
+    result.assert_outcomes(passed=2)
+    for record in sorted(gpu.results()["cases"], key=lambda r: r["case"]["gpus"]):
+        settings = first_run(record)["settings"]
+        assert (settings["compile"], settings["compile_mode"]) == (True, "reduce-overhead"), settings
+        assert record["compile"] == "reduce-overhead" and record["compile_seconds"] > 0, record["id"]
