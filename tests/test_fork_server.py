@@ -153,7 +153,14 @@ def test_each_run_is_a_process_of_its_own(probed):
     runs = [seen for seen in searched if seen not in capped] + run_probe(
         probed, "--dlperf-runs", "3", "--dlperf-json", "forked.json", "--dlperf-log-dir", "logs",
         "--dlperf-baseline", probed.baseline([entry], schema_version=2))
-    fresh = run_probe(probed, "--dlperf-no-fork-server", "--dlperf-json", "fresh.json", "--dlperf-log-dir", "logs")
+    # The fresh worker's session as a non-interactive shell's background job runs it (`cmd &`, nohup): SIGINT and
+    # SIGQUIT ignored, which a fresh interpreter inherits (a suite so launched once failed the comparison below).
+    ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        fresh = run_probe(probed, "--dlperf-no-fork-server", "--dlperf-json", "fresh.json", "--dlperf-log-dir", "logs")
+    finally:
+        for sig, handler in ignored.items():
+            signal.signal(sig, handler)
     assert len(capped) == 2 and len(runs) >= 4 and len(fresh) == 1
     server = runs[0]["ppid"]
     # Forked by one server, the same across sessions of this process; a fresh worker's parent is the controller.

@@ -9,6 +9,7 @@ from .distributed import ranks_from_env
 from .lifecycle import leave
 from .main import main
 
+lifecycle.own_signals()  # as a forked worker's, whatever the session's launch left ignored
 if lifecycle.START == "fresh" and not ranks_from_env().distributed:  # torchrun's, srun's or mpirun's ranks too
     from .forkserver import import_as_forked
 

@@ -220,9 +220,7 @@ def become(request: ForkRequest, server: int) -> None:
 
     lifecycle.START = "forked"
     os.setsid()
-    for sig in (signal.SIGCHLD, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    lifecycle.own_signals()
     os.chdir(request.cwd)  # first: the spec's path may be relative to it, as an exec'd worker's is
     stdin = os.open(os.devnull, os.O_RDONLY)
     stdout = os.open(request.stdout, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -304,12 +302,11 @@ def run_rank() -> None:
     agent's; its own random state), then our worker with the spec ``sys.argv[1]``.  A failed rank ends with its
     exit status, as an exec'd one, so that torchrun sees it; one that measured returns to torchrun's wrapper,
     which records its return and ends it (without the interpreter's teardown)."""
-    from .lifecycle import leave
+    from .lifecycle import leave, own_signals
     from .main import main as worker_main
 
     os.setsid()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    own_signals()
     reseed()
     code = worker_main(sys.argv[1:2])
     if code:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any, NoReturn
@@ -16,6 +17,17 @@ from ..protocol import Progress, WorkerSpec
 #: How this process started: ``fresh`` (an interpreter of its own) until the fork server's :func:`~.forkserver.become`
 #: makes it ``forked``.
 START = "fresh"
+
+
+def own_signals() -> None:
+    """The signal dispositions every worker runs with, however it started: SIGINT raises ``KeyboardInterrupt``,
+    SIGTERM, SIGQUIT and SIGCHLD their defaults.  Not what it inherits: a fresh interpreter started by a session
+    that a non-interactive shell ran in the background (``cmd &``, nohup) finds SIGINT and SIGQUIT ignored (POSIX
+    shells ignore them for asynchronous commands, and Python then installs no SIGINT handler), a forked one the
+    fork server's; the two starts would differ in them (:mod:`.process_state`)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 class ProgressFile:
