@@ -16,6 +16,7 @@ passed it in 0.2-0.8% of sessions at 5-6% noise, at most 0.1% with four (3,000 s
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import random
 import sys
@@ -40,6 +41,18 @@ def session(change: float, noise: float, max_pairs: int, min_pairs: int, toleran
             return decision, len(pairs)
 
 
+def shares(change: float, noise: float, max_pairs: int, min_pairs: int, tolerance: float, trials: int,
+           rng: random.Random) -> tuple[dict[Decision, float], float]:
+    """Of ``trials`` sessions: the share of each decision, and the mean pairs a session took."""
+    counts: Counter = Counter()
+    taken = 0
+    for _ in range(trials):
+        decision, pairs = session(change, noise, max_pairs, min_pairs, tolerance, rng)
+        counts[decision] += 1
+        taken += pairs
+    return {d: counts[d] / trials for d in Decision}, taken / trials
+
+
 def numbers(text: str, kind=float) -> list:
     return [kind(item) for item in text.split(",") if item.strip()]
 
@@ -58,20 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     print(f"{'noise':>5} {'max':>4} {'min':>4} {'change':>7}  {'fail':>6} {'pass':>6} {'improved':>8} "
           f"{'undecided':>9}  pairs")
-    for noise in args.noise:
-        for max_pairs in args.max_pairs:
-            for min_pairs in args.min_pairs:
-                for change in args.changes:
-                    counts: Counter = Counter()
-                    taken = 0
-                    for _ in range(args.trials):
-                        decision, pairs = session(change, noise, max_pairs, min_pairs, args.tolerance, rng)
-                        counts[decision] += 1
-                        taken += pairs
-                    share = {d: counts[d] / args.trials for d in Decision}
-                    print(f"{noise:5.2f} {max_pairs:4d} {min_pairs:4d} {change:+7.1%}  "
-                          f"{share[Decision.REGRESSION]:6.1%} {share[Decision.PASS]:6.1%} "
-                          f"{share[Decision.IMPROVED]:8.1%} {share[Decision.UNDECIDED]:9.1%}  {taken / args.trials:5.1f}")
+    for noise, max_pairs, min_pairs, change in itertools.product(args.noise, args.max_pairs, args.min_pairs,
+                                                                 args.changes):
+        share, pairs = shares(change, noise, max_pairs, min_pairs, args.tolerance, args.trials, rng)
+        print(f"{noise:5.2f} {max_pairs:4d} {min_pairs:4d} {change:+7.1%}  {share[Decision.REGRESSION]:6.1%} "
+              f"{share[Decision.PASS]:6.1%} {share[Decision.IMPROVED]:8.1%} {share[Decision.UNDECIDED]:9.1%}  "
+              f"{pairs:5.1f}")
     return 0
 
 

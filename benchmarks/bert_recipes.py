@@ -22,8 +22,9 @@ Method: every variant's step is built once and warmed up untimed (``--warmup`` s
 cuDNN's and cuBLAS's choices, the allocator's first blocks and a compiled variant's compilation are paid there;
 the steps live side by side on the GPU), then ``--rounds`` rounds, each variant in every round after
 ``--round-warmup`` untimed steps, the order rotated by one each round so that no variant always follows the same
-one; a variant's figure is the median of its rounds' medians of ``--repeats`` windows of ``--steps`` steps. GPU utilization: the worker's own NVML sampler
-(:class:`pytest_dlperf.worker.telemetry.Telemetry`) over the variant's windows, its mean. Printed as a table,
+one; a variant's figure is the median of its rounds' medians of ``--repeats`` windows of ``--steps`` steps.
+GPU utilization: the worker's own NVML sampler (:class:`pytest_dlperf.worker.telemetry.Telemetry`) over the
+variant's windows, its mean. Printed as a table,
 written as JSON (``--json``). ``--dry-run``: on the CPU, bert-tiny fp32 at batch 2, sequence 16 and a
 vocabulary of 512, one step per window, the compiled variants left out (they compile for minutes on a CPU): it checks the code, not figures.
 
@@ -133,7 +134,7 @@ def measure(step: Callable[[], None], device: torch.device, samples: int, warmup
             "gpu_util_mean": utilization[0] if utilization else None}
 
 
-def build(variants: list[Variant], args: argparse.Namespace, device: torch.device,
+def build(variants: list[Variant], args: argparse.Namespace, settings: dict[str, Any], device: torch.device,
           deadline: float) -> list[tuple[Variant, TrainingStep]]:
     """Each variant's step, made and warmed up once, untimed (a compiled variant compiles here, once): the steps
     that could be made before ``deadline``; a variant that cannot run is said so and left out."""
@@ -145,7 +146,7 @@ def build(variants: list[Variant], args: argparse.Namespace, device: torch.devic
         print(f"  building {variant.name} (untimed warm-up of {args.warmup} steps) ...", flush=True)
         started = time.monotonic()
         try:
-            step = make_step(variant, args.model, args.batch, dict(args.settings), device)
+            step = make_step(variant, args.model, args.batch, settings, device)
             for _ in range(args.warmup):
                 step()
             sync(device)
@@ -168,7 +169,7 @@ def run(variants: list[Variant], args: argparse.Namespace, device: torch.device,
     budget = args.budget if args.budget else float("inf")
     start = time.monotonic()
     # Building (compiling) takes at most 60% of the budget: the rounds need the rest.
-    built = build(variants, args, device, start + 0.6 * budget)
+    built = build(variants, args, settings, device, start + 0.6 * budget)
     deadline = start + budget
     rounds: dict[str, list[dict[str, Any]]] = {v.name: [] for v in variants}
     for round_ in range(args.rounds):

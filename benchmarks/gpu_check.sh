@@ -565,8 +565,8 @@ command2() {
     DRY_CMD=("$PY" benchmarks/bert_recipes.py --dry-run --json "$logs/bert-recipes.json")
     run_step bert-recipes "$(own_limit bert-recipes)" "$logs/bert-recipes.log" -- "${recipes[@]}"
 
-    # tests/gpu: on an H200 about 390 s on 2026-11-27, with bert's compiled recipe more (each case starts fresh workers: about 8 s each; the
-    # largest-batch search about 6 trials; the 1-rank torchrun comparison 2 x 25 s; compile 25 s).
+    # tests/gpu: on an H200 about 390 s on 2026-11-27, with bert's compiled recipe more (each case starts fresh
+    # workers: about 8 s each; the largest-batch search about 6 trials; the 1-rank torchrun comparison 2 x 25 s; compile 25 s).
     # Without CUDA they skip in seconds.
     local gpu_tests=("$PY" -m pytest -p no:cacheprovider -v -rA tests/gpu --junitxml="$logs/gpu-tests.xml"
         --basetemp="$logs/gpu-tests-tmp")

@@ -31,7 +31,6 @@ COMMON_SETTINGS = {
 }
 
 
-
 def compile_label(settings: Mapping[str, Any]) -> str:
     """How a step trained, as results and baseline entries say it: "eager", or the compile mode ("default", ...)."""
     return (settings.get("compile_mode") or "default") if settings.get("compile") else "eager"

@@ -36,9 +36,9 @@ Data is synthetic, made on the device once (:mod:`pytest_dlperf.worker.training`
   which inductor fuses.  ``benchmarks/bert_recipes.py`` on an H200 (2026-11-27, 4 interleaved rounds): 3,635 seq/s
   at 98% GPU utilization, against 2,361 at 76% eager (sdpa attention), 3,380 at 96% compiled with sdpa, 3,184 at
   98% compiled without CUDA graphs.  ``--dlperf-set compile=false`` trains eager.  Throughput: sequences/s.
-  Registered as the ``bert-pretraining`` task, which both BERT models name; a model of your own that names the task gets the task's loss
-  (:func:`bert_pretraining_loss`: the head over every position of the output's
-  ``prediction_logits``, and ``seq_relationship_logits``).
+  Registered as the ``bert-pretraining`` task, which both BERT models name; a model of your own that
+  names the task gets the task's loss (:func:`bert_pretraining_loss`: the head over every position of the
+  output's ``prediction_logits``, and ``seq_relationship_logits``).
 * GPT-2: the ``language-modeling`` task (:mod:`.tasks`): random token ids; each position
   predicts the next token (the last predicts nothing).  Throughput: tokens/s, every token
   of the batch (``ModelSpec.items_per_sample`` is ``seq_len``), so FLOPs are counted per
