@@ -122,6 +122,49 @@ def test_a_pair_s_prior_spread_is_sqrt_2_times_a_run_s():
     assert est.sigma == pytest.approx(prior_share * math.sqrt(2) * ev.prior_sigma(0.05), rel=1e-9)
 
 
+def probed(index: int, ratio: float, probe: float) -> paired.Pair:
+    """A pair whose candidate saw ``probe`` x the reference's memory bandwidth."""
+    return paired.Pair(index, "candidate", RunFigure(index, 100 * ratio, bandwidth=10 * probe),
+                       RunFigure(index, 100.0, bandwidth=10.0))
+
+
+# Ten pairs 8% slower whose noise is the host's memory: each pair's ratio follows its probes' (slope 0.5), the
+# candidate's runs having seen the busier host on the whole (a mean probe ratio of 0.98).
+PROBES = [0.9, 1.1, 0.95, 1.05, 0.85, 1.12, 0.92, 1.0, 0.97, 0.99]
+NOISE = [0.004, -0.003, 0.002, -0.004, 0.003, 0.0, -0.002, 0.004, -0.001, -0.003]
+
+
+def test_the_memory_probe_adjusts_the_estimate_to_equal_probes_and_narrows_it():
+    pairs = [probed(i, 0.92 * z ** 0.5 * math.exp(e), z) for i, (z, e) in enumerate(zip(PROBES, NOISE))]
+    found = paired.adjustment(pairs)
+    assert found.applied and found.slope == pytest.approx(0.5, abs=0.05)
+    est, decision = paired.judge(pairs, 0.05)
+    plain = paired.estimate([p.ratio for p in pairs], 0.05)
+    assert est.value == pytest.approx(0.92, abs=0.003) and abs(plain.value - 0.92) > 0.004
+    assert est.high - est.low < (plain.high - plain.low) / 2 and decision is ev.Decision.REGRESSION
+    assert est.dof == ev.PRIOR_DOF + len(pairs) - 2
+    evidence = paired.PairedEvidence(3, 0.05, pairs, est, decision)
+    assert evidence.to_dict()["adjustment"]["applied"] and evidence.to_dict()["adjustment"]["slope"] == found.slope
+    text = report.message("vq", evidence, report.Status.FAIL, "torch a, torch b", [], "img/s")
+    assert "  adjusted for the host's memory bandwidth: the candidate's runs saw 1.8% less than the reference's" in text
+
+
+@pytest.mark.parametrize(("pairs", "reason"), [
+    ([probed(i, 0.92, z) for i, z in enumerate(PROBES[:paired.ADJUST_MIN_PAIRS - 1])], "fewer than 6 counted pairs"),
+    ([probed(i, 0.92, z) for i, z in enumerate(PROBES[:-1])] + [pair(9, 92.0)], "a run without its memory probe"),
+    ([probed(i, 0.92, 1.0) for i in range(8)], "the probes' ratio never varied"),
+    # A side that changes the probe itself (a container bound to other memory): its own effect, not the host's.
+    ([probed(i, 0.92 * math.exp(e), 0.7 * z) for i, (z, e) in enumerate(zip(PROBES, NOISE))],
+     "the sides' memory probes differ by -"),
+])
+def test_no_adjustment_without_probes_enough_pairs_or_where_the_sides_move_the_probe(pairs, reason):
+    found = paired.adjustment(pairs)
+    assert not found.applied and found.reason.startswith(reason)
+    est, _ = paired.judge(pairs, 0.05)
+    counted = [p.ratio for p in pairs if not p.busy]
+    assert est.value == pytest.approx(paired.estimate(counted, 0.05).value)
+
+
 def test_no_pair_starts_past_the_time_budget():
     clock = iter(range(0, 1000, 10))
     measure_pair, _ = script([(90, None)] * 10)
@@ -319,4 +362,4 @@ def test_the_simulation_of_the_stopping_rules_runs(capsys):
 
     assert ab_simulation.main(["--noise", "0.05", "--max-pairs", "10", "--min-pairs", "4", "--trials", "20"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("\n") == 4 and "-9.1%" in printed
+    assert printed.count("\n") == 7 and "-9.1%" in printed and " 0.50 " in printed  # no probe, and half

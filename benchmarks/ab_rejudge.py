@@ -1,0 +1,59 @@
+"""A/B sessions judged again from the pairs their results documents kept, by today's paired verdict (issue 38).
+
+Each document's case pairs are replayed one by one through :func:`pytest_dlperf.gate.paired.judge` with the looks
+and least pairs of :func:`pytest_dlperf.ab.pairs.measure_pairs` (``--max-pairs``: the plan the session ran under),
+until a decision or the kept pairs end.  Printed per document: the verdict the session gave, and today's with the
+pairs it took (``undecided at N`` where the kept pairs ended first: the session stopped sooner than today's rule
+would have).  Kept documents: ``benchmarks/ab_quality.py --keep FOLDER``.
+
+    python benchmarks/ab_rejudge.py /tmp/abq/kept/*.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from pytest_dlperf.gate.evidence import Decision
+from pytest_dlperf.gate.paired import MAX_PAIRS, MIN_PAIRS, Pair, adjustment, judge
+
+
+def replay(pairs: list[Pair], tolerance: float, max_pairs: int) -> tuple[Decision, int, bool]:
+    """Today's decision on ``pairs`` taken one at a time: (decision, pairs taken, the probe adjustment applied)."""
+    for taken in range(1, len(pairs) + 1):
+        shown = pairs[:taken]
+        counted = sum(1 for p in shown if not p.busy)
+        _, decision = judge(shown, tolerance, max(1, counted), max_pairs, min(MIN_PAIRS, max_pairs))
+        if decision is not Decision.UNDECIDED or taken >= max_pairs:
+            return decision, taken, adjustment(shown).applied
+    return Decision.UNDECIDED, len(pairs), adjustment(pairs).applied
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("documents", nargs="+", type=Path, help="A/B results documents (--dlperf-json)")
+    parser.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help=f"the sessions' plan (default {MAX_PAIRS})")
+    args = parser.parse_args(argv)
+    tally: Counter = Counter()
+    for path in args.documents:
+        case = json.loads(path.read_text())["cases"][0]
+        found = case.get("paired") or {}
+        pairs = [Pair.from_dict(p) for p in found.get("pairs") or []]
+        if not pairs:
+            print(f"{path.name}: no pairs kept")
+            continue
+        decision, taken, adjusted = replay(pairs, found["tolerance"], args.max_pairs)
+        ended = taken == len(pairs) and decision is Decision.UNDECIDED and taken < args.max_pairs
+        today = f"undecided at {taken} (the kept pairs end)" if ended else f"{decision.value} at {taken}"
+        tally[(found["decision"], decision.value)] += 1
+        print(f"{path.name:<22} kept: {found['decision']:<10} {len(pairs):>3} pairs   today: {today}"
+              f"{' (probe-adjusted)' if adjusted else ''}")
+    print("kept -> today:", ", ".join(f"{a} -> {b}: {n}" for (a, b), n in sorted(tally.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
