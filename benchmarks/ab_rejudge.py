@@ -2,7 +2,9 @@
 
 Each document's case pairs are replayed one by one through :func:`pytest_dlperf.gate.paired.judge` with the looks
 and least pairs of :func:`pytest_dlperf.ab.pairs.measure_pairs` (``--max-pairs``: the plan the session ran under),
-until a decision or the kept pairs end.  Printed per document: the verdict the session gave, and today's with the
+until a decision or the kept pairs end (``--plain``: without the memory probe's adjustment).  The sessions
+stopped where the rule they ran under decided: another rule replayed on their pairs may find them undecided where
+the pairs end, one or two pairs short of its own decision (not a worse rule: its sessions would have gone on).  Printed per document: the verdict the session gave, and today's with the
 pairs it took (``undecided at N`` where the kept pairs ended first: the session stopped sooner than today's rule
 would have).  Kept documents: ``benchmarks/ab_quality.py --keep FOLDER``.
 
@@ -17,6 +19,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from pytest_dlperf.gate import paired
 from pytest_dlperf.gate.evidence import Decision
 from pytest_dlperf.gate.paired import MAX_PAIRS, MIN_PAIRS, Pair, adjustment, judge
 
@@ -36,17 +39,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("documents", nargs="+", type=Path, help="A/B results documents (--dlperf-json)")
     parser.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help=f"the sessions' plan (default {MAX_PAIRS})")
+    parser.add_argument("--plain", action="store_true", help="without the memory probe's adjustment (as before it)")
     args = parser.parse_args(argv)
+    saved = paired.ADJUST_MIN_PAIRS
+    if args.plain:
+        paired.ADJUST_MIN_PAIRS = 10 ** 9  # judge() reads the module's constant through adjustment()
+    try:
+        return rejudge(args.documents, args.max_pairs)
+    finally:
+        paired.ADJUST_MIN_PAIRS = saved
+
+
+def rejudge(documents: list[Path], max_pairs: int) -> int:
+    """Each document's pairs replayed (the module's), and the tally of kept verdicts against today's."""
     tally: Counter = Counter()
-    for path in args.documents:
+    for path in documents:
         case = json.loads(path.read_text())["cases"][0]
         found = case.get("paired") or {}
         pairs = [Pair.from_dict(p) for p in found.get("pairs") or []]
         if not pairs:
             print(f"{path.name}: no pairs kept")
             continue
-        decision, taken, adjusted = replay(pairs, found["tolerance"], args.max_pairs)
-        ended = taken == len(pairs) and decision is Decision.UNDECIDED and taken < args.max_pairs
+        decision, taken, adjusted = replay(pairs, found["tolerance"], max_pairs)
+        ended = taken == len(pairs) and decision is Decision.UNDECIDED and taken < max_pairs
         today = f"undecided at {taken} (the kept pairs end)" if ended else f"{decision.value} at {taken}"
         tally[(found["decision"], decision.value)] += 1
         print(f"{path.name:<22} kept: {found['decision']:<10} {len(pairs):>3} pairs   today: {today}"

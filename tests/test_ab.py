@@ -363,3 +363,16 @@ def test_the_simulation_of_the_stopping_rules_runs(capsys):
     assert ab_simulation.main(["--noise", "0.05", "--max-pairs", "10", "--min-pairs", "4", "--trials", "20"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("\n") == 7 and "-9.1%" in printed and " 0.50 " in printed  # no probe, and half
+
+
+def test_the_rejudge_replays_kept_pairs_with_and_without_the_probe(tmp_path, capsys):
+    from benchmarks import ab_rejudge
+
+    pairs = [probed(i, 0.92 * z ** 0.5 * math.exp(e), z) for i, (z, e) in enumerate(zip(PROBES, NOISE))]
+    document = {"cases": [{"paired": paired.PairedEvidence(5, 0.05, pairs, None, ev.Decision.REGRESSION).to_dict()}]}
+    (tmp_path / "faster-ref-1.json").write_text(json.dumps(document))
+    assert ab_rejudge.main([str(tmp_path / "faster-ref-1.json")]) == 0
+    adjusted = capsys.readouterr().out
+    assert "today: regression at" in adjusted and "(probe-adjusted)" in adjusted
+    assert ab_rejudge.main(["--plain", str(tmp_path / "faster-ref-1.json")]) == 0
+    assert "(probe-adjusted)" not in capsys.readouterr().out and paired.ADJUST_MIN_PAIRS == 6  # restored
