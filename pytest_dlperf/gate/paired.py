@@ -22,9 +22,9 @@ https://doi.org/10.1145/3358960.3379132).  So:
   the estimate is the pairs' regression on the probes' log ratio, read where both sides' probes are equal (an
   analysis of covariance; controlled experiments call it CUPED): a pair whose candidate ran while the host's memory
   was busier reads slower for the host, not for the candidate.  On the project's 2-core VM the A/A pairs' log
-  ratios varied 6.4% and 4.2% about that line (benchmarks/results/2026-11-27-ab-probe.md).  Not where the sides'
-  probes differ beyond chance (a side's own effect on the probe, such as a container's memory binding, is not the
-  host's): there the plain estimate, said so;
+  ratios varied 6.4% about their mean, 4.2% about that line (benchmarks/results/2026-11-27-ab-probe.md).  Not
+  where the sides' probes differ beyond chance (a side's own effect on the probe, such as a container's memory
+  binding, is not the host's): there the plain estimate, said so;
 * **the decision** is :func:`.evidence.decide`'s, the reference being 1: regression when the interval's top at
   look ``k``'s boundary (:func:`.evidence.t_boundary`: the looks of a case spend the 1% together, as for a stored
   baseline) lies below ``1 - tolerance``, improved above ``1 + tolerance``, pass only with the whole interval
