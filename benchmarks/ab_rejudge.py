@@ -2,11 +2,11 @@
 
 Each document's case pairs are replayed one by one through :func:`pytest_dlperf.gate.paired.judge` with the looks
 and least pairs of :func:`pytest_dlperf.ab.pairs.measure_pairs` (``--max-pairs``: the plan the session ran under),
-until a decision or the kept pairs end (``--plain``: without the memory probe's adjustment).  The sessions
-stopped where the rule they ran under decided: another rule replayed on their pairs may find them undecided where
-the pairs end, one or two pairs short of its own decision (not a worse rule: its sessions would have gone on).  Printed per document: the verdict the session gave, and today's with the
-pairs it took (``undecided at N`` where the kept pairs ended first: the session stopped sooner than today's rule
-would have).  Kept documents: ``benchmarks/ab_quality.py --keep FOLDER``.
+until a decision or the kept pairs end (``--plain``: without the memory probe's adjustment).  The sessions stopped
+where the rule they ran under decided: another rule replayed on their pairs may find them undecided where the pairs
+end, one or two pairs short of its own decision (not a worse rule: its sessions would have gone on).  Printed per
+document: the verdict the session gave, and today's with the pairs it took (``undecided at N`` where the kept pairs
+ended first).  Kept documents: ``benchmarks/ab_quality.py --keep FOLDER``.
 
     python benchmarks/ab_rejudge.py /tmp/abq/kept/*.json
 """
