@@ -19,20 +19,20 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pytest_dlperf.gate import paired
 from pytest_dlperf.gate.evidence import Decision
 from pytest_dlperf.gate.paired import MAX_PAIRS, MIN_PAIRS, Pair, adjustment, judge
 
 
-def replay(pairs: list[Pair], tolerance: float, max_pairs: int) -> tuple[Decision, int, bool]:
-    """Today's decision on ``pairs`` taken one at a time: (decision, pairs taken, the probe adjustment applied)."""
+def replay(pairs: list[Pair], tolerance: float, max_pairs: int, adjust: bool = True) -> tuple[Decision, int, bool]:
+    """Today's decision on ``pairs`` taken one at a time: (decision, pairs taken, the probe adjustment applied);
+    ``adjust`` False: without the adjustment."""
     for taken in range(1, len(pairs) + 1):
         shown = pairs[:taken]
         counted = sum(1 for p in shown if not p.busy)
-        _, decision = judge(shown, tolerance, max(1, counted), max_pairs, min(MIN_PAIRS, max_pairs))
+        _, decision = judge(shown, tolerance, max(1, counted), max_pairs, min(MIN_PAIRS, max_pairs), adjust)
         if decision is not Decision.UNDECIDED or taken >= max_pairs:
-            return decision, taken, adjustment(shown).applied
-    return Decision.UNDECIDED, len(pairs), adjustment(pairs).applied
+            break
+    return decision, taken, adjust and adjustment(shown).applied
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,16 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-pairs", type=int, default=MAX_PAIRS, help=f"the sessions' plan (default {MAX_PAIRS})")
     parser.add_argument("--plain", action="store_true", help="without the memory probe's adjustment (as before it)")
     args = parser.parse_args(argv)
-    saved = paired.ADJUST_MIN_PAIRS
-    if args.plain:
-        paired.ADJUST_MIN_PAIRS = 10 ** 9  # judge() reads the module's constant through adjustment()
-    try:
-        return rejudge(args.documents, args.max_pairs)
-    finally:
-        paired.ADJUST_MIN_PAIRS = saved
+    return rejudge(args.documents, args.max_pairs, adjust=not args.plain)
 
 
-def rejudge(documents: list[Path], max_pairs: int) -> int:
+def rejudge(documents: list[Path], max_pairs: int, adjust: bool = True) -> int:
     """Each document's pairs replayed (the module's), and the tally of kept verdicts against today's."""
     tally: Counter = Counter()
     for path in documents:
@@ -60,7 +54,7 @@ def rejudge(documents: list[Path], max_pairs: int) -> int:
         if not pairs:
             print(f"{path.name}: no pairs kept")
             continue
-        decision, taken, adjusted = replay(pairs, found["tolerance"], max_pairs)
+        decision, taken, adjusted = replay(pairs, found["tolerance"], max_pairs, adjust)
         ended = taken == len(pairs) and decision is Decision.UNDECIDED and taken < max_pairs
         today = f"undecided at {taken} (the kept pairs end)" if ended else f"{decision.value} at {taken}"
         tally[(found["decision"], decision.value)] += 1

@@ -87,9 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     for noise, max_pairs, min_pairs, probe_share, change in grid:
         share, pairs = shares(change, noise, max_pairs, min_pairs, args.tolerance, args.trials, rng, probe_share)
         print(f"{noise:5.2f} {max_pairs:4d} {min_pairs:4d} {probe_share:5.2f} {change:+7.1%}  "
-              f"{share[Decision.REGRESSION]:6.1%} "
-              f"{share[Decision.PASS]:6.1%} {share[Decision.IMPROVED]:8.1%} {share[Decision.UNDECIDED]:9.1%}  "
-              f"{pairs:5.1f}")
+              f"{share[Decision.REGRESSION]:6.1%} {share[Decision.PASS]:6.1%} {share[Decision.IMPROVED]:8.1%} "
+              f"{share[Decision.UNDECIDED]:9.1%}  {pairs:5.1f}")
     return 0
 
 

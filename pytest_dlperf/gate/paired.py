@@ -107,6 +107,13 @@ class Pair:
     def ratio(self) -> float:
         return self.candidate.value / self.reference.value
 
+    @property
+    def probe_log_ratio(self) -> float | None:
+        """``log(candidate's memory probe / reference's)``, None where a run has no probe."""
+        if not self.candidate.bandwidth or not self.reference.bandwidth:
+            return None
+        return math.log(self.candidate.bandwidth / self.reference.bandwidth)
+
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "first": self.first, "ratio": self.ratio, "busy": self.busy,
                 "candidate": self.candidate.to_dict(), "reference": self.reference.to_dict()}
@@ -136,9 +143,9 @@ def adjustment(pairs: Sequence[Pair]) -> Adjustment:
     counted = [p for p in pairs if not p.busy]
     if len(counted) < ADJUST_MIN_PAIRS:
         return Adjustment(False, f"fewer than {ADJUST_MIN_PAIRS} counted pairs")
-    if any(not p.candidate.bandwidth or not p.reference.bandwidth for p in counted):
+    z = [p.probe_log_ratio for p in counted]
+    if None in z:
         return Adjustment(False, "a run without its memory probe")
-    z = [math.log(p.candidate.bandwidth / p.reference.bandwidth) for p in counted]
     d = [math.log(p.ratio) for p in counted]
     n, z_mean, d_mean = len(z), statistics.fmean(z), statistics.fmean(d)
     szz = sum((v - z_mean) ** 2 for v in z)
@@ -171,8 +178,9 @@ def estimate(ratios: Sequence[float], tolerance: float, confidence: float = CONF
         z_mean = statistics.fmean(probes)
         szz = sum((v - z_mean) ** 2 for v in probes)
         residuals = [d - slope * (z - z_mean) for d, z in zip(logs, probes)]
-        center = statistics.fmean(residuals) - slope * z_mean
-        squares = sum((r - statistics.fmean(residuals)) ** 2 for r in residuals)
+        mean = statistics.fmean(residuals)  # the logs' own mean: the residuals are taken about z's
+        center = mean - slope * z_mean
+        squares = sum((r - mean) ** 2 for r in residuals)
         prior = PAIR_PRIOR_SCALE * ev.prior_sigma(tolerance)
         dof = ev.PRIOR_DOF + n - 2
         sigma = max(math.log1p(ev.FLOOR_CV), math.sqrt((ev.PRIOR_DOF * prior ** 2 + squares) / dof))
@@ -183,16 +191,17 @@ def estimate(ratios: Sequence[float], tolerance: float, confidence: float = CONF
 
 
 def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int = 1,
-          min_pairs: int = 1) -> tuple[Estimate | None, Decision]:
+          min_pairs: int = 1, adjust: bool = True) -> tuple[Estimate | None, Decision]:
     """The estimate from the counted pairs and what it decides; fewer than ``min_pairs`` counted pairs
     (:data:`MIN_PAIRS`) decide nothing: one pair can be an outlier, and its interval would be
-    the prior's alone (a stored baseline's single run pools the baseline's measured spread; a pair has none)."""
+    the prior's alone (a stored baseline's single run pools the baseline's measured spread; a pair has none).
+    ``adjust`` False: the plain estimate, never the memory probe's (:func:`adjustment`; a replay's comparison)."""
     counted = [p for p in pairs if not p.busy]
     if not counted:
         return None, Decision.UNDECIDED
     ratios = [p.ratio for p in counted]
-    adjusted = adjustment(counted)
-    probes = [math.log(p.candidate.bandwidth / p.reference.bandwidth) for p in counted] if adjusted.applied else None
+    adjusted = adjustment(counted) if adjust else Adjustment(False, "not asked")
+    probes = [p.probe_log_ratio for p in counted] if adjusted.applied else None
     est = estimate(ratios, tolerance, probes=probes, slope=adjusted.slope)
     # No loose pass: a reference 10% faster passed at 4 pairs (CI -9.3..+15.2%) under the stored baseline's.
     decision = ev.decide(est, tolerance, look=look, looks=max_looks, loose_pass=False)
