@@ -71,6 +71,26 @@ def test_every_relative_link_resolves(page):
     assert not broken, f"{page.relative_to(ROOT)}: links to nothing: {broken}"
 
 
+def quoted_figures_missing(page: Path, text: str) -> list[str]:
+    """Figures (``6.4%``, ``0.913``, ``3,635``) in the text of a link to a results file that the file lacks."""
+    missing = []
+    for words, target in re.findall(r"\[([^]]*)\]\(([^)\s#]*benchmarks/results/[^)\s#]+)", text):
+        source = (page.parent / target).read_text() if (page.parent / target).is_file() else ""
+        missing += [f"{figure} ({target})" for figure in STATUS_FIGURE.findall(words) if figure not in source]
+    return missing
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_figure_a_link_quotes_is_in_the_results_file_it_links(page):
+    assert quoted_figures_missing(page, page.read_text()) == []
+
+
+def test_the_quoted_figure_check_catches_a_figure_its_file_does_not_have():
+    page = ROOT / "docs" / "ab.md"
+    assert quoted_figures_missing(page, page.read_text().replace("[from 6.4%", "[from 6.9%")) == \
+        ["6.9% (../benchmarks/results/2026-11-27-ab-probe.md)"]
+
+
 # --------------------------------------------------------------------------- the README, the job files, anchors
 
 JOB_FILES = sorted(p for p in (ROOT / "examples" / "ci").rglob("*") if p.is_file())
