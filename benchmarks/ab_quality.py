@@ -13,7 +13,7 @@ the machine favours none:
   with its own variable and fork server): caught (FAIL) in most, never PASS; with ``--model`` the candidate trains
   ``--more-work`` x the batch more samples a step (``DLPERF_VQ_PAD``);
 * ``A/A+neighbour`` (``--neighbour-sessions``): A/A beside ``verdict_quality.py``'s neighbour, a process copying
-  memory ``--neighbour-duty`` of the time, with ``--dlperf-max-interference off`` (a tenant no process list shows);
+  memory ``--neighbour-duty`` of the time, with ``-o dlperf_max_interference=off`` (a tenant no process list shows);
 * ``A/A+tenant``: the same beside it, judged by the plugin's own rules (a busy pair not counted).
 
 It prints per kind: sessions, FAIL / INCONCLUSIVE / PASS / IMPROVED, the mean pairs per verdict, the median ratio
@@ -71,7 +71,7 @@ def kinds(opts: argparse.Namespace, neighbour: str) -> list[tuple[str, dict[str,
     beside = [neighbour.format(duty=opts.neighbour_duty)]
     out = [("A/A", same, sys.executable, [], []), ("faster-ref", slower, faster_reference, [], [])]
     if opts.neighbour_sessions:
-        out += [("A/A+neighbour", same, sys.executable, beside, ["--dlperf-max-interference", "off"]),
+        out += [("A/A+neighbour", same, sys.executable, beside, ["-o", "dlperf_max_interference=off"]),
                 ("A/A+tenant", same, sys.executable, beside, [])]
     return out
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                   "(KIND-N.json)")
     parser.add_argument("--show", action="store_true", help="print each session's headline and its pairs' ratios")
     parser.add_argument("--pytest-args", default="", help="more arguments for every session, e.g. "
-                                                         "'--dlperf-max-interference off' on a shared machine")
+                                                         "'-o dlperf_max_interference=off' on a shared machine")
     opts = parser.parse_args(argv)
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill ends the running session too
     try:
@@ -144,7 +144,7 @@ def measure(opts: argparse.Namespace) -> int:
     steps = []
     if opts.steps:
         warmup, window, repeats = opts.steps.split(",")
-        steps = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", window, "--dlperf-repeats", repeats]
+        steps = ["--dlperf-warmup-steps", warmup, "--dlperf-steps", window, "-o", f"dlperf_repeats={repeats}"]
     steps += ["--dlperf-max-runs", opts.max_pairs] if opts.max_pairs else []
     steps += opts.pytest_args.split()
     if opts.model != "vq":

@@ -622,11 +622,11 @@ seeds_step() {
     local seeds=("$PY" -m pytest benchmarks -p no:cacheprovider -m dlperf --dlperf-device cuda
         --dlperf-model resnet50,vgg16,bert-base,gpt2 --dlperf-precision fp32,tf32,amp,bf16 --dlperf-batch-size 256,128,64,8
         -k "$select" --dlperf-runs "$runs" --dlperf-warmup-steps "$warmup" --dlperf-steps "$steps"
-        --dlperf-repeats "$repeats" "${outputs[@]}")
+        -o "dlperf_repeats=$repeats" "${outputs[@]}")
     DRY_CMD=("$PY" -m pytest benchmarks -p no:cacheprovider -m dlperf --dlperf-device cpu --dlperf-model tiny
         --dlperf-precision fp32,bf16 --dlperf-batch-size 32 -k "tiny-fp32-bs32-gpu1"
-        --dlperf-runs 1 --dlperf-max-runs 1 --dlperf-warmup-steps 1 --dlperf-steps 2 --dlperf-repeats 1
-        --dlperf-max-interference off "${outputs[@]}")  # busy runs count: the save must come out beside a test suite
+        --dlperf-runs 1 --dlperf-max-runs 1 --dlperf-warmup-steps 1 --dlperf-steps 2 -o dlperf_repeats=1
+        -o dlperf_max_interference=off "${outputs[@]}")  # busy runs count: the save must come out beside a test suite
     run_step seeds "$(own_limit seeds)" "$report/seeds.log" -- "${seeds[@]}"
 
     if [[ -f "$baseline" ]]; then

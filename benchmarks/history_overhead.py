@@ -1,7 +1,7 @@
 """What --dlperf-history adds to a session: the end-of-session write, side by side with and without analysis.
 
 The claim (issue 13): writing history adds under 1 s to a session.  This script runs the very
-code a session runs at its end (``pytest_dlperf.history.hooks.record``) on the typed results of a
+code a session runs at its end (``pytest_dlperf.controller.history.record``) on the typed results of a
 session of ``--cases`` cases (the CPU suite's size by default), into a SQLite store that already
 holds ``--sessions`` sessions of them (a year of nightly runs by default), and, with
 ``--postgres URL``, into a PostgreSQL store too.  Each store is timed ``--repeats`` times in
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_dlperf import environment
 from pytest_dlperf.cases import Case
-from pytest_dlperf.history import hooks
+from pytest_dlperf.controller import history as hooks
 from pytest_dlperf.history.records import case_rows, session_row
 from pytest_dlperf.history.store import open_store
 from pytest_dlperf.results.case import CaseResult, Status

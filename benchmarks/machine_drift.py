@@ -36,7 +36,7 @@ would then be faster than the sessions of a long job.
 
     python benchmarks/machine_drift.py --rounds 4 --burst 8 --idle 120
 
-``--malloc steady,system`` runs sessions interleaved per ``--dlperf-malloc`` mode (and, with
+``--malloc steady,system`` runs sessions interleaved per ``dlperf_malloc`` mode (and, with
 ``--threads``, per thread count): is the spread the allocator's?
 
     python benchmarks/machine_drift.py --rounds 8 --threads 2,1 --malloc steady,system
@@ -86,8 +86,8 @@ import numpy as np  # noqa: E402
 from scipy import stats
 
 FAST = ["--dlperf-device", "cpu", "--dlperf-model", "tiny", "--dlperf-precision", "fp32",
-        "--dlperf-batch-size", "32", "--dlperf-warmup-steps", "5", "--dlperf-steps", "30", "--dlperf-repeats", "3",
-        "--dlperf-max-interference", "off", "-p", "no:cacheprovider", "-p",
+        "--dlperf-batch-size", "32", "--dlperf-warmup-steps", "5", "--dlperf-steps", "30", "-o", "dlperf_repeats=3",
+        "-o", "dlperf_max_interference=off", "-p", "no:cacheprovider", "-p",
         "no:benchmark", "-q"]
 
 
@@ -299,7 +299,7 @@ def script_rows(script: str, args: list[str], env: dict[str, str]) -> list[tuple
 def faults(rounds: int, modes: list[str]) -> int:
     """Page faults and img/s per window of ``tiny`` (fp32, bs32, one thread) in fresh processes, per malloc mode.
 
-    The workers' environment of ``--dlperf-malloc`` (:func:`pytest_dlperf.launch.launchers.malloc_env`)
+    The workers' environment of ``dlperf_malloc`` (:func:`pytest_dlperf.launch.launchers.malloc_env`)
     is given to plain training processes (no pytest, no telemetry), interleaved.
     """
     from pytest_dlperf.launch.launchers import malloc_env
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default=None,
                         help="comma list of OMP_NUM_THREADS values: sessions per count, interleaved, no probes")
     parser.add_argument("--malloc", default=None,
-                        help="comma list of --dlperf-malloc modes (steady, system): sessions per mode, interleaved "
+                        help="comma list of dlperf_malloc modes (steady, system): sessions per mode, interleaved "
                              "(with --threads, per mode and thread count)")
     parser.add_argument("--burst", type=int, default=None, help="sessions back to back after each rest (no probes)")
     parser.add_argument("--idle", type=float, default=120.0, help="seconds of rest before each burst (default 120)")
@@ -431,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads or args.malloc:  # each session gets its own OMP_NUM_THREADS and/or allocator
         threads = [(f"{n} thr", {"OMP_NUM_THREADS": n}) for n in args.threads.split(",")] if args.threads \
             else [("", {})]
-        mallocs = [(m, ["--dlperf-malloc", m]) for m in args.malloc.split(",")] if args.malloc else [("", [])]
+        mallocs = [(m, ["-o", f"dlperf_malloc={m}"]) for m in args.malloc.split(",")] if args.malloc else [("", [])]
         return compare(args.rounds, [(" ".join(filter(None, [t, m])), env, extra)
                                      for t, env in threads for m, extra in mallocs])
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # the probes single-threaded; the sessions' workers alike

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--dlperf-device", opts.device, "--dlperf-model", "ngc-rn50,resnet50",
                 "--dlperf-precision", opts.precision, "--dlperf-batch-size", str(opts.batch_size),
                 "--dlperf-runs", str(opts.runs), "--dlperf-max-runs", str(opts.runs),
-                "--dlperf-warmup-steps", warmup, "--dlperf-steps", steps, "--dlperf-repeats", repeats,
+                "--dlperf-warmup-steps", warmup, "--dlperf-steps", steps, "-o", f"dlperf_repeats={repeats}",
                 "--dlperf-json", str(results), "--dlperf-log-dir", str(folder / "logs")]
         print("+", " ".join(args), flush=True)
         proc = subprocess.run(args, cwd=folder, timeout=opts.timeout, check=False)

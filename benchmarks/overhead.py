@@ -22,7 +22,7 @@ is measured side by side with the rest; ``on`` or ``off`` runs only one of them.
 
 **Start** (``--start server|exec|both``, default ``server``): how the harness starts its workers.
 ``server``: forked by the fork server, as the plugin does; ``exec``: as fresh interpreters,
-``python -m pytest_dlperf.worker`` (``--dlperf-no-fork-server``); ``both`` adds a ``harness-exec``
+``python -m pytest_dlperf.worker`` (``dlperf_start = fresh``); ``both`` adds a ``harness-exec``
 side (telemetry on, started fresh) beside the forked ones, so that a run's fixed cost is printed
 with and without the server side by side.
 
@@ -276,7 +276,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--start", choices=START_MODES, default="auto",
                         help="how the harness starts its workers: as the plugin does (auto: forked by the fork server "
                              "on the CPU, fresh on a GPU), forked (server), as fresh interpreters (exec, "
-                             "--dlperf-start fresh), or both side by side (a harness-exec side); default: %(default)s")
+                             "dlperf_start = fresh), or both side by side (a harness-exec side); default: %(default)s")
     parser.add_argument("--max-overhead", type=float, default=0.02,
                         help="largest allowed throughput loss of the harness, as a fraction; default: %(default)s")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON here")

@@ -15,7 +15,7 @@ pytest sessions of a small convnet whose cost it can raise by a known factor:
    sessions run the unchanged case, ``--sessions`` the slowed one (``--slowdown``, 20%
    by default) and, with ``--hog``, ``--sessions`` unchanged ones while another process keeps
    every CPU busy; with ``--neighbour-sessions``, that many unchanged ones beside a process that
-   copies memory ``--neighbour-duty`` of the time, with ``--dlperf-max-interference off``: a
+   copies memory ``--neighbour-duty`` of the time, with ``-o dlperf_max_interference=off``: a
    tenant of the host that only the memory probe can see; with ``--tenant-sessions``, that many unchanged
    (``tenant``) and as many slowed ones (``tenant+slowed``, the first ``--slowdown``) beside the same
    process, judged by the plugin's own rules (the probes excuse nothing since issue 43); with
@@ -240,7 +240,7 @@ def saved_tolerance_of(document: dict) -> float:
     return DEFAULT_TOLERANCE if tolerance is None else tolerance
 
 
-#: Kinds whose sessions run with ``--dlperf-max-interference off`` (no run busy).
+#: Kinds whose sessions run with ``-o dlperf_max_interference=off`` (no run busy).
 RULES_OFF = frozenset({"neighbour"})
 
 
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="sessions beside the hog per tolerance (default: --sessions)")
     parser.add_argument("--neighbour-sessions", type=int, default=0,
                         help="unchanged sessions beside a process copying memory --neighbour-duty of the time, with "
-                             "--dlperf-max-interference off: a tenant of the host only the memory probe sees "
+                             "-o dlperf_max_interference=off: a tenant of the host only the memory probe sees "
                              "(default 0)")
     parser.add_argument("--tenant-sessions", type=int, default=0,
                         help="unchanged and slowed sessions (each this many) beside the process copying memory "
@@ -317,9 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline-runs", type=int, default=3, help="runs of the saved baseline (default 3)")
     parser.add_argument("--max-runs", type=int, default=5, help="--dlperf-max-runs of each session (default 5)")
     parser.add_argument("--max-interference", default=None,
-                        help="--dlperf-max-interference of each session (default: the plugin's, 50; off: never busy)")
+                        help="dlperf_max_interference of each session (default: the plugin's, 50; off: never busy)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="OMP_NUM_THREADS of every session's worker (default: the plugin's, one intra-op thread per CPU rank: --dlperf-cpu-threads)")
+                        help="OMP_NUM_THREADS of every session's worker (default: the plugin's, one intra-op thread per CPU rank: dlperf_cpu_threads)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds one session may take (default 600)")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds in all: no session starts after them, and the table shows the sessions done")
@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["OMP_NUM_THREADS"] = str(opts.threads)
     warmup, steps, repeats = opts.steps.split(",")
     common = ["--dlperf-device", opts.device, "--dlperf-warmup-steps", warmup, "--dlperf-steps", steps,
-              "--dlperf-repeats", repeats]
+              "-o", f"dlperf_repeats={repeats}"]
     common += ["--dlperf-precision", opts.precision] if opts.precision else []
     common += ["--dlperf-batch-size", str(opts.batch_size)] if opts.batch_size else []
     slowdowns = [float(v) for v in str(opts.slowdown).split(",")]
@@ -369,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         cost_line = f"cost: unchanged {batch} samples a step, slowed " + ", ".join(lines)
     slowed_cost = slowed_kinds[0][1]
     if opts.max_interference is not None:
-        common += ["--dlperf-max-interference", opts.max_interference]
+        common += ["-o", f"dlperf_max_interference={opts.max_interference}"]
     with tempfile.TemporaryDirectory(prefix="dlperf-vq-") as tmp:
         folder = Path(tmp)
         (folder / "conftest.py").write_text(CONFTEST)
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             # A baseline saved in a slow minute of the host: over a copy of the first (the entry it replaces), beside
             # a tenant of the host that no process list shows (the CPU rule off), its busy runs re-measured.
             (folder / "stale.json").write_text(json.dumps(base))
-            said = session(folder, [*measure, "--dlperf-max-interference", "off", "--dlperf-save-baseline",
+            said = session(folder, [*measure, "-o", "dlperf_max_interference=off", "--dlperf-save-baseline",
                                     "stale.json"], unchanged_cost, [NEIGHBOUR.format(duty=opts.stale_duty)],
                            opts.timeout, folder / "stale-results.json")
             stale = json.loads((folder / "stale.json").read_text())
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "s.json" if name.endswith("~stale") else "b.json")
                         args = [*common, "--dlperf-baseline", against, *runs]
                         if name in RULES_OFF:
-                            args += ["--dlperf-max-interference", "off"]
+                            args += ["-o", "dlperf_max_interference=off"]
                         judged = opts.fine_tolerance if fine else tolerance
                         keep = opts.keep / f"{judged:g}-{name}-{index + 1}.json" if opts.keep else None
                         if opts.budget is not None and time.monotonic() - started > opts.budget:

@@ -46,12 +46,12 @@ def rejudge(document: dict, tolerance: float | None = None, baseline_runs: tuple
     plugin pools them."""
     verdict, runs = replay(document, tolerance, baseline_runs, probe_runs)
     status = verdict.status.value
-    return ("inconclusive" if verdict.inconclusive and status != "fail" else status), runs
+    return ("inconclusive" if verdict.undecided and status != "fail" else status), runs
 
 
 def replay(document: dict, tolerance: float | None = None, baseline_runs: tuple[float, ...] = (),
            probe_runs: dict[str, list[float]] | None = None):
-    """The :class:`~pytest_dlperf.gate.verdict.Verdict` (status, message) of the document's one case, replayed,
+    """The :class:`~pytest_dlperf.results.judgement.Judgement` of the document's one case, replayed,
     and its runs (:func:`rejudge`'s arguments)."""
     case = document["cases"][0]
     options = document["options"]
@@ -70,7 +70,7 @@ def replay(document: dict, tolerance: float | None = None, baseline_runs: tuple[
     attempt, evidence = sequential.measure_until_decided(
         lambda index: Attempt.from_runs([runs[index]], case["unit"], case.get("device") or {}),
         expected, baseline_runs, budget, sleep=lambda seconds: None, probe_runs=probe_runs)
-    return judge_evidence(case["id"], evidence, case["unit"], expected, inconclusive="pass"), len(attempt.runs)
+    return judge_evidence(case["id"], evidence, case["unit"], expected), len(attempt.runs)
 
 
 def main(argv: list[str] | None = None) -> int:

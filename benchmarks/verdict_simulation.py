@@ -22,7 +22,7 @@ fail), that passed or improved, and the mean runs.
 ``--acceptance`` prints the issue 43 checks instead: false alarms at the tolerance boundary with the looks
 (<= 1%), unchanged code with a 5% session offset (<= 2%, with a history of 10 nights), slowdowns of twice the
 tolerance at 5% CV caught (>= 90%: failed, failed or flagged inconclusive, or failed within three nights against one
-saved baseline, ``--dlperf-inconclusive-nights 3`` failing a third inconclusive night in a row).
+saved baseline, ``dlperf_inconclusive_nights = 3`` failing a third inconclusive night in a row).
 
     python benchmarks/verdict_simulation.py --cv 0.02,0.05 --offset 0,0.05 --trials 2000
     python benchmarks/verdict_simulation.py --acceptance --trials 4000
@@ -40,7 +40,8 @@ import numpy as np
 
 from pytest_dlperf.gate import drift as drift_mod
 from pytest_dlperf.gate import sequential
-from pytest_dlperf.gate.verdict import judge_evidence, never_decided
+from pytest_dlperf.gate.policy import Policy, settle
+from pytest_dlperf.gate.verdict import judge_evidence
 from pytest_dlperf.results.case import Expected
 from pytest_dlperf.results.runs import Attempt, RunRecord, RunStatus
 
@@ -70,7 +71,7 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
     """One saved baseline and ``nights`` sessions against it, one after another (each its own offset): the verdict
     ('fail', 'inconclusive', 'pass'), the runs, and whether it failed "not confirmed".  With ``nights`` > 1, the
     first night that fails, or the last night where every night was inconclusive
-    (``--dlperf-inconclusive-nights nights``, which then fails it); else the last night's."""
+    (``dlperf_inconclusive_nights = nights``, which then fails it); else the last night's."""
     sigma, tau = log_sd(s.cv), log_sd(s.offset)
     base_runs = np.exp(rng.normal(rng.normal(0.0, tau), sigma, s.baseline_runs)) * 1000.0
     # A saved baseline's figure is the geometric mean of its runs (baseline.measured), and it keeps them.
@@ -92,10 +93,10 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
 
         attempt, evidence = sequential.measure_until_decided(one, expected, [float(v) for v in base_runs],
                                                              s.budget, sleep=lambda seconds: None, drift=drift)
-        verdict = judge_evidence("sim", evidence, "img/s", expected, inconclusive=s.inconclusive)
-        if nights > 1:  # the plugin's own rule, as a history store applies it
-            verdict = never_decided(verdict, streak, nights)
-        status = "fail" if verdict.status.value == "fail" else "inconclusive" if verdict.inconclusive else "pass"
+        # The plugin's own policies, as its session applies them (with a history store: the never-deciding nights).
+        verdict = settle(judge_evidence("sim", evidence, "img/s", expected), Policy(s.inconclusive, nights=nights),
+                         streak if nights > 1 else None)
+        status = "fail" if verdict.status.value == "fail" else "inconclusive" if verdict.undecided else "pass"
         used += len(attempt.runs)
         streak = streak + 1 if status == "inconclusive" else 0
         if status == "fail":

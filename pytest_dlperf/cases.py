@@ -18,6 +18,8 @@ from typing import Any
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 MAX_BATCH = "max"  # batch_size of a case whose per-device batch is searched for
+#: Most short trial runs of one ``batch_size: "max"`` search (``dlperf_max_batch_trials``).
+MAX_BATCH_TRIALS = 12
 DATA_BACKENDS = ("synthetic", "torchvision", "dali")
 #: torch.compile's modes (``compile_mode``, with ``compile=true``); reduce-overhead replays CUDA graphs.
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")

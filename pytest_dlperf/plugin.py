@@ -18,13 +18,14 @@ from .baseline import machines
 from .cases import PRECISIONS, OptionError
 from .commands import parsers, trust
 from .controller import bisect, outputs
+from .controller.kinds import KINDS
 from .controller.session import SESSION, DlperfSession
-from .history import hooks as history_hooks
+from .controller import history as history_hooks
 from .launch import process
 from .reporting import benchmark_json
 from .results.case import Status
 
-REGISTRY = pytest.StashKey[tuple[dict, dict]]()
+REGISTRY = pytest.StashKey[tuple[dict, dict, dict]]()
 OUTPUTS = pytest.StashKey[outputs.Outputs]()
 OLD_SIGTERM = pytest.StashKey[object]()
 GPU_MARKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
@@ -52,7 +53,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests(early_config: pytest.Config, parser, args):
     # Models and log parsers that conftest files register belong to this session only: remember the
     # registries as they were before they loaded, and put them back at unconfigure.
-    early_config.stash[REGISTRY] = (models.snapshot(), parsers.PARSERS.snapshot())
+    early_config.stash[REGISTRY] = (models.snapshot(), parsers.PARSERS.snapshot(), KINDS.snapshot())
     return (yield)
 
 
@@ -103,6 +104,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if saved is not None:
         models.restore(saved[0])
         parsers.PARSERS.restore(saved[1])
+        KINDS.restore(saved[2])
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -17,7 +17,7 @@ parameters (:meth:`WorkerSpec.from_params`) and places it in the run folder
 (:meth:`WorkerSpec.placed`) just before it starts the process.
 
 :class:`Progress` is rank 0's report of its step time and the steps it has left; without
-``--dlperf-timeout`` the controller moves its deadline to ``3 x step_seconds x
+``dlperf_timeout`` the controller moves its deadline to ``3 x step_seconds x
 remaining_steps + 60`` seconds from the report.
 
 :class:`WorkerResult` is what a rank measured, or why it could not (``status`` is one of
@@ -155,7 +155,7 @@ class WorkerSpec:
     repeats: int
     model_source: ModelSource | None = None
     telemetry: bool = True  # False: no sampler (--dlperf-no-telemetry)
-    peak_tflops: float | None = None  # one device's peak for MFU (--dlperf-peak-tflops); None: the table
+    peak_tflops: float | None = None  # one device's peak for MFU (dlperf_peak_tflops); None: the table
     data_dir: str | None = None  # the ImageFolder of data=torchvision/dali cases (--dlperf-data-dir)
     data_workers: int | None = None  # loader workers / DALI threads per rank; None: from the CPUs
     data_only: bool = False  # time the data loader alone, no model (--dlperf-data-only)

@@ -28,13 +28,13 @@ __all__ = ["FAST", "UNUSED_PLUGINS", "DlperfTester", "SharedRun", "alive", "dlpe
 # A few steps are enough to exercise the whole path; each case still starts a fresh worker.
 # Interference detection off (CPU, memory bandwidth and core speed): on a shared test machine the neighbours'
 # load would make every verdict inconclusive (tests/test_sequential.py turns it on where it is the subject).
-# A save's runs as fast as they go (--dlperf-save-span off): its spacing is tested where it is the subject.
+# A save's runs as fast as they go (dlperf_save_span=off): its spacing is tested where it is the subject.
 # Without hypothesis's and anyio's plugins, which an inner session does not use: a subprocess session
 # starts about a second sooner without importing them.
 UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
-        "--dlperf-repeats", "2", "--dlperf-max-interference", "off",
-        "--dlperf-save-span", "off",
+        "-o", "dlperf_repeats=2", "-o", "dlperf_max_interference=off",
+        "-o", "dlperf_save_span=off",
         "-p", "no:cacheprovider",
         "-p", "no:benchmark",
         *UNUSED_PLUGINS)

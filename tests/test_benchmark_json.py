@@ -83,7 +83,7 @@ def test_benchmark_json_holds_the_windows_figures_and_machine(shared_run):
     (bench,) = out["benchmarks"]
     assert bench["fullname"] == "dlperf::tiny-fp32-bs32-gpu1" and bench["group"] == "dlperf tiny (img/s)"
     windows = record["attempts"][-1]["runs"][0]["windows"]
-    assert bench["stats"]["rounds"] == len(windows) == 2  # --dlperf-repeats 2
+    assert bench["stats"]["rounds"] == len(windows) == 2  # dlperf_repeats=2
     assert bench["stats"]["data"] == pytest.approx([w["seconds"] / w["samples"] for w in windows])
     assert bench["stats"]["iterations"] == 32 * 5
     info = bench["extra_info"]

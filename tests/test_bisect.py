@@ -60,9 +60,9 @@ def my_mlp(settings):
 #: test suites beside it, the same runs measured up to twice as fast in one minute as in another, and a fourfold
 #: slowdown at a 50% tolerance once read as INCONCLUSIVE (the baseline saved in a slow minute, the slow commit
 #: judged in a fast one), which bisect skips.  Busy runs are counted for the same reason.
-CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "100", "--dlperf-repeats", "3",
+CHEAP = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "5", "--dlperf-steps", "100", "-o", "dlperf_repeats=3",
          "--dlperf-tolerance", "0.6",
-         "--dlperf-max-interference", "off"]
+         "-o", "dlperf_max_interference=off"]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -86,7 +86,7 @@ def test_git_bisect_run_finds_the_commit_that_made_training_slower(dlperf, tmp_p
     good = commit("the model", 2)
     baseline = tmp_path / "baseline.json"  # outside the tree being bisected, as docs/triage.md keeps it
     save = dlperf.run("-p", "no:cacheprovider", "-m", "dlperf", *CHEAP, "--dlperf-model", "my-mlp", "--dlperf-runs", "5",
-                      "--dlperf-save-span", "off", "--dlperf-save-baseline", str(baseline), fast=False)
+                      "-o", "dlperf_save_span=off", "--dlperf-save-baseline", str(baseline), fast=False)
     assert save.ret == 0 and baseline.exists(), save.stdout.str()[-3000:]
     commit("a note", 2)
     slower = commit("eight times the layers", 16)

@@ -120,14 +120,14 @@ def usage_error(result, *lines):
     (("--dlperf-device", "tpu"), "ERROR: --dlperf-device: 'tpu' is not one of auto, cuda, cpu"),
     (("--dlperf-steps", "ten"), "ERROR: --dlperf-steps: 'ten' is not an integer"),
     (("--dlperf-tolerance", "5"), "ERROR: --dlperf-tolerance: 5.0 is not allowed; expected a number between 0*"),
-    (("--dlperf-timeout", "-3"), "ERROR: --dlperf-timeout: -3.0 is not allowed*"),
+    (("-o", "dlperf_timeout=-3"), "ERROR: dlperf_timeout: -3.0 is not allowed*"),
     (("--dlperf-model", "resnet51"), "ERROR: --dlperf-model: unknown model 'resnet51'; registered models: *resnet50*"),
     (("--dlperf-set", "seq_len"), "ERROR: --dlperf-set: 'seq_len' is not KEY=VALUE"),
     (("--dlperf-set", "depth=3"), "ERROR: --dlperf-set.depth: unknown setting 'depth'; this model takes "
                                   "channels_last, compile, compile_mode, data, image_size, num_classes"),
     (("--dlperf-set", "data=tfrecord"), "ERROR: --dlperf-set.data: 'tfrecord' is not one of synthetic, *"),
     (("--dlperf-set", "compile=yes"), "ERROR: --dlperf-set.compile: 'yes' is not true or false"),
-    (("--dlperf-malloc", "fast"), "ERROR: --dlperf-malloc: 'fast' is not one of steady, system"),
+    (("-o", "dlperf_malloc=fast"), "ERROR: dlperf_malloc: 'fast' is not one of steady, system"),
 ])
 def test_invalid_options_are_usage_errors(dlperf, args, message):
     usage_error(dlperf.run("--dlperf-model", "tiny", *args, fast=False), message)

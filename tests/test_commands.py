@@ -62,7 +62,7 @@ def _good(dlperf) -> None:
 @pytest.fixture
 def good(shared_run):
     return shared_run("commands-good", "--dlperf-baseline", "baseline.json", "--dlperf-json", "results.json",
-                      "-k", "not plain-fp32-bs16-gpu1", "--dlperf-confirm", "0", "--dlperf-save-baseline", "saved.json",
+                      "-k", "not plain-fp32-bs16-gpu1", "--dlperf-max-runs", "1", "--dlperf-save-baseline", "saved.json",
                       setup=_good)
 
 

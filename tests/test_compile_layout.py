@@ -39,7 +39,7 @@ def test_the_compile_steps_run_before_the_warm_up_and_windows():
 
 def test_a_compiled_case_reports_its_compile_time_apart(dlperf):
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-set", "compile=true", "--dlperf-warmup-steps", "0",
-                        "--dlperf-confirm", "0", "--dlperf-json", "results.json", "--junitxml", "junit.xml")
+                        "--dlperf-max-runs", "1", "--dlperf-json", "results.json", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["  tiny-fp32-bs32-gpu1-compile: * img/s, no baseline",
                                  "      compile * s, outside the measured windows*"])
@@ -95,8 +95,8 @@ def test_cnns_train_channels_last_under_bf16_unless_the_setting_says_otherwise(d
     dlperf.pytester.makeconftest(LAYOUT_PROBE)
     entry = {"model": "probe", "precision": "bf16", "batch_size": 8, "throughput": 1.0}
     path = dlperf.baseline([entry, dict(entry, settings={"channels_last": False})])
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0", "--dlperf-json", "results.json",
-                        "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "--dlperf-repeats", "1")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "1", "--dlperf-json", "results.json",
+                        "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "-o", "dlperf_repeats=1")
     result.assert_outcomes(passed=2)
     records = dlperf.results()["cases"]
     assert [r["id"] for r in records] == ["probe-bf16-bs8-gpu1", "probe-bf16-bs8-gpu1-nchw"]

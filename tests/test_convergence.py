@@ -8,6 +8,8 @@ session runs a good and a broken convergence case end to end.
 
 from __future__ import annotations
 
+import typing
+
 import dataclasses
 import itertools
 import json
@@ -20,6 +22,8 @@ import pytest
 from pytest_dlperf import baseline, cli, collect, jsonio
 from pytest_dlperf.cases import Case
 from pytest_dlperf.convergence import RunFigures, judge_time, pooled
+from pytest_dlperf.gate.policy import Policy, settle
+from pytest_dlperf.reporting.verdicts import render
 from pytest_dlperf.convergence.verdict import ExpectedTime
 from pytest_dlperf.data.learnable import DatasetError, class_looks, write_learnable
 from pytest_dlperf.protocol import ConvergenceSpec, WorkerResult, WorkerSpec
@@ -118,26 +122,37 @@ def run_figures(seconds: float | None, seed: int = 0, final: float = 0.95, stopp
                               "loss": 0.2}))
 
 
+class Said(typing.NamedTuple):
+    status: Status
+    message: str
+
+
+def judged(*args, inconclusive: str = "below", **kwargs) -> Said:
+    """judge_time's judgement after the session's --dlperf-inconclusive policy, and its message."""
+    out = settle(judge_time(*args, **kwargs), Policy(inconclusive))
+    return Said(out.status, render(out))
+
+
 def test_time_to_target_verdicts():
     expected = ExpectedTime(10.0, 0.2, "a test")
     runs = [run_figures(9.0, 0), run_figures(11.0, 1), run_figures(10.5, 2)]
-    assert judge_time("c", runs, expected).status is Status.PASS
-    slow = judge_time("c", [run_figures(12.5, 0), run_figures(13.0, 1)], expected)
+    assert judged("c", runs, expected).status is Status.PASS
+    slow = judged("c", [run_figures(12.5, 0), run_figures(13.0, 1)], expected)
     assert slow.status is Status.FAIL and "27.5% slower than the baseline 10.0 s" in slow.message
     faster = [run_figures(7.0, 0), run_figures(7.1, 1), run_figures(6.9, 2)]
-    assert judge_time("c", faster, expected).status is Status.IMPROVED
+    assert judged("c", faster, expected).status is Status.IMPROVED
     # One seed 30% faster: its interval (the prior's noise, tolerance / 3 per run) is wholly below the
     # slow threshold, so it passes, but not wholly below the fast one: not confirmed as improved.
-    assert judge_time("c", [run_figures(7.0)], expected).status is Status.PASS
+    assert judged("c", [run_figures(7.0)], expected).status is Status.PASS
     # One seed 15% slower: its interval spans the slow threshold: undecided, and not failed while the
     # estimate is within it (--dlperf-inconclusive below), failed with --dlperf-inconclusive fail.
-    alone = judge_time("c", [run_figures(11.5)], expected)
+    alone = judged("c", [run_figures(11.5)], expected)
     assert alone.status is Status.INCONCLUSIVE and "(98% CI " in alone.message and ", 1 run;" in alone.message
-    assert judge_time("c", [run_figures(11.5)], expected, inconclusive="fail").status is Status.FAIL
-    assert judge_time("c", runs, None).status is Status.NO_BASELINE
-    assert judge_time("c", runs, None, require_baseline=True).status is Status.FAIL
+    assert judged("c", [run_figures(11.5)], expected, inconclusive="fail").status is Status.FAIL
+    assert judged("c", runs, None).status is Status.NO_BASELINE
+    assert judged("c", runs, None, require_baseline=True).status is Status.FAIL
     # One seed that misses the target fails the case, however fast the others were.
-    missed = judge_time("c", [run_figures(5.0, 0), run_figures(None, 1, final=0.25, stopped="epochs")], expected,
+    missed = judged("c", [run_figures(5.0, 0), run_figures(None, 1, final=0.25, stopped="epochs")], expected,
                         budget="top1 >= 0.9 within 2 epochs")
     assert missed.status is Status.FAIL
     assert missed.message == ("c: target not reached in 1 of 2 runs (seeds 0, 1): top1 0.25 at the end (seed 1, "
@@ -222,7 +237,7 @@ def test_a_session_gates_convergence_cases(dlperf, learnable):
     path.write_text(json.dumps({"schema_version": 2, "kind": "dlperf-baseline", "provenance": {"source": "t"},
                                 "cases": [good, broken]}))
     result = dlperf.run("--dlperf-baseline", str(path), "--dlperf-convergence-data", str(learnable),
-                        "--dlperf-data-workers", "0", "--dlperf-json", "results.json", "--dlperf-report",
+                        "-o", "dlperf_data_workers=0", "--dlperf-json", "results.json", "--dlperf-report",
                         "report.md", "-m", "convergence", "-rf")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([("tiny-fp32-bs32-gpu1-*-lr=400: target not reached in 1 of 1 run (seed 0): top1 * "

@@ -1,4 +1,4 @@
-"""The intra-op threads of a CPU case's ranks (issue 26): one by default, ``--dlperf-cpu-threads N|cores``, the
+"""The intra-op threads of a CPU case's ranks (issue 26): one by default, ``dlperf_cpu_threads = N|cores``, the
 environment's ``OMP_NUM_THREADS``, and the count a baseline entry records (``cpu_threads``) or, saved before it
 was recorded, stood for.  Each session reads the count each worker reports (``device.intra_op_threads``:
 ``torch.get_num_threads()`` in the worker) beside the one the case's parameters asked for.  The fork server's
@@ -63,9 +63,9 @@ def test_every_launcher_passes_the_count_on_and_says_how_many_ranks_share_a_node
 
 @pytest.mark.parametrize("value", ["0", "two"])
 def test_a_bad_count_is_one_line_before_any_case_runs(dlperf, value):
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-cpu-threads", value, "--dlperf-log-dir", "logs")
+    result = dlperf.run("--dlperf-model", "tiny", "-o", f"dlperf_cpu_threads={value}", "--dlperf-log-dir", "logs")
     assert result.ret == 4
-    result.stderr.fnmatch_lines([f"ERROR: --dlperf-cpu-threads: '{value}' is not allowed; expected a positive "
+    result.stderr.fnmatch_lines([f"ERROR: dlperf_cpu_threads: '{value}' is not allowed; expected a positive "
                                  "integer (intra-op threads per CPU rank) or cores"])
     assert not (dlperf.path / "logs").exists()
 
@@ -94,13 +94,13 @@ def test_a_count_other_than_the_entrys_fails_the_case_in_one_line(dlperf, monkey
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     path = dlperf.baseline([tiny_case(1000.0, cpu_threads=CORES + 1)], schema_version=2)
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-model", "tiny", "--dlperf-batch-size", "8",
-                        "--dlperf-cpu-threads", "cores", *ONE_RUN)
+                        "-o", "dlperf_cpu_threads=cores", *ONE_RUN)
     result.assert_outcomes(failed=1, passed=1)
     result.stdout.fnmatch_lines([
-        f"*tiny-fp32-bs32-gpu1: --dlperf-cpu-threads cores runs {CORES} intra-op thread(s) per CPU rank, but its "
+        f"*tiny-fp32-bs32-gpu1: dlperf_cpu_threads cores runs {CORES} intra-op thread(s) per CPU rank, but its "
         f"baseline entry was measured with cpu_threads {CORES + 1}: a figure of another method; gate it with "
         f"{CORES + 1} (or without "
-        "--dlperf-cpu-threads), or save the baseline again with --dlperf-cpu-threads cores"])
+        "dlperf_cpu_threads), or save the baseline again with dlperf_cpu_threads cores"])
     # No run of the refused case; the case without an entry ran with this node's CPUs, and the results say
     # what was asked.
     assert threads_by_case(dlperf) == {"tiny-fp32-bs32-gpu1": (CORES, []), "tiny-fp32-bs8-gpu1": (CORES, [CORES])}

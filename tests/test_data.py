@@ -176,7 +176,7 @@ def test_the_window_meter_counts_only_between_start_and_stop(image_folder):
 
 def data_args(image_folder, *args, data_dir=True):
     extra = ("--dlperf-data-dir", str(image_folder)) if data_dir else ()
-    return ("--dlperf-batch-size", str(BATCH), "--dlperf-data-workers", "1", *extra, "--dlperf-json", "results.json",
+    return ("--dlperf-batch-size", str(BATCH), "-o", "dlperf_data_workers=1", *extra, "--dlperf-json", "results.json",
             "-v", *args)
 
 

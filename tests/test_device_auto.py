@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="auto resolves to CUDA on this machine")
 
-STEPS = ("--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "--dlperf-repeats", "1", "-p", "no:cacheprovider",
+STEPS = ("--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "-o", "dlperf_repeats=1", "-p", "no:cacheprovider",
          "-p", "no:benchmark")
 
 
@@ -21,7 +21,7 @@ def test_the_header_says_auto_resolved_to_the_cpu_and_a_small_case_gets_no_warni
 
 def test_a_gpu_sized_case_on_the_cpu_is_warned_about_before_it_starts(dlperf):
     # The worker is stopped after half a second: the warning comes before the case, whatever it does.
-    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-precision", "amp", "--dlperf-timeout", "0.5", *STEPS,
+    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-precision", "amp", "-o", "dlperf_timeout=0.5", *STEPS,
                         fast=False)
     lines = result.stdout.lines
     warning = next(i for i, line in enumerate(lines) if "sized for a GPU" in line)
@@ -32,7 +32,7 @@ def test_a_gpu_sized_case_on_the_cpu_is_warned_about_before_it_starts(dlperf):
 
 
 def test_an_explicit_cpu_device_is_not_warned_about(dlperf):
-    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-device", "cpu", "--dlperf-timeout", "0.5", *STEPS,
+    result = dlperf.run("--dlperf-model", "resnet50", "--dlperf-device", "cpu", "-o", "dlperf_timeout=0.5", *STEPS,
                         fast=False)
     assert "sized for a GPU" not in result.stdout.str()
     result.stdout.fnmatch_lines(["dlperf: device cpu, no baseline"])

@@ -80,7 +80,7 @@ def test_scaling_efficiency_is_gated_both_ways(dlperf):
     assert dlperf.results()["cases"][0]["scaling"]["reference_kind"] is None  # as the baseline's source measured it
 
     fast = dlperf.baseline([tiny_case(1e9), tiny_case(1.0, gpus=2, min_scaling_efficiency=0.8)], name="high.json")
-    result = dlperf.run("-m", "gpu2", "--dlperf-baseline", fast, "--dlperf-confirm", "0")
+    result = dlperf.run("-m", "gpu2", "--dlperf-baseline", fast, "--dlperf-max-runs", "1")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
         "   2 | * + | 0.00x (0%) FAIL*",
@@ -153,12 +153,12 @@ def test_a_hung_collective_is_killed_on_every_rank(dlperf):
     # 12 s: both ranks, forked from the fork server (a fraction of a second each), meet and reach the hung step
     # well within it, also beside another test worker (15 s was too short once on a loaded 2-core machine when
     # each rank was a fresh interpreter importing torch: rank 1 had not reached its step).
-    result = dlperf.run("--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "--dlperf-timeout", "12")
+    result = dlperf.run("--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "-o", "dlperf_timeout=12")
     result.assert_outcomes(failed=1)
     # The ranks that had not finished are named, with the hanging rank's own stderr; the limit is credited
-    # to --dlperf-timeout because it was given.
+    # to dlperf_timeout because it was given.
     result.stdout.fnmatch_lines(
-        ["rank-hang-fp32-bs8-gpu2: timed out after 12 s (--dlperf-timeout); the worker's process group was killed; "
+        ["rank-hang-fp32-bs8-gpu2: timed out after 12 s (dlperf_timeout); the worker's process group was killed; "
          "rank(s) *1 had not finished",
          "*--- last lines of rank 1's stderr (*/1/stderr.log) ---", "rank 1 going to sleep"])
     assert wait_gone(rank_pids(dlperf.path), 2.0) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_dlperf import cli
-from pytest_dlperf.options import OPTIONS, option_reference
+from pytest_dlperf.options import OPTIONS, REMOVED, option_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "benchmarks" / "README.md",
@@ -18,7 +18,8 @@ PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"), ROOT / "bench
 
 
 def options() -> list[str]:
-    return [option.flag for option in OPTIONS]
+    """What a user types for each option: its flag, or an ini setting's ini name (issue 50)."""
+    return [option.flag if option.cli else option.dest for option in OPTIONS]
 
 
 def test_the_option_reference_is_what_dlperf_options_prints(capsys):
@@ -30,13 +31,16 @@ def test_the_option_reference_is_what_dlperf_options_prints(capsys):
     assert all(f"`{flag}" in printed for flag in options())
 
 
-#: Options issue 43 removed, which the dated records in benchmarks/results/ name as they ran (and nothing else may).
-REMOVED_OPTIONS = {"--dlperf-max-bandwidth-drop", "--dlperf-max-core-drop"}
+#: Options issues 43 and 50 removed, and the flags issue 50 moved to the ini file, which the dated records in
+#: benchmarks/results/ name as they ran and docs/options.md lists as removed (and nothing else may).
+REMOVED_OPTIONS = {"--dlperf-max-bandwidth-drop", "--dlperf-max-core-drop", *(entry.flag for entry in REMOVED),
+                   *(option.flag for option in OPTIONS if not option.cli)}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_option_a_page_names_exists(page):
-    known = set(options()) | (REMOVED_OPTIONS if page.parent.name == "results" else set())
+    former = page.parent.name == "results" or page.name == "options.md"
+    known = set(options()) | (REMOVED_OPTIONS if former else set())
     named = set(re.findall(r"--dlperf-[a-z][a-z0-9-]*[a-z0-9]", page.read_text()))
     assert named <= known, f"{page.name} names options that do not exist: {sorted(named - known)}"
 
@@ -337,6 +341,8 @@ def test_every_module_a_page_names_exists(page):
 def test_the_readme_s_fail_line_is_its_kept_session_replayed_by_today_s_verdict():
     import importlib.util
 
+    from pytest_dlperf.reporting import verdicts
+
     spec = importlib.util.spec_from_file_location("verdict_rejudge", ROOT / "benchmarks" / "verdict_rejudge.py")
     rejudge = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rejudge)
@@ -345,7 +351,7 @@ def test_the_readme_s_fail_line_is_its_kept_session_replayed_by_today_s_verdict(
     session = json.loads((run / "verdict-sessions" / "0.03-slowed-1.json").read_text())
     verdict, _ = rejudge.replay(session, None, tuple(entry["runs"]), entry.get("probe_runs"))
     shown = (ROOT / "README.md").read_text().split("```\n", 2)[1].splitlines()
-    assert shown == verdict.message.splitlines()[:2]
+    assert shown == verdicts.render(verdict).splitlines()[:2]
 
 
 # --------------------------------------------------------------------------- the README's status table

@@ -307,7 +307,7 @@ def test_header_line_and_the_saved_baseline_record_the_environment(dlperf):
 
 def test_a_gpu_baseline_on_a_cpu_run_is_noted_in_the_verdict_summary_and_results(dlperf):
     path = dlperf.baseline([tiny_case(1.0)], hardware={"gpu": "Tesla V100-SXM2-16GB", "gpus_per_node": 8})
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json", "--dlperf-confirm", "0")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json", "--dlperf-max-runs", "1")
     result.assert_outcomes(passed=1)
     note = "baseline measured on Tesla V100-SXM2-16GB; this run is on the CPU (*)"
     result.stdout.fnmatch_lines([
@@ -385,7 +385,7 @@ def test_a_cpu_session_s_controller_never_imports_torch(pytester):
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:anyio",
                                            "--dlperf-device", "cpu", "--dlperf-model", "tiny", "--dlperf-steps", "2",
-                                           "--dlperf-warmup-steps", "0", "--dlperf-repeats", "1",
-                                           "--dlperf-max-interference", "off", "-m", "dlperf")
+                                           "--dlperf-warmup-steps", "0", "-o", "dlperf_repeats=1",
+                                           "-o", "dlperf_max_interference=off", "-m", "dlperf")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*torch 2*CUDA*", "torch in the controller: False"])

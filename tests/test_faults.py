@@ -59,7 +59,7 @@ def faulty_session(shared_run):
     """
     return shared_run("faults: raise, exit, oom, hang, then tiny",
                       "--dlperf-model", "faulty-raise,faulty-exit,faulty-oom,faulty-hang,tiny",
-                      "--dlperf-timeout", "12", "--dlperf-json", "results.json",
+                      "-o", "dlperf_timeout=12", "--dlperf-json", "results.json",
                       setup=lambda dlperf: dlperf.pytester.makeconftest(FAULTY))
 
 
@@ -97,7 +97,7 @@ def test_a_hung_worker_is_killed_with_its_whole_process_group(shared_run):
     session = faulty_session(shared_run)
     session.result.assert_outcomes(failed=4, passed=1)
     session.result.stdout.fnmatch_lines([
-        "faulty-hang-fp32-bs32-gpu1: timed out after 12 s (--dlperf-timeout); the worker's process group was killed"])
+        "faulty-hang-fp32-bs32-gpu1: timed out after 12 s (dlperf_timeout); the worker's process group was killed"])
     records = faulty_records(session)
     assert records["faulty-hang-fp32-bs32-gpu1"]["verdict"] == "error"
     assert records["tiny-fp32-bs32-gpu1"]["verdict"] == "no-baseline"  # the session went on after the kill

@@ -4,7 +4,7 @@ A probe model, registered from the inner session's conftest, records what its wo
 the model is built: its pid and parent, its process group, its random state, its environment (Python's and
 the one ``/proc/PID/environ`` shows), its memory cap, what an earlier run left in it; then it leaves traces
 a later run must not see.  Its runs are compared with each other and with a worker started as a fresh
-interpreter (``--dlperf-no-fork-server``).  Then the server's failures: killed while a run goes on, unable
+interpreter (``dlperf_start = fresh``).  Then the server's failures: killed while a run goes on, unable
 to start; and an interrupted session that leaves no process behind.
 """
 
@@ -145,7 +145,7 @@ def test_each_run_is_a_process_of_its_own(probed):
     # First a batch size search, whose trials run under a memory cap, and the run it measures after them: no
     # run after a trial may inherit its cap.
     searched = run_probe(probed, "--dlperf-batch-size", "max", "--dlperf-max-memory", "2GiB",
-                         "--dlperf-max-batch-trials", "2")
+                         "-o", "dlperf_max_batch_trials=2")
     capped = [seen for seen in searched if "max-batch" in seen["argv"][1]]
     # Its baseline entry was measured with fresh workers (the verdict names the crossing: tests/test_host_bound.py).
     entry = {"model": "probe", "precision": "fp32", "batch_size": 4, "throughput": 1.0, "tolerance": 0.99,
@@ -157,7 +157,7 @@ def test_each_run_is_a_process_of_its_own(probed):
     # SIGQUIT ignored, which a fresh interpreter inherits (a suite so launched once failed the comparison below).
     ignored = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGQUIT)}
     try:
-        fresh = run_probe(probed, "--dlperf-no-fork-server", "--dlperf-json", "fresh.json", "--dlperf-log-dir", "logs")
+        fresh = run_probe(probed, "-o", "dlperf_start=fresh", "--dlperf-json", "fresh.json", "--dlperf-log-dir", "logs")
     finally:
         for sig, handler in ignored.items():
             signal.signal(sig, handler)
@@ -246,8 +246,8 @@ def test_the_ranks_of_a_cpu_job_are_forked_each_a_process_of_its_own(probed):
 
 def test_a_start_time_variable_gets_a_server_of_its_own(probed):
     steady = run_probe(probed)
-    # Another allocator and another thread count (--dlperf-cpu-threads): each worker has what its run was given.
-    system = run_probe(probed, "--dlperf-malloc", "system", "--dlperf-cpu-threads", "2")
+    # Another allocator and another thread count (dlperf_cpu_threads): each worker has what its run was given.
+    system = run_probe(probed, "-o", "dlperf_malloc=system", "-o", "dlperf_cpu_threads=2")
     assert steady[0]["tunables"] == STEADY and steady[0]["proc_tunables"]
     assert system[0]["tunables"] is None and system[0]["proc_tunables"] is None
     assert (steady[0]["threads"], system[0]["threads"]) == (1, 2) and system[0]["proc_omp"] == "2"
@@ -256,11 +256,11 @@ def test_a_start_time_variable_gets_a_server_of_its_own(probed):
 
 
 def test_a_killed_server_fails_its_run_in_one_line_and_leaves_nothing(probed):
-    result = probed.run("--dlperf-model", "killserver,tiny", "--dlperf-timeout", "120")
+    result = probed.run("--dlperf-model", "killserver,tiny", "-o", "dlperf_timeout=120")
     result.assert_outcomes(failed=1, passed=1)  # the next case got a new server
     result.stdout.fnmatch_lines([
         "killserver-fp32-bs4-gpu1: the fork server (pid *) ended with signal SIGKILL while this run's worker "
-        "(pid *) ran; the run's processes were killed (--dlperf-no-fork-server starts each worker as a process "
+        "(pid *) ran; the run's processes were killed (dlperf_start=fresh starts each worker as a process "
         "of its own)"])
     worker, grandchild, server = (int(p) for p in (probed.path / "pids").read_text().split())
     assert wait_gone([worker, grandchild, server], 5.0) == []

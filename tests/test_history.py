@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from pytest_dlperf import cli, environment
-from pytest_dlperf.history import analysis, changepoints, hooks
+from pytest_dlperf.controller import history as hooks
+from pytest_dlperf.history import analysis, changepoints
 from pytest_dlperf.history.records import CaseRow, SessionRow, machine_class
 from pytest_dlperf.history.store import MIGRATIONS, SCHEMA_VERSION, StoreError, open_store, store_for
 
@@ -212,10 +213,11 @@ def test_baseline_from_history_is_the_median_of_the_last_sessions_with_their_spr
     assert found.expected(Case("tiny", "fp32", 16, 1), "img/s", 0.05) is None
 
 
-def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
+def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf, capsys):
     """One real session: its case is judged against its last 8 sessions here (which a slow machine
     never reaches), it is written to the store, the report gains the history section, and the
-    gate fails the session because the newest figure starts a downward step."""
+    gate fails the session because the newest figure starts a downward step; then ``dlperf history --html``
+    draws the store as a site, as a nightly job's next step does."""
     url = f"sqlite:///{dlperf.path / 'history.db'}"
     machine = machine_class("cpu", environment.collect(dlperf.path))
     rng = np.random.default_rng(1)
@@ -223,8 +225,7 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
                    machine=machine)
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-batch-size", "32", "--dlperf-history", url,
                         "--dlperf-baseline-from-history", "8", "--dlperf-history-gate",
-                        "--dlperf-json", "r.json", "--dlperf-report", "r.md", "--dlperf-history-html", "site",
-                        "--dlperf-history-html-link", "results=r.json")
+                        "--dlperf-json", "r.json", "--dlperf-report", "r.md")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert f"history: last 8 session(s) on {machine}" in out
@@ -245,7 +246,10 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
     assert newest.core_gflops == pytest.approx(statistics.median(cores), abs=1e-3) and newest.core_gflops > 0
     # The site of the store, this session's night in it with its verdict's line and its results linked.
     site = dlperf.path / "site"
-    assert f"dlperf: history site of 1 case(s) on 1 machine class(es) in {site / 'index.html'}" in out
+    capsys.readouterr()
+    assert cli.main(["history", url, "--html", str(site), "--link", "results=r.json"]) == 1  # the downward step
+    printed = capsys.readouterr().out
+    assert f"dlperf: history site of 1 case(s) on 1 machine class(es) in {site / 'index.html'}" in printed
     (page,) = json.loads((site / "dlperf-site.json").read_text())["cases"]
     assert page["id"] == "tiny-fp32-bs32-gpu1" and page["machine"] == machine
     text = (site / page["page"]).read_text()
@@ -253,13 +257,6 @@ def test_a_session_writes_history_is_judged_against_it_and_gated(dlperf):
     bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-gate")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--dlperf-history-gate: needs a history store: give --dlperf-history URL" in bad.stderr.str()
-    bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history-html", "site")
-    assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--dlperf-history-html: needs a history store: give --dlperf-history URL" in bad.stderr.str()
-    bad = dlperf.run("--dlperf-model", "tiny", "--dlperf-history", url, "--dlperf-history-html", "site",
-                     "--dlperf-history-html-link", "r={nope}")
-    assert bad.ret == pytest.ExitCode.USAGE_ERROR
-    assert "--dlperf-history-html-link: 'r={nope}': unknown placeholder {nope}" in bad.stderr.str()
     assert json.loads(json.dumps(document["options"]))["history_url"] == url
 
 

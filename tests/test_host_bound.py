@@ -96,10 +96,10 @@ def test_runs_on_gpus_start_fresh_and_on_the_cpu_forked_unless_asked():
     assert [uses_server("fresh", d) for d in ("cpu", "cuda")] == [False, False]
 
 
-def test_forked_and_no_fork_server_together_are_refused_in_one_line(dlperf):
-    refused = dlperf.run("--dlperf-model", "tiny", "--dlperf-start", "forked", "--dlperf-no-fork-server")
-    assert refused.ret != 0
-    refused.stderr.fnmatch_lines(["*--dlperf-start: forked contradicts --dlperf-no-fork-server*"])
+def test_the_removed_no_fork_server_option_names_dlperf_start_fresh(dlperf):
+    refused = dlperf.run("--dlperf-model", "tiny", "-o", "dlperf_start=forked", "--dlperf-no-fork-server")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["ERROR: --dlperf-no-fork-server was removed: give -o dlperf_start=fresh*"])
 
 
 def test_an_update_replaces_the_start_and_the_host_cpu_with_the_new_figure_s():

@@ -109,7 +109,7 @@ def test_torchrun_across_two_nodes(dlperf):
     nodes = []
     for rank in (0, 1):
         folder = pytester.mkdir(f"node{rank}")
-        nodes.append(subprocess.Popen([*common, "--dlperf-node-rank", str(rank), "--dlperf-json", "results.json"],
+        nodes.append(subprocess.Popen([*common, "-o", f"dlperf_node_rank={rank}", "--dlperf-json", "results.json"],
                                       cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outputs = [node.communicate(timeout=240)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs
@@ -127,8 +127,8 @@ def test_torchrun_rendezvous_that_times_out_says_so(pytester):
     endpoint = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
     result = subprocess.run([*INNER, "--dlperf-gpus", "2", "--dlperf-launcher", "torchrun", "--dlperf-nnodes", "2",
-                             "--dlperf-rdzv-endpoint", endpoint, "--dlperf-node-rank", "0",
-                             "--dlperf-rdzv-timeout", "4"],
+                             "--dlperf-rdzv-endpoint", endpoint, "-o", "dlperf_node_rank=0",
+                             "-o", "dlperf_rdzv_timeout=4"],
                             cwd=pytester.path, capture_output=True, text=True, timeout=180)
     assert result.returncode == 1, result.stdout
     assert (f"tiny-fp32-bs32-gpu2: the rendezvous at {endpoint} timed out after 4 s: this node (node rank 0) "

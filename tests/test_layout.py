@@ -144,6 +144,63 @@ def test_the_cycle_finder_finds_one():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+#: The package's rooms (its top-level packages and modules), bottom floor first: a room imports the rooms below
+#: it.  The worker side is low (it imports no controller room); the plugin, the CLI and collection are the top
+#: (the package's ``__init__`` gathers the public names of the rooms below).
+FLOORS = (
+    ("atomic", "cases", "registry", "torchinfo"),
+    ("environment", "jsonio", "protocol"),
+    ("models",),
+    ("data",),
+    ("worker",),
+    ("results",),
+    ("gate", "launch"),
+    ("baseline",),
+    ("convergence", "history"),
+    ("ab", "commands"),
+    ("reporting",),
+    ("options",),
+    ("controller",),
+    ("__init__", "cli", "collect"),
+    ("__main__", "plugin"),
+)
+#: The imports that still climb a floor (issue 50 allows two): the host facts read a worker's telemetry helper, and
+#: a case's result holds the gate's evidence while the gate reads the result's records.
+CLIMBS = {("environment", "worker"), ("results", "gate")}
+
+
+def room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def climbs(edges: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """The room-to-room imports that go up a floor (or across one, between two rooms of a floor)."""
+    floor = {name: level for level, names in enumerate(FLOORS) for name in names}
+    found = set()
+    for source, targets in edges.items():
+        for target in targets:
+            here, there = room(source), room(target)
+            if here != there and there != "__init__" and floor[there] >= floor[here]:
+                found.add((here, there))
+    return found
+
+
+def test_every_room_has_a_floor():
+    rooms = {room(name) for name in MODULES}
+    placed = {name for names in FLOORS for name in names}
+    assert rooms <= placed, f"rooms with no floor in FLOORS: {sorted(rooms - placed)}"
+
+
+def test_imports_go_down_but_two():
+    found = climbs(graph())
+    assert found <= CLIMBS and len(CLIMBS) <= 2, f"imports that climb a floor: {sorted(found - CLIMBS)}"
+
+
+def test_the_climb_finder_finds_one():
+    assert climbs({"pytest_dlperf.gate.verdict": {"pytest_dlperf.controller.session"}}) == {("gate", "controller")}
+
+
 def test_few_modules_at_the_top():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= MAX_TOP_MODULES, top

@@ -27,8 +27,8 @@ def test_each_phase_reads_as_a_user_expects():
 
 
 def test_a_ci_log_gets_plain_lines(dlperf):
-    args = ("--dlperf-model", "tiny", "--dlperf-warmup-steps", "10", "--dlperf-steps", "20", "--dlperf-repeats",
-            "2", "--dlperf-device", "cpu", "-p", "no:cacheprovider", "-p", "no:benchmark")
+    args = ("--dlperf-model", "tiny", "--dlperf-warmup-steps", "10", "--dlperf-steps", "20", "-o",
+            "dlperf_repeats=2", "--dlperf-device", "cpu", "-p", "no:cacheprovider", "-p", "no:benchmark")
     result = dlperf.run(*args, fast=False)
     assert result.ret == 0
     lines = result.stdout.lines

@@ -1,5 +1,5 @@
 """The verdict's statistics of issue 43: the looks paid for (gate/looks.py), the drift between sessions
-(gate/drift.py) in the interval, and a case that never decides (verdict.never_decided)."""
+(gate/drift.py) in the interval, and a case that never decides (policy.never_decided)."""
 
 import dataclasses
 import math
@@ -11,7 +11,9 @@ from scipy import special, stats
 from pytest_dlperf.gate import drift as dr
 from pytest_dlperf.gate import evidence as ev
 from pytest_dlperf.gate import looks
-from pytest_dlperf.gate.verdict import REASON, Verdict, never_decided
+from pytest_dlperf.gate.policy import never_decided
+from pytest_dlperf.reporting.verdicts import REASON, render
+from pytest_dlperf.results.judgement import Judgement, Reason, Why
 from pytest_dlperf.results.case import Status
 
 
@@ -104,18 +106,19 @@ def test_the_drift_comes_from_the_case_s_nights_else_its_machine_s_else_the_prio
 
 
 def test_a_case_inconclusive_night_after_night_fails_saying_so():
-    undecided = Verdict(Status.INCONCLUSIVE, "INCONCLUSIVE c: 900.0 img/s\n  undecided after 10 runs", -0.1, True)
+    undecided = Judgement(Status.INCONCLUSIVE, (Reason("c: 900.0 img/s", Why.HEADLINE, Status.INCONCLUSIVE),
+                                                Reason("undecided after 10 runs", Why.EVIDENCE)), (), -0.1, True)
     assert never_decided(undecided, 1, 3) is undecided  # two nights in a row: not yet
     failed = never_decided(undecided, 2, 3)
-    assert failed.status is Status.FAIL and failed.inconclusive and failed.message.startswith("FAIL c: 900.0 img/s")
-    assert failed.message.split(REASON)[-1].startswith(
-        "fails: inconclusive 3 sessions in a row in the history store (--dlperf-inconclusive-nights 3)")
-    passed = Verdict(Status.PASS, "PASS c", 0.0)
+    assert failed.status is Status.FAIL and failed.undecided and render(failed).startswith("FAIL c: 900.0 img/s")
+    assert render(failed).split(REASON)[-1].startswith(
+        "fails: inconclusive 3 sessions in a row in the history store (dlperf_inconclusive_nights 3)")
+    passed = Judgement(Status.PASS, (Reason("c", Why.HEADLINE, Status.PASS),), (), 0.0)
     assert never_decided(passed, 5, 3) is passed
 
 
 def test_the_history_gives_each_case_its_drift_and_its_streak_of_inconclusive_nights():
-    from pytest_dlperf.history import hooks
+    from pytest_dlperf.controller import history as hooks
     from pytest_dlperf.history.analysis import Point
     from pytest_dlperf.history.records import CaseRow, SessionRow
 

@@ -178,7 +178,7 @@ def test_a_folder_judges_against_the_file_of_this_cpu_and_says_so_in_one_line(dl
     described = this_machine(dlperf.path).describe()
     folder = suite(dlperf, ("other.json", cpu_hardware(OTHER_CPU), [tiny_case(1e9)]),
                    ("mine.json", cpu_hardware(cpu, count), [tiny_case(1.0)]))
-    result = dlperf.run("--dlperf-baseline", folder, "--dlperf-confirm", "0")
+    result = dlperf.run("--dlperf-baseline", folder, "--dlperf-max-runs", "1")
     result.assert_outcomes(passed=1)
     (line,) = lines_with(result, "suite/mine.json")
     assert line == (f"{ONE_LINE}baseline suite/mine.json: its hardware ({cpu}, {count} CPUs) matches this machine "
@@ -221,7 +221,7 @@ def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_i
     # 2. The next session picks the recorded file: its figure judges, and the case it lacked is added.
     entry["throughput"] = 1.0
     recorded.write_text(json.dumps(saved))
-    result = dlperf.run("--dlperf-baseline", folder, "--dlperf-confirm", "0")
+    result = dlperf.run("--dlperf-baseline", folder, "--dlperf-max-runs", "1")
     result.assert_outcomes(passed=2)
     (line,) = lines_with(result, "recorded on this machine")
     assert line.startswith(f"{ONE_LINE}baseline .dlperf/baselines/suite/{slug}.json: recorded on this machine "
@@ -241,7 +241,7 @@ def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_i
     # 3. Much slower than this machine's own figure: it fails (-q: the line comes with the summary).
     saved["cases"][0]["throughput"] = 1e9
     recorded.write_text(json.dumps(saved))
-    result = dlperf.run("--dlperf-baseline", folder, "-k", "bs32", "--dlperf-confirm", "0", "-q")
+    result = dlperf.run("--dlperf-baseline", folder, "-k", "bs32", "--dlperf-max-runs", "1", "-q")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*FAIL tiny-fp32-bs32-gpu1: * img/s, 100% below 1000000000.0 (tolerance *, 1 run)"])
     assert len(lines_with(result, "recorded on this machine")) == 1
@@ -266,7 +266,7 @@ def test_a_model_that_raises_fails_on_a_machine_without_a_baseline(dlperf):
     """))
     folder = suite(dlperf, ("other.json", cpu_hardware(OTHER_CPU),
                             [{"model": "broken", "precision": "fp32", "batch_size": 4, "throughput": 1.0}]))
-    result = dlperf.run("--dlperf-baseline", folder, "--dlperf-baseline-record", "rec")
+    result = dlperf.run("--dlperf-baseline", folder, "-o", "dlperf_baseline_record=rec")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*broken-fp32-bs4-gpu1: the worker failed: ValueError: boom in forward*"])
     assert not (dlperf.path / "rec").exists()  # nothing measured, nothing recorded
@@ -275,7 +275,7 @@ def test_a_model_that_raises_fails_on_a_machine_without_a_baseline(dlperf):
 def test_a_single_file_of_another_cpu_is_judged_with_the_mismatch_noted(dlperf):
     cpu, _ = this_cpu(dlperf.path)
     path = dlperf.baseline([tiny_case(1.0)], hardware=cpu_hardware(OTHER_CPU))
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "1")
     result.assert_outcomes(passed=1)
     note = f"baseline measured on {OTHER_CPU}; this machine has {cpu}"
     result.stdout.fnmatch_lines([
@@ -290,9 +290,9 @@ def test_a_single_file_of_another_cpu_is_judged_with_the_mismatch_noted(dlperf):
 def test_an_unwritable_record_folder_is_a_usage_error_before_any_case(dlperf):
     folder = suite(dlperf, ("other.json", cpu_hardware(OTHER_CPU), [tiny_case(1.0)]))
     (dlperf.path / "afile").write_text("")
-    result = dlperf.run("--dlperf-baseline", folder, "--dlperf-baseline-record", "afile")
+    result = dlperf.run("--dlperf-baseline", folder, "-o", "dlperf_baseline_record=afile")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --dlperf-baseline-record: afile/suite/*.json: cannot write*"])
+    result.stderr.fnmatch_lines(["ERROR: dlperf_baseline_record: afile/suite/*.json: cannot write*"])
 
 
 def test_saving_says_which_cases_are_too_noisy_for_their_tolerance(dlperf, monkeypatch):

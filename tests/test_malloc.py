@@ -1,4 +1,4 @@
-"""``--dlperf-malloc``: the workers' allocator settings reach every rank, and only under ``steady``.
+"""``dlperf_malloc``: the workers' allocator settings reach every rank, and only under ``steady``.
 
 The workers read them from ``GLIBC_TUNABLES`` (:func:`pytest_dlperf.launch.launchers.malloc_env`);
 a model of our own, registered from a conftest, records what its worker process was given.
@@ -55,7 +55,7 @@ def test_mpirun_is_told_to_pass_the_variable_on(tmp_path: Path):
 
 @pytest.mark.parametrize(("args", "expected"), [
     ((), STEADY),
-    (("--dlperf-malloc", "system"), "<unset>"),
+    (("-o", "dlperf_malloc=system"), "<unset>"),
 ])
 def test_each_rank_gets_the_allocator_settings(dlperf, monkeypatch, args, expected):
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)

@@ -200,9 +200,9 @@ HOG = textwrap.dedent("""
 def test_a_search_under_a_cpu_memory_cap_measures_the_batch_it_chose(dlperf):
     dlperf.pytester.makeconftest(HOG)
     result = dlperf.run("--dlperf-model", "hog", "--dlperf-batch-size", "max", "--dlperf-gpus", "1,2",
-                        "--dlperf-max-memory", "240MiB", "--dlperf-max-batch-trials", "3", "--dlperf-confirm", "0",
+                        "--dlperf-max-memory", "240MiB", "-o", "dlperf_max_batch_trials=3", "--dlperf-max-runs", "1",
                         "--dlperf-json", "results.json", "--junitxml", "junit.xml", "--dlperf-log-dir", "logs", "-v",
-                        "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "--dlperf-repeats", "1")
+                        "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "-o", "dlperf_repeats=1")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*hog-fp32-bsmax-gpu1 PASSED (no baseline)*",
                                  "*hog-fp32-bsmax-gpu2 PASSED (no baseline)*",

@@ -26,7 +26,7 @@ def test_far_too_high_a_baseline_fails_with_the_regression_line(dlperf):
 
 def test_far_too_low_a_baseline_passes_as_improved(dlperf):
     path = dlperf.baseline([tiny_case(1.0)])
-    result = dlperf.run("--dlperf-baseline", path, "-v", "--dlperf-confirm", "0")
+    result = dlperf.run("--dlperf-baseline", path, "-v", "--dlperf-max-runs", "1")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines([
         "*tiny-fp32-bs32-gpu1 IMPROVED*",
@@ -94,17 +94,17 @@ def test_a_case_below_its_baseline_is_measured_again_before_it_fails(dlperf):
 
 
 def test_without_confirmation_one_slow_measurement_is_inconclusive_or_fails_when_told(dlperf):
-    # --dlperf-confirm 0 (the old option): a budget of one run. Undecided there, the case is inconclusive:
+    # --dlperf-max-runs 1: a budget of one run. Undecided there, the case is inconclusive:
     # reported, not failed (--dlperf-inconclusive pass, the default), failed under --dlperf-inconclusive below.
     dlperf.pytester.makeconftest(SLOW_FIRST)
     path = dlperf.baseline([{"model": "slow-first", "precision": "fp32", "batch_size": 32,
                              "throughput": 360.0, "tolerance": 0.5}])
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "1")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["  INCONCLUSIVE slow-first-fp32-bs32-gpu1: * img/s, *% below 360.0 (tolerance 50%, 98% "
                                  "CI *, 1 run)", "      undecided after 1 runs (--dlperf-max-runs): *"])
     (dlperf.path / "measured-once").unlink()
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0", "--dlperf-inconclusive", "below")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "1", "--dlperf-inconclusive", "below")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["      fails: its estimate is below the threshold, not confirmed (--dlperf-inconclusive "
                                  "below)"])
@@ -124,7 +124,7 @@ def test_json_results_junit_properties_and_the_summary_table(dlperf):
     # fp32 throughout: bf16 and amp steps are several times slower on some CPUs, and this test is about the outputs.
     path = dlperf.baseline([tiny_case(1.0), tiny_case(1e9, batch_size=16), tiny_case(1.0, model="needs-lib")])
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-model", "tiny", "--dlperf-batch-size", "8",
-                        "--dlperf-runs", "2", "--dlperf-confirm", "0", "--dlperf-json", "results.json",
+                        "--dlperf-runs", "2", "--dlperf-max-runs", "2", "--dlperf-json", "results.json",
                         "--junitxml", "junit.xml")
     result.assert_outcomes(passed=2, failed=1, skipped=1)
     result.stdout.fnmatch_lines([
@@ -174,7 +174,7 @@ def test_json_results_junit_properties_and_the_summary_table(dlperf):
 def test_step_counts_come_from_the_baseline_unless_given(dlperf):
     path = dlperf.baseline([tiny_case(1.0, steps=3, repeats=1)], defaults={"warmup_steps": 1, "steps": 4})
     dlperf.pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
-                              "--dlperf-device", "cpu", "--dlperf-max-interference", "off", "--dlperf-baseline", path, "--dlperf-json", "results.json")
+                              "--dlperf-device", "cpu", "-o", "dlperf_max_interference=off", "--dlperf-baseline", path, "--dlperf-json", "results.json")
     params = dlperf.results()["cases"][0]["parameters"]
     assert (params["warmup_steps"], params["steps"], params["repeats"]) == (1, 3, 1)
     dlperf.run("--dlperf-baseline", path, "--dlperf-json", "results.json")  # FAST: 2 warm-up, 5 steps, 2 repeats
@@ -183,7 +183,7 @@ def test_step_counts_come_from_the_baseline_unless_given(dlperf):
 
 
 def test_save_baseline_round_trip(dlperf, monkeypatch):
-    from pytest_dlperf.controller import throughput
+    from pytest_dlperf.controller.kinds import throughput
 
     # Without --dlperf-runs a save measures SAVE_RUNS (10) counted runs: 2 here, to keep the test short.
     monkeypatch.setattr(throughput, "SAVE_RUNS", 2)

@@ -54,7 +54,7 @@ def _setup(dlperf) -> None:
 def session(shared_run):
     return shared_run("mlperf", "--dlperf-baseline", "baseline.json", "--dlperf-model", "aborts,nostop",
                       "--dlperf-batch-size", "64", "--dlperf-json", "results.json", "--dlperf-report", "report.md",
-                      "--dlperf-confirm", "0", "-rf", setup=_setup)
+                      "--dlperf-max-runs", "1", "-rf", setup=_setup)
 
 
 def _cases(run) -> dict[str, dict]:

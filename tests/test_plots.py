@@ -223,7 +223,7 @@ def test_the_plot_setting_writes_pngs_of_a_real_session(dlperf):
     # From the ini file (--dlperf-plot, its twin, is read by the same code: pytest_dlperf.options).
     dlperf.pytester.makeini("[pytest]\ndlperf_plot = plots\n")
     path = dlperf.baseline([tiny_case(1e9), tiny_case(1.0, gpus=2)])
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-confirm", "0")
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "1")
     result.assert_outcomes(passed=1, failed=1)
     names = ["throughput-vs-gpus-tiny-fp32.png", "measured-vs-baseline-img-s.png"]
     result.stdout.fnmatch_lines([f"dlperf: 2 plot(s) in {dlperf.path / 'plots'}: {', '.join(names)}"])

@@ -21,8 +21,8 @@ FAIL_LINE = re.compile(r"FAIL my-mlp-fp32-bs128-gpu1: [\d.]+ samples/s, [\d.]+% 
 #: machine (busy runs would end the cases INCONCLUSIVE, which the README says they may).  What is tested is that
 #: the commands run as written and that the last one fails as shown, which a slowdown of 3x the work does at any
 #: run length.  The judging sessions start with the plugin's one run, as written.
-ADDOPTS = ("-p no:cacheprovider --dlperf-warmup-steps 5 --dlperf-steps 20 --dlperf-repeats 3 --dlperf-max-runs 4 "
-           "--dlperf-save-span off --dlperf-max-interference off")
+ADDOPTS = ("-p no:cacheprovider --dlperf-warmup-steps 5 --dlperf-steps 20 -o dlperf_repeats=3 --dlperf-max-runs 4 "
+           "-o dlperf_save_span=off -o dlperf_max_interference=off")
 #: Added to step 1's save of tiny, whose command leaves the runs to the plugin (10): 3, as step 3 saves its own;
 #: and to steps 1 and 2, a 50% tolerance: under the suite's load an unchanged tiny once read 30% below the figure
 #: saved a minute earlier (CI -40..-18%, 4 runs), a FAIL that steps 1 and 2 do not show.  Step 4's tolerance is

@@ -22,14 +22,32 @@ from pytest_dlperf.gate import figures as fig
 from pytest_dlperf.gate import tolerance as tol_mod
 from pytest_dlperf.results.case import Expected, Status
 from pytest_dlperf.results.runs import Attempt, RunRecord
-from pytest_dlperf.controller.throughput import save_spacing
+from pytest_dlperf.controller.kinds.throughput import save_spacing
 from pytest_dlperf.gate.sequential import (BUSY_RUNS, SAVE_RUNS, SAVE_SPAN, Budget, Evidence, assess,
                                            measure_until_decided)
 from pytest_dlperf.gate.stats import summarize
-from pytest_dlperf.gate.verdict import REASON, judge_evidence
+from pytest_dlperf.gate.policy import Policy, settle
+from pytest_dlperf.gate.verdict import judge_evidence as judge_only
+from pytest_dlperf.reporting.verdicts import REASON, render
 
 BASE = Expected(1000.0, "img/s", 0.05, "test")
 HOG = "other processes used 180% CPU"
+
+
+@dataclasses.dataclass(frozen=True)
+class Said:
+    """A throughput judgement after the session's --dlperf-inconclusive policy, and its message."""
+
+    status: Status
+    message: str
+    difference: float | None
+    inconclusive: bool
+
+
+def judge_evidence(*args, inconclusive: str = "pass", **kwargs) -> Said:
+    judged = settle(judge_only(*args, **kwargs), Policy(inconclusive))
+    return Said(judged.status, render(judged), judged.difference, judged.undecided)
+
 
 
 def figures(*values, busy=()):
@@ -176,7 +194,7 @@ def test_a_baseline_being_saved_starts_its_runs_over_the_save_span():
     assert SAVE_SPAN == 60.0
     opts = types.SimpleNamespace(save_span=SAVE_SPAN)
     assert save_spacing(opts, SAVE_RUNS) == pytest.approx(60.0 / 9) and save_spacing(opts, 1) == 0.0
-    assert save_spacing(types.SimpleNamespace(save_span=None), SAVE_RUNS) == 0.0  # --dlperf-save-span off
+    assert save_spacing(types.SimpleNamespace(save_span=None), SAVE_RUNS) == 0.0  # dlperf_save_span = off
 
 
 # -- busy runs: a cause the message names
@@ -189,7 +207,7 @@ def test_busy_means_a_named_cause_never_a_probe_alone():
     assert fig.busy_reason(quiet) is None
     assert fig.busy_reason(hog) == HOG
     assert fig.busy_reason(spare) is None  # 14 idle CPUs: the neighbour took nothing from the case
-    assert fig.busy_reason(hog, threshold=None) is None  # --dlperf-max-interference off
+    assert fig.busy_reason(hog, threshold=None) is None  # dlperf_max_interference = off
     assert fig.busy_reason({**quiet, "gpu_other_processes": 2}) == "2 other process(es) on the GPU"
     throttled = {"samples": 10, "gpu": {"devices": {"0": {"throttle_samples": {"hw_thermal": 4, "idle": 10}}}}}
     assert fig.busy_reason(quiet, throttled) == "GPU clocks throttled (hw_thermal)"
@@ -565,7 +583,7 @@ def test_each_verdict_path_in_one_session(dlperf):
     # The busy rules on (the old starved rule ran only with them), at a level no neighbour on this test machine's
     # 2 cores reaches (other processes' CPU, in percent of one CPU), so that only the probes could excuse a case.
     result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-json", "results.json",
-                        "--dlperf-history", url, "--dlperf-max-interference", "10000",
+                        "--dlperf-history", url, "-o", "dlperf_max_interference=10000",
                         "--junitxml", "junit.xml", "-v")
     result.assert_outcomes(passed=3, failed=3)
     cases = {c["id"]: c for c in dlperf.results()["cases"]}
@@ -575,7 +593,7 @@ def test_each_verdict_path_in_one_session(dlperf):
                    "slow": ("fail", "fail", "regression", 2), "unsure": ("inconclusive", "inconclusive", "undecided", 2),
                    "streaming": ("fail", "fail", "regression", 2), "never": ("fail", "inconclusive", "undecided", 2)}
     assert cases["paced-never-fp32-bs32-gpu1"]["message"].split(REASON)[-1].startswith(
-        "fails: inconclusive 3 sessions in a row in the history store (--dlperf-inconclusive-nights 3)")
+        "fails: inconclusive 3 sessions in a row in the history store (dlperf_inconclusive_nights 3)")
     # Its runs counted whatever its probe read (at 80b47ed, in this session: 40% below the quiet level, 1.2 against
     # 2.0 GB/s, both runs "busy"; how far it reads on a loaded test machine varies, so it is not asserted here).
     assert not any(r["busy"] for r in cases["paced-streaming-fp32-bs32-gpu1"]["evidence"]["runs"])
@@ -600,7 +618,7 @@ def test_a_run_beside_another_job_is_not_counted_never_a_regression(dlperf):
     # ~1000 img/s against 1500 +- 40%: above the threshold (900), but one run's interval reaches below it, so
     # the busy run cannot pass the case on its own.
     path = dlperf.baseline([{**paced_case("paced-busy", 0.4), "throughput": 1500.0}])
-    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "--dlperf-max-interference", "50",
+    result = dlperf.run("--dlperf-baseline", path, "--dlperf-max-runs", "2", "-o", "dlperf_max_interference=50",
                         "--dlperf-json", "results.json")
     assert result.ret == pytest.ExitCode.OK
     case = dlperf.results()["cases"][0]
@@ -617,7 +635,7 @@ def test_a_run_beside_another_job_is_not_counted_never_a_regression(dlperf):
 def test_a_baseline_saved_beside_another_job_re_measures_the_busy_run(dlperf):
     dlperf.pytester.makeconftest(PACED)
     result = dlperf.run("--dlperf-model", "paced-busy", "--dlperf-precision", "fp32", "--dlperf-batch-size", "32",
-                        "--dlperf-runs", "2", "--dlperf-max-runs", "3", "--dlperf-max-interference", "50",
+                        "--dlperf-runs", "2", "--dlperf-max-runs", "3", "-o", "dlperf_max_interference=50",
                         "--dlperf-save-baseline", "saved.json", "--dlperf-json", "results.json")
     runs = dlperf.results()["cases"][0]["evidence"]["runs"]
     assert runs[0]["busy"].startswith("other processes used ") and len(runs) == 3
@@ -641,7 +659,7 @@ def test_a_baseline_entry_needs_three_quiet_runs():
     assert unsaved_reason(ev(busy=(0,)), 10) is None  # 3 quiet runs of 4
     assert unsaved_reason(ev(busy=(0, 1)), 10) == (
         f"not saved as a baseline: 2 of its 4 runs measured a quiet machine, and an entry needs 3 (the last busy "
-        f"one: {HOG}): save it again when the machine is quiet, or count busy runs with --dlperf-max-interference off")
+        f"one: {HOG}): save it again when the machine is quiet, or count busy runs with dlperf_max_interference off")
     assert unsaved_reason(ev(busy=(0,), runs=2), 1) is None  # --dlperf-runs 1 asks for one
     assert unsaved_reason(ev(busy=(0, 1), runs=2), 1).startswith("not saved as a baseline: 0 of its 2 runs")
 
@@ -654,7 +672,7 @@ def test_a_baseline_saved_on_a_machine_busy_throughout_is_not_saved_and_loses_no
     path = dlperf.baseline([old])
     result = dlperf.run("--dlperf-model", "paced-always-busy,paced-pass", "--dlperf-precision", "fp32",
                         "--dlperf-batch-size", "32", "--dlperf-runs", "3", "--dlperf-max-runs", "3",
-                        "--dlperf-max-interference", "50", "--dlperf-save-baseline", path, "--dlperf-json",
+                        "-o", "dlperf_max_interference=50", "--dlperf-save-baseline", path, "--dlperf-json",
                         "results.json")
     cases = {c["case"]["model"]: c for c in dlperf.results()["cases"]}
     # (A test machine busy with other jobs can leave paced-pass without its three quiet runs too: then it fails alike.)

@@ -34,17 +34,17 @@ def test_shared_ranks_meet_over_gloo_and_nccl_is_refused_in_one_line():
     with pytest.raises(ValueError) as refused:
         choose_backend("cuda", "nccl", shared=True)
     assert str(refused.value) == ("--dlperf-share-gpus: ranks that share a GPU meet over gloo; NCCL refuses two "
-                                  "ranks on one device; expected --dlperf-dist-backend gloo or auto")
+                                  "ranks on one device; expected dlperf_dist_backend gloo or auto")
 
 
 def test_the_options_refuse_nccl_for_shared_gpus_before_any_case_runs(dlperf):
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-share-gpus", "--dlperf-dist-backend", "nccl")
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-share-gpus", "-o", "dlperf_dist_backend=nccl")
     assert result.ret == 4
     errors = [line for line in result.stderr.str().splitlines() if line.startswith("ERROR")]
     assert errors == ["ERROR: --dlperf-share-gpus: ranks that share a GPU meet over gloo; NCCL refuses two ranks "
-                      "on one device; expected --dlperf-dist-backend gloo or auto"], result.stderr.str()
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-dist-backend", "mpi")
-    assert result.ret == 4 and "--dlperf-dist-backend" in result.stderr.str()
+                      "on one device; expected dlperf_dist_backend gloo or auto"], result.stderr.str()
+    result = dlperf.run("--dlperf-model", "tiny", "-o", "dlperf_dist_backend=mpi")
+    assert result.ret == 4 and "dlperf_dist_backend: 'mpi'" in result.stderr.str()
 
 
 def test_the_setting_reaches_every_worker_s_spec():

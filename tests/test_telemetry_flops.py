@@ -111,7 +111,7 @@ def test_a_cpu_case_reports_host_telemetry_and_flops(dlperf):
 
 
 def test_peak_tflops_gives_an_mfu_and_no_telemetry_turns_the_sampler_off(dlperf):
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-peak-tflops", "1.0", "--dlperf-no-telemetry",
+    result = dlperf.run("--dlperf-model", "tiny", "-o", "dlperf_peak_tflops=1.0", "--dlperf-no-telemetry",
                         "--dlperf-json", "results.json", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=1)
     data = dlperf.results()
@@ -135,9 +135,9 @@ def test_peak_tflops_gives_an_mfu_and_no_telemetry_turns_the_sampler_off(dlperf)
     assert "dlperf_cpu_util_mean" not in props and "dlperf_gpu_util_mean" not in props
     result.stdout.re_match_lines([r"tiny-fp32-bs32-gpu1 \| +[\d.e-]+ \| +[\d.]+% \| +- \| +- \| +-$"])
 
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-peak-tflops", "0")
+    result = dlperf.run("--dlperf-model", "tiny", "-o", "dlperf_peak_tflops=0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--dlperf-peak-tflops: 0.0 is not allowed; expected a number greater than 0*"])
+    result.stderr.fnmatch_lines(["*dlperf_peak_tflops: 0.0 is not allowed; expected a number greater than 0*"])
 
 
 def test_gpu_telemetry_without_nvml_is_said_once_per_session(dlperf):
@@ -163,13 +163,13 @@ def test_gpu_telemetry_without_nvml_is_said_once_per_session(dlperf):
 
 def test_min_gpu_utilization_from_the_command_line(dlperf):
     dlperf.pytester.makeconftest(AS_IF_ON_GPU + FAKE_NVML)
-    result = dlperf.run("--dlperf-model", "gputiny", "--dlperf-min-gpu-utilization", "0.5")
+    result = dlperf.run("--dlperf-model", "gputiny", "-o", "dlperf_min_gpu_utilization=0.5")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["FAIL gputiny-fp32-bs32-gpu1: GPU utilization 30.0% (mean over the measured windows) "
                                  "is below the minimum 50%*"])
-    result = dlperf.run("--dlperf-model", "gputiny", "--dlperf-min-gpu-utilization", "1.5", fast=False)
+    result = dlperf.run("--dlperf-model", "gputiny", "-o", "dlperf_min_gpu_utilization=1.5", fast=False)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["ERROR: --dlperf-min-gpu-utilization: 1.5 is not allowed; expected a number "
+    result.stderr.fnmatch_lines(["ERROR: dlperf_min_gpu_utilization: 1.5 is not allowed; expected a number "
                                  "between 0 and 1"])
 
 

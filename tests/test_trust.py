@@ -86,7 +86,7 @@ def test_a_recorded_file_outside_the_rootdir_runs_the_reference_command_it_copie
     command = {"argv": ["{python}", "train.py"], **READ}
     folder = root / "suite"
     write(folder / "reference.json", document([entry("job", command)], hardware={"device": "cpu", "cpu": "Other"}))
-    records = tmp_path / "records"  # --dlperf-baseline-record outside the rootdir
+    records = tmp_path / "records"  # dlperf_baseline_record outside the rootdir
     recorded = write(records / "suite" / "test-cpu-9000.json", document([entry("job", command)]))
     machine = machines.Machine("cpu", "Test CPU 9000")
     loaded = machines.select(str(folder), machine, records)
@@ -103,7 +103,7 @@ def test_a_recorded_file_that_links_out_of_the_record_folder_is_not_written_thro
     elsewhere = write(tmp_path / "elsewhere" / "precious.json", document([entry("other")]))
     (tmp_path / "records" / "suite").mkdir(parents=True)
     (tmp_path / "records" / "suite" / "test-cpu.json").symlink_to(elsewhere)
-    with pytest.raises(OptionError, match=r"^--dlperf-baseline-record: .*test-cpu.json is a link to .*precious.json, "
+    with pytest.raises(OptionError, match=r"^dlperf_baseline_record: .*test-cpu.json is a link to .*precious.json, "
                                           r"outside .*records/suite"):
         machines.select(str(folder), machines.Machine("cpu", "Test CPU 9000"), tmp_path / "records")
 

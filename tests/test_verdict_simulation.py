@@ -69,7 +69,7 @@ def test_the_issue_43_checks_hold_at_a_quick_size():
     assert failed("twice the tolerance (0.90), CV 2%, no offset, prior: failed")[0] >= least(0.90)
     assert failed("twice the tolerance (0.90), CV 5%, no offset, prior: not passed")[1] >= least(0.90)
     # Three nights against one saved baseline, the third inconclusive night in a row failing
-    # (--dlperf-inconclusive-nights 3): 120 trials of three nights.
+    # (dlperf_inconclusive_nights = 3): 120 trials of three nights.
     setting, ratio = by_what["twice the tolerance (0.90), CV 5%, no offset, prior: failed within 3 nights"]
     assert script.shares(rng, setting, ratio, 120, 3)["fail"] * 120 / 100 >= stats.binom.ppf(0.001, 120, 0.90)
 

@@ -22,11 +22,9 @@ from ..results.case import CaseResult, Status
 if TYPE_CHECKING:
     from . import AB
 
-WORDS = {Decision.REGRESSION: "FAIL", Decision.PASS: "PASS", Decision.IMPROVED: "IMPROVED",
-         Decision.UNDECIDED: "INCONCLUSIVE"}
 #: Why an undecided case stopped, in words.
 STOPPED = {StopReason.MAX_RUNS: "undecided at --dlperf-max-runs", StopReason.TIME_BUDGET:
-           "undecided at --dlperf-max-seconds", StopReason.BUSY: "two busy pairs in a row (not counted)",
+           "undecided at dlperf_max_seconds", StopReason.BUSY: "two busy pairs in a row (not counted)",
            StopReason.DECIDED: "undecided"}
 
 
@@ -51,44 +49,43 @@ def stacks(candidate: Mapping[str, Any], reference: Mapping[str, Any]) -> str:
     return f"candidate torch {mine}, reference torch {theirs}"
 
 
-def headline(case_id: str, found: PairedEvidence, word: str, stack: str) -> str:
-    """The case's first line (the module's)."""
+def headline(case_id: str, found: PairedEvidence, stack: str) -> str:
+    """The case's first line, but its status word (:mod:`pytest_dlperf.reporting.verdicts` puts it first)."""
     est = found.estimate
     if est is None:
         busy = next((p.busy for p in reversed(found.pairs) if p.busy), "?")
-        return f"{word} {case_id}: no pair counted ({len(found.pairs)} busy; the last: {busy}): {stack}"
+        return f"{case_id}: no pair counted ({len(found.pairs)} busy; the last: {busy}): {stack}"
     diff = est.value - 1.0
     low, high = est.low - 1.0, est.high - 1.0
     side = "slower than" if diff < 0 else "faster than"
     pairs = f"{est.runs} pair" + ("s" if est.runs != 1 else "")
     interval = f"{round(100 * est.confidence)}% CI {100 * low:+.1f}..{100 * high:+.1f}%"
-    return f"{word} {case_id}: {fmt_pct(abs(diff))} {side} the reference ({interval}, {pairs}): {stack}"
+    return f"{case_id}: {fmt_pct(abs(diff))} {side} the reference ({interval}, {pairs}): {stack}"
 
 
-def message(case_id: str, found: PairedEvidence, status: Status, stack: str, changes: Sequence[str],
-            unit: str) -> str:
-    """The headline, what the sides measured, why an undecided case stopped, and the environments' differences."""
-    lines = [headline(case_id, found, status.value.upper() if status is not Status.INCONCLUSIVE
-                      else "INCONCLUSIVE", stack)]
+def lines(case_id: str, found: PairedEvidence, stack: str, changes: Sequence[str], unit: str) -> list[str]:
+    """The headline's text (its status word is the judgement's), what the sides measured, why an undecided case
+    stopped, and the environments' differences: one fact each."""
+    lines = [headline(case_id, found, stack)]
     cand, ref = found.side_mean(CANDIDATE), found.side_mean("reference")
     if cand is not None and ref is not None:
-        lines.append(f"  candidate {fmt_value(cand)} {unit}, reference {fmt_value(ref)} {unit} (tolerance "
+        lines.append(f"candidate {fmt_value(cand)} {unit}, reference {fmt_value(ref)} {unit} (tolerance "
                      f"{fmt_pct(found.tolerance)}, seed {found.seed})")
     busy = [p for p in found.pairs if p.busy]
     if busy:
-        lines.append(f"  {len(busy)} of {len(found.pairs)} pair(s) not counted: {busy[-1].busy}")
+        lines.append(f"{len(busy)} of {len(found.pairs)} pair(s) not counted: {busy[-1].busy}")
     if found.decision is Decision.UNDECIDED:
-        lines.append(f"  {STOPPED[found.stopped]} ({len(found.pairs)} pairs)")
+        lines.append(f"{STOPPED[found.stopped]} ({len(found.pairs)} pairs)")
     adjusted = adjustment(found.pairs)
     if adjusted.applied:
         change = math.expm1(adjusted.probe_difference)
-        lines.append(f"  adjusted for the host's memory bandwidth: the candidate's runs saw {abs(100 * change):.1f}% "
+        lines.append(f"adjusted for the host's memory bandwidth: the candidate's runs saw {abs(100 * change):.1f}% "
                      f"{'less' if change < 0 else 'more'} than the reference's; the estimate is read at equal "
                      f"bandwidth (slope {adjusted.slope:.2f}, docs/ab.md)")
     elif adjusted.probe_difference is not None:
-        lines.append(f"  not adjusted for the host's memory bandwidth: {adjusted.reason}")
-    lines.append("  what differs: " + ("; ".join(changes) if changes else "nothing the environment captures"))
-    return "\n".join(lines)
+        lines.append(f"not adjusted for the host's memory bandwidth: {adjusted.reason}")
+    lines.append("what differs: " + ("; ".join(changes) if changes else "nothing the environment captures"))
+    return lines
 
 
 def markdown_section(against: Mapping[str, Any], results: Sequence[CaseResult]) -> list[str]:

@@ -206,7 +206,7 @@ def start_mismatch(saved: str | None, start: str | None) -> str | None:
     ``start``) and whose runs started ``start``; None where they match or either is unknown."""
     if not saved or not start or saved == start:
         return None
-    return (f"baseline measured with workers started {saved}; these runs' started {start} (--dlperf-start): where "
+    return (f"baseline measured with workers started {saved}; these runs' started {start} (dlperf_start): where "
             f"the host sets a step's pace the two may read apart (docs/gpu.md)")
 
 

@@ -11,7 +11,7 @@ it was measured on.  :func:`load` picks, in this order:
    training-relevant instruction set (a VM's "AMD EPYC" may or may not do bf16 arithmetic);
    the most specific one when several match;
 2. else the file this machine recorded for the folder in an earlier session, in the record
-   folder (``--dlperf-baseline-record``, default ``.dlperf/baselines``, under the suite's name);
+   folder (``dlperf_baseline_record``, default ``.dlperf/baselines``, under the suite's name);
 3. else none: the cases of the folder's reference file (the only file, or the one that says
    ``"reference": true``) run unjudged, and at the end of the session their figures are
    recorded for this machine (:func:`record`), which step 2 then picks.
@@ -192,7 +192,7 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Bas
             record_path = Path(chosen.path)
             real = record_path.resolve()
             if not real.is_relative_to(record_dir.resolve()):  # written in place: never a file elsewhere
-                raise OptionError(f"--dlperf-baseline-record: {record_path} is a link to {real}, outside "
+                raise OptionError(f"dlperf_baseline_record: {record_path} is a link to {real}, outside "
                                   f"{record_dir}: a recorded baseline is written where it lies; remove the link")
     if chosen is None:
         how = "none"
@@ -203,7 +203,7 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Bas
         try:
             jsonio.check_writable(selection.record_path)
         except OSError as exc:
-            raise OptionError(f"--dlperf-baseline-record: {exc}") from None
+            raise OptionError(f"dlperf_baseline_record: {exc}") from None
     else:
         selection.record_path = None
     base = chosen or reference

@@ -10,7 +10,7 @@ job's figure) or their sum (``scope: rank``).  A log with only a final figure (t
 
 Each run is one process group (:func:`pytest_dlperf.launch.process.run_command`), started under a
 watching parent that takes it down if the controller dies (:mod:`.guard`), with a time limit
-that follows its log as it grows (:mod:`.follow`) where ``--dlperf-timeout`` or the command's
+that follows its log as it grows (:mod:`.follow`) where ``dlperf_timeout`` or the command's
 ``timeout`` fixes none; a crash, an out-of-memory error, a hung command and a timeout are told
 apart from the exit status and the log.  A script that trains on after the steps its case needs
 (most train for epochs) is stopped as soon as each rank's log has them (``stop_once_measured``:
@@ -172,7 +172,7 @@ class Run:
 
 def execute(run: Run, on_progress=None) -> tuple[process.CommandOutcome, LogFollower]:
     """Start ``run``'s command through the launcher, under :mod:`.guard`, and wait for it, its time limit
-    following its log (:mod:`.follow`) where ``--dlperf-timeout`` or the command's ``timeout`` fixes none."""
+    following its log (:mod:`.follow`) where ``dlperf_timeout`` or the command's ``timeout`` fixes none."""
     spec, case, params = run.spec, run.case, run.params
     if spec.refused:  # the session skips its cases; nothing else may start it either
         raise RefusedCommand(spec.refused)
@@ -199,7 +199,7 @@ def execute(run: Run, on_progress=None) -> tuple[process.CommandOutcome, LogFoll
 
 
 def fixed_timeout(spec: CommandSpec, params: RunParams) -> float | None:
-    """A fixed limit per run: ``--dlperf-timeout``, else the command's ``timeout``; None: it follows the log."""
+    """A fixed limit per run: ``dlperf_timeout``, else the command's ``timeout``; None: it follows the log."""
     return params.timeout or spec.timeout
 
 
@@ -219,7 +219,7 @@ def failure(run: Run, outcome: process.CommandOutcome, follower: LogFollower) ->
         paths = [p for p in (launcher.rank_stderr(outcome.run_dir, reported[0]),
                              launcher.rank_stdout(outcome.run_dir, reported[0])) if p] + paths
     if outcome.timed_out and fixed_timeout(run.spec, run.params) is not None:
-        return FailureKind.TIMEOUT, (f"{case.id}: timed out after {outcome.time_limit:.0f} s (--dlperf-timeout, else "
+        return FailureKind.TIMEOUT, (f"{case.id}: timed out after {outcome.time_limit:.0f} s (dlperf_timeout, else "
                                      f"the command's timeout); its process group was killed{log_tail(paths)}")
     if outcome.timed_out:
         return FailureKind.TIMEOUT, (f"{case.id}: the command {follower.hung(outcome.time_limit)}; its process group "

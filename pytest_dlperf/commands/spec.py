@@ -4,7 +4,7 @@ A :class:`CommandSpec` is registered under a name in the model registry, so a co
 is collected, selected, skipped and judged as a built-in case is (its id reads
 ``ngc-rn50-amp-bs256-gpu8``, its markers are the same).  It has no model for our worker to
 build: the session measures it with :func:`pytest_dlperf.commands.measure.measure` instead
-(:data:`pytest_dlperf.controller.throughput.MEASURERS`), which runs the command through the launchers and reads
+(:data:`pytest_dlperf.controller.runner.MEASURERS`), which runs the command through the launchers and reads
 its log with a parser (:mod:`pytest_dlperf.commands.parsers`).
 
 The command is a list of arguments with placeholders (``str.format`` fields):
@@ -69,7 +69,7 @@ class CommandSpec(ModelSpec):
     scope: str = "global"
     cwd: str | None = None
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    #: A fixed limit of seconds per run, where --dlperf-timeout gives none; without either the limit follows
+    #: A fixed limit of seconds per run, where dlperf_timeout gives none; without either the limit follows
     #: the log (:mod:`pytest_dlperf.commands.follow`).
     timeout: float | None = None
     startup_timeout: float | None = None  # seconds to the first logged step (None: the session's, 300)

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..cases import MAX_BATCH_TRIALS
 from ..launch.launchers import get_launcher
 from ..launch.workers import CaseError, FailureKind, measure
 from ..protocol import ValueEnum
@@ -50,7 +51,7 @@ class Outcome(ValueEnum):
 
 
 OK, OOM, ERROR = Outcome.OK, Outcome.OOM, Outcome.ERROR
-MAX_TRIALS = 12
+MAX_TRIALS = MAX_BATCH_TRIALS
 MAX_BATCH = 65536
 # Steps of one trial: warm-up, then one window (worker.main.time_windows's warmup_steps, steps, repeats).
 TRIAL_STEPS = {"warmup_steps": 1, "steps": 2, "repeats": 1}
@@ -249,10 +250,3 @@ class Searches:
         """The case's id for messages, with a ``"max"`` batch as the seeds write it: ``... (bs=max_144)``."""
         chosen = self.at_chosen_batch(case, device)
         return f"{case.id} (bs=max_{chosen.batch_size})" if chosen is not case else case.id
-
-    def relabel(self, message: str, case, device: str) -> str:
-        """A runner's message about the batch a ``"max"`` case measured, led by the case's own label."""
-        chosen = self.at_chosen_batch(case, device)
-        if chosen is not case and message.startswith(f"{chosen.id}:"):
-            return self.label(case, device) + message[len(chosen.id):]
-        return message

@@ -14,7 +14,7 @@ import datetime as _dt
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
@@ -24,13 +24,10 @@ from ..baseline import machines
 from ..commands import trust
 from ..gate.tolerance import Noisy, summary_line
 from ..ab import report as ab_report
-from ..history import hooks as history_hooks
+from . import history as history_hooks
 from ..reporting import markdown, plots, summary
 from ..results.case import CaseResult, as_dicts
 from .session import DlperfSession
-
-if TYPE_CHECKING:
-    from ..history.html import SiteSummary
 
 
 @dataclasses.dataclass
@@ -41,7 +38,6 @@ class Outputs:
     plot_files: list[Path] = dataclasses.field(default_factory=list)
     plot_notes: list[str] = dataclasses.field(default_factory=list)
     history: history_hooks.Recorded | None = None  # --dlperf-history: what was written, the gate's findings
-    history_site: SiteSummary | None = None  # --dlperf-history-html: the site written
 
 
 def session_environment(session: DlperfSession) -> dict[str, Any]:
@@ -128,10 +124,7 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
         attempt("--dlperf-save-baseline", lambda: _save_baseline(session, outputs.environment, exitstatus))
     selection = session.baseline.selection if session.baseline is not None else None
     if selection is not None and selection.record_path is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
-        attempt("--dlperf-baseline-record", lambda: _record_machine(session, outputs.environment))
-    if opts.history_url and opts.history_html and exitstatus != pytest.ExitCode.INTERRUPTED:
-        # Last: the site links tonight's report and results (--dlperf-history-html-link) once they are written.
-        attempt("--dlperf-history-html", lambda: setattr(outputs, "history_site", history_hooks.write_site(opts)))
+        attempt("dlperf_baseline_record", lambda: _record_machine(session, outputs.environment))
     return ok and history_ok
 
 
@@ -316,10 +309,6 @@ def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter)
         for line in outputs.history.gate_failures:
             terminalreporter.write_line(f"dlperf: {line} ({gate})", red=bool(session.options.history_gate),
                                         yellow=not session.options.history_gate)
-    if outputs.history_site is not None:
-        site = outputs.history_site
-        terminalreporter.write_line(f"dlperf: history site of {site.cases} case(s) on {site.machines} machine "
-                                    f"class(es) in {site.index}")
     if session.workdir_if_made is not None:
         terminalreporter.write_line(f"dlperf: worker logs in {session.workdir_if_made}")
 

@@ -8,7 +8,7 @@
   interval, on the log scale; lower is better.  The whole interval above ``baseline x (1 +
   tolerance)`` fails, wholly below ``x (1 - tolerance)`` is *improved*, wholly below the upper
   threshold passes; otherwise the case is *inconclusive* (its seeds are its runs: there is no
-  sequential re-measurement), failed as ``--dlperf-inconclusive`` says.
+  sequential re-measurement), failed as ``--dlperf-inconclusive`` says (:mod:`pytest_dlperf.gate.policy`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from ..gate import evidence as ev
 from ..gate.format import fmt_pct
 from ..gate.stats import summarize
-from ..gate.verdict import Verdict, inconclusive_fails
-from ..results.case import Status
+from ..results.judgement import Gate, GateName, Judgement, Reason, Status, Why
 from .figures import RunFigures
 
 
@@ -52,19 +51,24 @@ def goal_reached(run: RunFigures) -> str:
     return OWN_TARGET if run.target is None else f"{run.metric} {run.target:g} reached"
 
 
+def _judged(status: Status, text: str, difference: float | None = None, *, undecided: bool = False,
+            beyond: str | None = None) -> Judgement:
+    return Judgement(status, (Reason(text, Why.HEADLINE),), (Gate(GateName.TIME_TO_TARGET, status),), difference,
+                     undecided, beyond)
+
+
 def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime | None, *,
-               budget: str = "", require_baseline: bool = False, max_cv: float = 0.10,
-               inconclusive: str = "below") -> Verdict:
-    """The case's verdict from its runs' figures; ``budget`` describes the goal for the message;
-    ``inconclusive``: ``--dlperf-inconclusive`` (``below``: an undecided case fails when its
-    estimate is slower than the threshold; ``fail``; ``pass``)."""
+               budget: str = "", require_baseline: bool = False, max_cv: float = 0.10) -> Judgement:
+    """The case's judgement from its runs' figures; ``budget`` describes the goal for the message.  Undecided:
+    INCONCLUSIVE, ``beyond`` ("above") where the estimate is slower than the threshold; the session's
+    ``--dlperf-inconclusive`` policy says whether that fails (:func:`pytest_dlperf.gate.policy.settle`)."""
     missed = [r for r in runs if not r.reached]
     if missed:
         worst = missed[0]
         why = {"diverged": "diverged, the training loss is not finite", "epochs": "the epoch budget spent",
                "seconds": "the time budget spent"}.get(worst.stopped, worst.stopped)
         epochs = f"{worst.epochs:.1f} epochs, " if worst.epochs else ""
-        return Verdict(Status.FAIL, f"{case_id}: target not reached in {len(missed)} of {_seeds(runs)}: "
+        return _judged(Status.FAIL, f"{case_id}: target not reached in {len(missed)} of {_seeds(runs)}: "
                                     f"{worst.metric} {_metric(worst.final)} at the end (seed {worst.seed}, "
                                     f"{epochs}{worst.seconds:.1f} s; stopped: {why}); goal {budget}")
     seconds = [r.seconds_to_target for r in runs]
@@ -77,7 +81,7 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
     if expected is None:
         status = Status.FAIL if require_baseline else Status.NO_BASELINE
         tail = " and --dlperf-require-baseline is set" if require_baseline else ""
-        return Verdict(status, f"{what}, no time-to-target baseline{tail}{noise}")
+        return _judged(status, f"{what}, no time-to-target baseline{tail}{noise}")
     est = ev.estimate(seconds, expected.tolerance, baseline=expected.seconds)
     diff = est.value / expected.seconds - 1.0
     source = f"; source: {expected.source}" if expected.source else ""
@@ -86,17 +90,15 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
     against = f"the baseline {expected.seconds:.1f} s (tolerance {fmt_pct(expected.tolerance)}{source})"
     decision = ev.decide(est, expected.tolerance, lower_is_better=True)
     if decision is ev.Decision.REGRESSION:
-        return Verdict(Status.FAIL, f"{what}: {figure} is {fmt_pct(diff)} slower than {against}", diff)
+        return _judged(Status.FAIL, f"{what}: {figure} is {fmt_pct(diff)} slower than {against}", diff)
     if decision is ev.Decision.IMPROVED:
-        return Verdict(Status.IMPROVED, f"{what}: {figure} is {fmt_pct(-diff)} faster than {against}; improved: "
+        return _judged(Status.IMPROVED, f"{what}: {figure} is {fmt_pct(-diff)} faster than {against}; improved: "
                                         "update the baseline", diff)
     if decision is ev.Decision.PASS:
         sign = "+" if diff >= 0 else "-"
-        return Verdict(Status.PASS, f"{what}: {figure} is within {fmt_pct(expected.tolerance)} of the baseline "
+        return _judged(Status.PASS, f"{what}: {figure} is within {fmt_pct(expected.tolerance)} of the baseline "
                                     f"{expected.seconds:.1f} s ({sign}{fmt_pct(abs(diff))}{source})", diff)
-    failed = inconclusive_fails(inconclusive, est.value > slow)
     side = f"{fmt_pct(diff)} slower" if diff >= 0 else f"{fmt_pct(-diff)} faster"
-    tail = ("; not confirmed: the interval reaches the threshold (more seeds decide; --dlperf-inconclusive)"
-            if failed else "; inconclusive: the interval spans the threshold (more seeds decide)")
-    return Verdict(Status.FAIL if failed else Status.INCONCLUSIVE,
-                   f"{what}: {figure} is {side} than {against}{tail}", diff, inconclusive=True)
+    return _judged(Status.INCONCLUSIVE, f"{what}: {figure} is {side} than {against}; inconclusive: the interval "
+                                        "spans the threshold (more seeds decide)", diff, undecided=True,
+                   beyond="above" if est.value > slow else None)

@@ -19,7 +19,7 @@ offsets), ``tau^2`` once.
   less each night's own run noise (``s^2 / n`` of its runs), ``nights - 1`` degrees of freedom;
 * a case with fewer than :data:`MIN_NIGHTS` nights: the same, pooled over the cases of its machine class;
 * otherwise a stated prior, :data:`PRIOR_SHARE` of the tolerance (:func:`prior`), taken as known.  A saved
-  baseline spreads its runs over ``--dlperf-save-span``: their spread, which the interval pools as ``sigma``,
+  baseline spreads its runs over ``dlperf_save_span``: their spread, which the interval pools as ``sigma``,
   already holds the host's moves within those minutes; ``tau`` is what minutes do not see.
 
 The prior is also the least ``tau`` an estimate gives: a history can say a host drifts more than the

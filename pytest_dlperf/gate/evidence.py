@@ -322,7 +322,7 @@ class StopReason(ValueEnum):
 
     DECIDED = "decided"
     MAX_RUNS = "max-runs"  # --dlperf-max-runs
-    TIME_BUDGET = "time budget"  # --dlperf-max-seconds
+    TIME_BUDGET = "time budget"  # dlperf_max_seconds
     BUSY = "busy"  # BUSY_RUNS busy runs in a row
 
 

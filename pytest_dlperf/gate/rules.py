@@ -7,7 +7,7 @@ gives each its reason); :func:`readme_table` is the README's table of verdicts, 
 
 from __future__ import annotations
 
-from ..options import INCONCLUSIVE_NIGHTS
+from .policy import INCONCLUSIVE_NIGHTS
 from .evidence import ALPHA, RULED_OUT, RULED_OUT_BEYOND
 from .sequential import BUSY_RUNS, REGRESSION_RUNS
 
@@ -26,12 +26,12 @@ RULES = (
     ("a case without a baseline is not re-measured for a busy machine", "sequential.assess"),
     ("a save measures SAVE_RUNS counted runs, re-measuring busy ones", "controller.throughput"),
     ("a save needs MIN_SAVED_RUNS quiet runs", "sequential.unsaved_reason"),
-    ("a save's counted runs start over --dlperf-save-span", "controller.throughput.save_spacing"),
+    ("a save's counted runs start over dlperf_save_span", "controller.throughput.save_spacing"),
     ("a save's run whose probe read far below its own quiet level is busy", "figures.outliers"),
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
-    ("--dlperf-inconclusive: which undecided cases fail", "verdict.inconclusive_fails"),
-    ("a case inconclusive --dlperf-inconclusive-nights sessions in a row fails", "verdict.never_decided"),
+    ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
+    ("a case inconclusive dlperf_inconclusive_nights sessions in a row fails", "policy.never_decided"),
     ("sigma: pooled, a prior of tolerance / 3 without the baseline's runs, at least 1%", "evidence.pooled_sigma"),
     ("tau: the history's, else its machine class's, else a fifth of the tolerance", "drift.drift"),
 )
@@ -53,9 +53,9 @@ def readme_table() -> str:
                  f"fail one at its threshold {_pct(ALPHA)} of the time together: [how](docs/verdicts.md#the-looks)), "
                  f"from {REGRESSION_RUNS} runs or more (from fewer, \"not confirmed\", where the runs stopped there); or "
                  f"INCONCLUSIVE {INCONCLUSIVE_NIGHTS} sessions in a row in a history store "
-                 f"(`--dlperf-inconclusive-nights`)", "FAILED",
+                 f"(`dlperf_inconclusive_nights`)", "FAILED",
          "a regression: [bisect it](docs/triage.md#a-regression)"),
-        ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `--dlperf-max-seconds`, or {BUSY_RUNS} runs "
+        ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `dlperf_max_seconds`, or {BUSY_RUNS} runs "
                          f"in a row on a busy machine (another job's CPU or GPU use, steal, throttling)",
          "PASSED (inconclusive), in yellow", "read the next line: more runs, a quieter machine, or a wider tolerance "
                                              "([triage](docs/triage.md#inconclusive))"),

@@ -3,11 +3,11 @@
 :func:`measure_until_decided` runs ``--dlperf-runs`` runs, then after each run (a *look*) estimates the
 case from the runs that are evidence (:mod:`.evidence`, with the drift between sessions of :mod:`.drift`) and
 stops when it decides (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
-``--dlperf-max-seconds`` for the case (no run starts that would likely end past it).  The looks are paid for: a
+``dlperf_max_seconds`` for the case (no run starts that would likely end past it).  The looks are paid for: a
 regression's boundary is that of the look among those the budget plans (:mod:`.looks`), so that all of them
 together fail a case exactly at its threshold at most 1% of the time.  A run measured on a busy machine (a
 cause the message names, measured outside the case's processes: other processes on the saturated CPUs, steal,
-another process on the GPU, throttling; ``--dlperf-max-interference``) is no evidence: the next run starts
+another process on the GPU, throttling; ``dlperf_max_interference``) is no evidence: the next run starts
 after a short wait, and a second busy run in a row ends the case, inconclusive (busy), rather than measuring
 a busy machine up to the budget.  A case still undecided at the budget is *inconclusive*.
 
@@ -36,7 +36,7 @@ BUSY_RUNS = 2
 #: every later verdict, and with fewer runs its own uncertainty keeps an unchanged case from passing on a host
 #: whose runs vary 5-7% (benchmarks/verdict_simulation.py).
 SAVE_RUNS = 10
-#: Seconds over which a baseline being saved starts its counted runs, at the least (``--dlperf-save-span``): its
+#: Seconds over which a baseline being saved starts its counted runs, at the least (``dlperf_save_span``): its
 #: figure and its spread, which every later verdict pools, must sample the host over time, not one moment of it.
 #: Measured (docs/verdicts.md, 2026-11-26, ``vq`` on one thread): fresh interpreters spread a save's 10 runs
 #: over 58 s (CV 4.6%) and 0 of 20 later unchanged sessions failed; the fork server took them in 15 s (CV 1.3%)
@@ -59,7 +59,7 @@ def unsaved_reason(evidence: Evidence, wanted: int) -> str | None:
     cause = f" (the last busy one: {last})" if last else ""
     return (f"not saved as a baseline: {quiet} of its {len(evidence.figures)} runs measured a quiet machine, "
             f"and an entry needs {need}{cause}: save it again when the machine is quiet, or count busy runs with "
-            f"--dlperf-max-interference off")
+            f"dlperf_max_interference off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +68,8 @@ class Budget:
 
     first_runs: int = 1  # --dlperf-runs: runs before the first decision
     max_runs: int = 10  # --dlperf-max-runs
-    max_seconds: float | None = None  # --dlperf-max-seconds
-    max_interference: float | None = fig.MAX_INTERFERENCE  # --dlperf-max-interference; None: off
+    max_seconds: float | None = None  # dlperf_max_seconds
+    max_interference: float | None = fig.MAX_INTERFERENCE  # dlperf_max_interference; None: off
     max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # the memory probe named beyond it (None: off, GPUs)
     max_core_drop: float | None = fig.MAX_CORE_DROP  # the core probe, likewise
     planned: int | None = None  # the looks planned (a replay's budget stops at its kept runs): max_runs's
@@ -139,7 +139,7 @@ def out_of_budget(evidence: Evidence, unconfirmed: bool, why: StopReason) -> Evi
 
 def run_figures(attempt: Attempt, budget: Budget, saving: bool) -> list[fig.RunFigure]:
     """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`), or for a baseline being
-    saved (``saving``) far below its own runs' (:func:`~.figures.outliers`); with ``--dlperf-max-interference
+    saved (``saving``) far below its own runs' (:func:`~.figures.outliers`); with ``dlperf_max_interference
     off``, none busy.  A host probe far below the baseline's makes no run busy: the probes run beside the case's
     own processes, which can move them (a build that streams more memory reads a lower bandwidth)."""
     figures = fig.run_figures(attempt.runs, budget.max_interference)

@@ -4,7 +4,10 @@
   (:mod:`pytest_dlperf.gate.sequential` decides when to stop);
 * the scaling gate (:func:`scaling`): an N-rank case's efficiency against a minimum;
 * the utilization gate (:func:`utilization_gate`): the lowest GPU's mean utilization;
-* :func:`compose_message`: the case's one message, what failed first.
+* :func:`combine`: the case's one judgement from its gates (its words: :mod:`pytest_dlperf.reporting.verdicts`).
+
+Each returns a :class:`~pytest_dlperf.results.judgement.Judgement` or the records it is made of; whether an
+undecided case fails is the session's policy (:mod:`.policy`), applied once.
 """
 
 from __future__ import annotations
@@ -14,26 +17,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..results.case import Expected, GateResult, GateStatus, Scaling, Status
+from ..results.case import Expected, GateResult, GateStatus, Scaling
+from ..results.judgement import Gate, GateName, Judgement, Reason, Status, Why
 from ..results.telemetry import gpu_utilizations
 from .evidence import Decision, Estimate, Evidence, StopReason, ruled_out, runs_to_decide
 from .format import fmt_pct, fmt_signed, fmt_value
+from .policy import INCONCLUSIVE_POLICIES  # noqa: F401  (the options' choices)
 
 PASS, IMPROVED, NO_BASELINE, FAIL = Status.PASS, Status.IMPROVED, Status.NO_BASELINE, Status.FAIL
-__all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Verdict", "scaling",
-           "scaling_message", "utilization_gate", "compose_message"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    status: Status
-    message: str
-    difference: float | None = None  # measured / baseline - 1
-    inconclusive: bool = False  # undecided at the budget (and failed by --dlperf-inconclusive)
-
-    @property
-    def failed(self) -> bool:
-        return self.status == FAIL
+__all__ = ["PASS", "IMPROVED", "NO_BASELINE", "FAIL", "Expected", "Scaling", "Judgement", "scaling",
+           "scaling_message", "utilization_gate", "combine", "judge_evidence"]
 
 
 #: The kinds of 1-rank reference (:attr:`pytest_dlperf.results.case.Scaling.reference_kind`).
@@ -87,115 +80,107 @@ def utilization_gate(case_id: str, ranks: int, minimum: float | None, summaries:
                       mean / 100, rank)
 
 
-#: How the lines after a message's first begin: one fact each.
-REASON = "\n  "
-
-
-def compose_message(verdict: Verdict, scale: Scaling | None, scaling_note: str | None, gate: GateResult | None,
-                    notes: Sequence[str]) -> str:
-    """A case's message: a first line a person reads in five seconds (the gate that failed first: throughput,
-    scaling, utilization), then one fact per line (:data:`REASON`): the throughput verdict's reasons, the
-    scaling part (:func:`scaling_message`, or why there are no scaling figures), the utilization gate, notes.
-    """
-    first, *reasons = verdict.message.split(REASON)
-    parts = list(reasons)
+def combine(verdict: Judgement, scale: Scaling | None, scaling_note: str | None, gate: GateResult | None,
+            notes: Sequence[str]) -> Judgement:
+    """A throughput case's judgement from its gates: the throughput's (``verdict``), the scaling gate
+    (``scale``, its line ``scaling_note``, or why there are no scaling figures), the utilization gate and
+    notes, one fact each.  A gate that failed where the throughput did not leads the message."""
+    reasons = list(verdict.reasons)
+    gates = list(verdict.gates)
+    scaling_leads = scale is not None and scale.failed and not verdict.failed
     if scaling_note:
-        parts.append(scaling_note)
+        reasons.append(Reason(scaling_note, Why.GATE, Status.FAIL if scaling_leads else None, scaling_leads))
+    if scale is not None and scale.shared_gpus is None and scale.minimum is not None:
+        gates.append(Gate(GateName.SCALING, FAIL if scale.failed else PASS))
     if gate is not None and gate.status is not GateStatus.PASS:
-        parts.append(gate.message)
-    parts.extend(notes)
-    lead = None
-    if scale is not None and scale.failed and not verdict.failed:
-        lead = scaling_note  # the scaling gate is what failed: lead with it
-    elif gate is not None and gate.failed and not verdict.failed:
-        lead = gate.message
-    if lead is not None:
-        parts.remove(lead)
-        parts.insert(0, first)
-        first = lead if lead.startswith("FAIL ") else f"FAIL {lead}"
-    return REASON.join([first, *parts])
+        leads = gate.failed and not verdict.failed and not scaling_leads
+        reasons.append(Reason(gate.message, Why.GATE, Status.FAIL if leads else None, leads))
+    if gate is not None and gate.status is not GateStatus.NOT_GATED:
+        gates.append(Gate(GateName.UTILIZATION, FAIL if gate.failed else PASS))
+    reasons.extend(Reason(note) for note in notes)
+    failed = verdict.failed or (scale is not None and scale.failed) or (gate is not None and gate.failed)
+    return dataclasses.replace(verdict, status=FAIL if failed else verdict.status, reasons=tuple(reasons),
+                               gates=tuple(gates))
 
 
 # -- the sequential verdict (pytest_dlperf.gate.sequential): an estimate with its interval
 
 
-#: ``--dlperf-inconclusive``: which inconclusive cases fail the session.
-INCONCLUSIVE_POLICIES = ("below", "fail", "pass")
-
-
-def inconclusive_fails(policy: str, beyond_threshold: bool) -> bool:
-    """Whether an undecided case fails under ``--dlperf-inconclusive`` ``policy``: always (``fail``), never
-    (``pass``), or when its estimate lies on the wrong side of the threshold (``below``)."""
-    return policy == "fail" or (policy == "below" and beyond_threshold)
-
-
-def headline(word: str, case_id: str, est: Estimate, unit: str, expected: Expected) -> str:
-    """``FAIL resnet50-amp-bs256-gpu8: 5350.2 img/s, 9.2% below 5889.1 (tolerance 5%, 98% CI -11.0..-7.4%, 3 runs)``."""
+def headline(case_id: str, est: Estimate, unit: str, expected: Expected) -> str:
+    """``resnet50-amp-bs256-gpu8: 5350.2 img/s, 9.2% below 5889.1 (tolerance 5%, 98% CI -11.0..-7.4%, 3 runs)``: the
+    headline's text, which its status word leads (:mod:`pytest_dlperf.reporting.verdicts`)."""
     base = expected.throughput
     diff = est.value / base - 1.0
     low, high = est.relative()
     side = f"{fmt_pct(abs(diff))} {'below' if diff < 0 else 'above'}"
     runs = f"{est.runs} run" + ("s" if est.runs != 1 else "")
-    return (f"{word} {case_id}: {fmt_value(est.value)} {unit}, {side} {fmt_value(base)} (tolerance "
+    return (f"{case_id}: {fmt_value(est.value)} {unit}, {side} {fmt_value(base)} (tolerance "
             f"{fmt_pct(expected.tolerance)}, {round(100 * est.confidence)}% CI {fmt_signed(low, '')}..{fmt_signed(high)}, "
             f"{runs})")
 
 
-def busy_lines(evidence: Evidence) -> list[str]:
+def busy_lines(evidence: Evidence) -> list[Reason]:
     """What the busy runs were, and what became of them: one line."""
     busy = evidence.busy
     if not busy:
         return []
     of = f"{len(busy)} of {len(evidence.figures)} run(s)"
     if evidence.busy_counted:
-        return [f"{of} measured on a busy machine ({busy[-1].busy}), counted: they can only understate it"]
-    return [f"{of} not counted: the machine was busy ({busy[-1].busy})"]
+        return [Reason(f"{of} measured on a busy machine ({busy[-1].busy}), counted: they can only understate it",
+                       Why.BUSY)]
+    return [Reason(f"{of} not counted: the machine was busy ({busy[-1].busy})", Why.BUSY)]
 
 
 #: Where an undecided case's runs stopped, for its message.
 STOPPED_AT = {StopReason.MAX_RUNS: "after {runs} runs (--dlperf-max-runs)",
-              StopReason.TIME_BUDGET: "at the time budget (--dlperf-max-seconds)",
+              StopReason.TIME_BUDGET: "at the time budget (dlperf_max_seconds)",
               StopReason.BUSY: "after busy runs in a row"}
 
 
-def busy_stop_line(evidence: Evidence) -> str:
-    return f"stopped after {len(evidence.busy)} busy runs in a row: run it again when the machine is quiet"
+def busy_stop_line(evidence: Evidence) -> Reason:
+    return Reason(f"stopped after {len(evidence.busy)} busy runs in a row: run it again when the machine is quiet",
+                  Why.BUSY)
 
 
 @dataclasses.dataclass(frozen=True)
 class Judged:
-    """What every throughput verdict's message is made of: the case, its unit, what it is judged against, the
-    policy for undecided cases and the lines every message ends with (busy runs, probes, the baseline's source)."""
+    """What every throughput judgement is made of: the case, its evidence, its unit, what it is judged against,
+    whether a baseline is required and the run budget, and the lines every message ends with (busy runs, probes,
+    the baseline's source)."""
 
     case_id: str
     evidence: Evidence
     unit: str
     expected: Expected | None
     require_baseline: bool
-    inconclusive: str
     max_runs: int | None
 
     @property
-    def source(self) -> list[str]:
-        return [f"baseline: {self.expected.source}"] if self.expected is not None and self.expected.source else []
+    def source(self) -> list[Reason]:
+        return ([Reason(f"baseline: {self.expected.source}", Why.SOURCE)]
+                if self.expected is not None and self.expected.source else [])
 
     @property
-    def tail(self) -> list[str]:
-        return [*busy_lines(self.evidence), *self.evidence.probes, *self.source]
+    def tail(self) -> list[Reason]:
+        return [*busy_lines(self.evidence), *(Reason(p, Why.PROBE) for p in self.evidence.probes), *self.source]
+
+
+def _judgement(status: Status, reasons: list[Reason], difference: float | None = None, *, undecided: bool = False,
+               beyond: str | None = None) -> Judgement:
+    return Judgement(status, tuple(reasons), (Gate(GateName.THROUGHPUT, status),), difference, undecided, beyond)
 
 
 def judge_evidence(case_id: str, evidence: Evidence, unit: str, expected: Expected | None, *,
-                   require_baseline: bool = False, inconclusive: str = "pass", max_runs: int | None = None) -> Verdict:
-    """The throughput verdict from the runs' evidence (:class:`pytest_dlperf.gate.evidence.Evidence`).
+                   require_baseline: bool = False, max_runs: int | None = None) -> Judgement:
+    """The throughput judgement from the runs' evidence (:class:`pytest_dlperf.gate.evidence.Evidence`).
 
-    The message's first line says the verdict and the figures (:func:`headline`); each line after it
-    (:data:`REASON`) one fact: why it is undecided and what would decide it, the busy runs, what the
-    host probes say, the baseline's source.  Undecided at the budget: INCONCLUSIVE, which fails under
-    ``inconclusive="fail"``, and under ``"below"`` when the estimate is below the threshold ("not
-    confirmed"); never under ``"pass"`` (the default: an unchanged case on a noisy host must not fail,
-    and the message says what would decide it).  ``max_runs``: the budget, for the advice on more runs.
+    Its headline says the verdict and the figures (:func:`headline`); each reason after it one fact: why it is
+    undecided and what would decide it, the busy runs, what the host probes say, the baseline's source.
+    Undecided at the budget: INCONCLUSIVE, ``undecided`` and, where the estimate lies below the threshold,
+    ``beyond``; whether that fails is the session's policy (:func:`pytest_dlperf.gate.policy.settle`), applied
+    once for every kind.  ``max_runs``: the budget, for the advice on more runs.
     """
-    judged = Judged(case_id, evidence, unit, expected, require_baseline, inconclusive, max_runs)
+    judged = Judged(case_id, evidence, unit, expected, require_baseline, max_runs)
     if evidence.estimate is None:
         return _all_busy(judged)
     if expected is None:
@@ -203,45 +188,44 @@ def judge_evidence(case_id: str, evidence: Evidence, unit: str, expected: Expect
     return DECIDED.get(evidence.decision, _undecided)(judged, evidence.estimate, expected)
 
 
-def _all_busy(j: Judged) -> Verdict:
+def _all_busy(j: Judged) -> Judgement:
     """No run counted: every one was measured on a busy machine."""
     busy, expected = j.evidence.busy, j.expected
     value = j.evidence.busy_estimate
-    failed = inconclusive_fails(j.inconclusive, False)  # no estimate counted: none beyond the threshold
     diff = value / expected.throughput - 1.0 if expected is not None else None
     stopped = [busy_stop_line(j.evidence)] if j.evidence.stopped == StopReason.BUSY else []
-    lines = [f"{'FAIL' if failed else 'INCONCLUSIVE'} {j.case_id}: busy: {len(busy)} run(s) measured "
-             f"{fmt_value(value)} {j.unit}, none counted",
-             f"the machine was busy: {busy[-1].busy}", *stopped, *j.evidence.probes, *j.source]
-    if failed:
-        lines.append("fails: --dlperf-inconclusive fail")
-    return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)
+    reasons = [Reason(f"{j.case_id}: busy: {len(busy)} run(s) measured {fmt_value(value)} {j.unit}, none counted",
+                      Why.HEADLINE, Status.INCONCLUSIVE),
+               Reason(f"the machine was busy: {busy[-1].busy}", Why.BUSY), *stopped,
+               *(Reason(p, Why.PROBE) for p in j.evidence.probes), *j.source]
+    return _judgement(Status.INCONCLUSIVE, reasons, diff, undecided=True)
 
 
-def _no_baseline(j: Judged, est: Estimate) -> Verdict:
+def _no_baseline(j: Judged, est: Estimate) -> Judgement:
     status = FAIL if j.require_baseline else NO_BASELINE
     tail = " and --dlperf-require-baseline is set" if j.require_baseline else ""
     runs = f" ({est.runs} runs)" if est.runs > 1 else ""
-    lines = [f"{'FAIL ' if j.require_baseline else ''}{j.case_id}: {fmt_value(est.value)} {j.unit}{runs}, "
-             f"no baseline{tail}"]
+    reasons = [Reason(f"{j.case_id}: {fmt_value(est.value)} {j.unit}{runs}, no baseline{tail}", Why.HEADLINE,
+                      FAIL if j.require_baseline else None)]
     busy = j.evidence.busy
     if busy and est.runs == len(busy):  # every run busy, none to leave out: the figure is theirs
-        lines.append(f"measured on a busy machine ({busy[-1].busy})")
-    return Verdict(status, REASON.join(lines))
+        reasons.append(Reason(f"measured on a busy machine ({busy[-1].busy})", Why.BUSY))
+    return _judgement(status, reasons)
 
 
-def _regression(j: Judged, est: Estimate, expected: Expected) -> Verdict:
+def _regression(j: Judged, est: Estimate, expected: Expected) -> Judgement:
     threshold = expected.throughput * (1 - expected.tolerance)
-    lines = [headline("FAIL", j.case_id, est, j.unit, expected),
-             f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}", *j.tail]
-    return Verdict(FAIL, REASON.join(lines), est.value / expected.throughput - 1.0)
+    reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, FAIL),
+               Reason(f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}", Why.EVIDENCE),
+               *j.tail]
+    return _judgement(FAIL, reasons, est.value / expected.throughput - 1.0)
 
 
-def _improved(j: Judged, est: Estimate, expected: Expected) -> Verdict:
-    lines = [headline("IMPROVED", j.case_id, est, j.unit, expected),
-             "faster than the tolerance: update the baseline (dlperf baseline update FILE --from these results, "
-             "or --dlperf-save-baseline)", *j.tail]
-    return Verdict(IMPROVED, REASON.join(lines), est.value / expected.throughput - 1.0)
+def _improved(j: Judged, est: Estimate, expected: Expected) -> Judgement:
+    reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, IMPROVED),
+               Reason("faster than the tolerance: update the baseline (dlperf baseline update FILE --from these "
+                      "results, or --dlperf-save-baseline)", Why.EVIDENCE), *j.tail]
+    return _judgement(IMPROVED, reasons, est.value / expected.throughput - 1.0)
 
 
 def _varies(est: Estimate) -> str:
@@ -250,16 +234,17 @@ def _varies(est: Estimate) -> str:
             else f"runs vary {fmt_pct(noise)} (CV)")
 
 
-def _passed(j: Judged, est: Estimate, expected: Expected) -> Verdict:
+def _passed(j: Judged, est: Estimate, expected: Expected) -> Judgement:
     base, tol = expected.throughput, expected.tolerance
-    lines = [headline("PASS", j.case_id, est, j.unit, expected)]
+    reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, PASS)]
     if est.low < base * (1 - tol):  # passed on the estimate, the interval ruling out ruled_out() (evidence.decide)
-        lines.append(f"within {fmt_pct(tol)} by its estimate; its interval rules out a slowdown over "
-                     f"{fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {_varies(est)}")
-    return Verdict(PASS, REASON.join([*lines, *j.tail]), est.value / base - 1.0)
+        reasons.append(Reason(f"within {fmt_pct(tol)} by its estimate; its interval rules out a slowdown over "
+                              f"{fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {_varies(est)}",
+                              Why.EVIDENCE))
+    return _judgement(PASS, [*reasons, *j.tail], est.value / base - 1.0)
 
 
-def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool) -> str:
+def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool) -> Reason:
     """Why the runs stopped undecided, and what would decide the case."""
     tol, threshold = expected.tolerance, expected.throughput * (1 - expected.tolerance)
     at = STOPPED_AT.get(j.evidence.stopped, str(j.evidence.stopped)).format(runs=len(j.evidence.figures))
@@ -273,45 +258,25 @@ def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool
         would = f"about {needed} runs would decide it{more}"
     goal = (f"to show it below the threshold {fmt_value(threshold)} {j.unit}" if below else
             f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}")
-    return f"undecided {at}: too noisy for {fmt_pct(tol)} here ({_varies(est)}) {goal}; {would}"
+    return Reason(f"undecided {at}: too noisy for {fmt_pct(tol)} here ({_varies(est)}) {goal}; {would}",
+                  Why.EVIDENCE)
 
 
-def _undecided(j: Judged, est: Estimate, expected: Expected) -> Verdict:
+def _undecided(j: Judged, est: Estimate, expected: Expected) -> Judgement:
     base, diff = expected.throughput, est.value / expected.throughput - 1.0
     threshold = base * (1 - expected.tolerance)
     if j.evidence.unconfirmed:  # a regression at its look's boundary, from fewer runs than a regression needs
         at = STOPPED_AT[StopReason(j.evidence.stopped)].format(runs=len(j.evidence.figures))
-        lines = [headline("FAIL", j.case_id, est, j.unit, expected),
-                 f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}, from {est.runs} "
-                 f"run{'s' if est.runs != 1 else ''}: not confirmed by a second (the runs stopped {at})", *j.tail]
-        return Verdict(FAIL, REASON.join(lines), diff)
+        reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, FAIL),
+                   Reason(f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}, from "
+                          f"{est.runs} run{'s' if est.runs != 1 else ''}: not confirmed by a second (the runs "
+                          f"stopped {at})", Why.EVIDENCE), *j.tail]
+        return _judgement(FAIL, reasons, diff)
     below = est.value < threshold
-    failed = inconclusive_fails(j.inconclusive, below)
-    lines = [headline("FAIL" if failed else "INCONCLUSIVE", j.case_id, est, j.unit, expected)]
-    busy = j.evidence.stopped == StopReason.BUSY
-    if busy:
-        lines.append(busy_stop_line(j.evidence))
-    else:
-        lines.append(_what_would_decide(j, est, expected, below))
-    lines += j.tail
-    if failed:
-        lines.append("fails: its estimate is below the threshold, not confirmed (--dlperf-inconclusive below)"
-                     if j.inconclusive == "below" else "fails: --dlperf-inconclusive fail")
-    return Verdict(FAIL if failed else Status.INCONCLUSIVE, REASON.join(lines), diff, inconclusive=True)
-
-
-def never_decided(verdict: Verdict, streak: int, nights: int) -> Verdict:
-    """``verdict``, failed where it is inconclusive and the case's ``streak`` last sessions (in the history store)
-    were too, ``nights`` in a row with this one (``--dlperf-inconclusive-nights``): a case that never decides
-    would stay green every night while it could be slower by anything its noise hides."""
-    if not verdict.inconclusive or verdict.failed or streak + 1 < nights:
-        return verdict
-    first, *rest = verdict.message.split(REASON)
-    line = (f"fails: inconclusive {streak + 1} sessions in a row in the history store (--dlperf-inconclusive-nights "
-            f"{nights}): the case is never decided here; make its runs steadier, give it more runs "
-            f"(--dlperf-max-runs) or a wider tolerance")
-    return Verdict(FAIL, REASON.join(["FAIL" + first.removeprefix("INCONCLUSIVE"), *rest, line]),
-                   verdict.difference, inconclusive=True)
+    reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, Status.INCONCLUSIVE),
+               busy_stop_line(j.evidence) if j.evidence.stopped == StopReason.BUSY
+               else _what_would_decide(j, est, expected, below), *j.tail]
+    return _judgement(Status.INCONCLUSIVE, reasons, diff, undecided=True, beyond="below" if below else None)
 
 
 #: The verdict of each decision; an undecided case's is :func:`_undecided`.

@@ -12,5 +12,5 @@
 - :mod:`.dashboard`, :mod:`.charts` and :mod:`.html`: the history site (what it shows as typed records, its
   Plotly charts, its pages written whole);
 - :mod:`.command`: ``dlperf history``;
-- :mod:`.hooks`: what the pytest session does with them (options, writing, the gate).
+- :mod:`pytest_dlperf.controller.history`: what the pytest session does with them (options, writing, the gate).
 """

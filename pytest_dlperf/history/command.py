@@ -53,9 +53,9 @@ def _checked(args: argparse.Namespace) -> list:
     if missing:
         raise StoreError(missing)
     if args.plot:
-        from ..reporting import plots
+        from .plot import missing_matplotlib
 
-        missing = plots.missing_matplotlib("dlperf history --plot")
+        missing = missing_matplotlib("dlperf history --plot")
         if missing:
             raise StoreError(missing)
     links = []

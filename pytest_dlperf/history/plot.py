@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from .analysis import CaseHistory
+
+#: How to install what the plots need.
+INSTALL_HINT = "pip install 'pytest-dlperf[plot]'"
+
+
+def missing_matplotlib(what: str = "--dlperf-plot") -> str | None:
+    """Why ``what`` cannot draw plots here (matplotlib missing), or None when it can (the report's plots, the
+    history's and ``dlperf plot`` all ask)."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as exc:
+        return f"{what} needs matplotlib ({exc}); install it with: {INSTALL_HINT}"
+    return None
 
 
 def file_name(history: CaseHistory) -> str:

@@ -7,7 +7,7 @@ of a second.  What a run can fork is its :class:`~pytest_dlperf.launch.launchers
 our worker where it is the run's one rank, and the ``local`` launcher's torchrun job of our worker's CPU
 ranks (the server forks the agent, which forks the ranks: ``--start-method fork``).  A command case, the
 ranks srun, mpirun and the ``torchrun`` launcher start, and GPU ranks are started as they always were.  So
-is every run with ``--dlperf-no-fork-server``.
+is every run with ``dlperf_start=fresh``.
 
 The controller keeps one server per start-time environment (:func:`server_for`): what a process reads only
 when it starts (glibc's tunables, ``OMP_NUM_THREADS``, ``PYTHONPATH``, ...) is the server's, so runs whose
@@ -47,12 +47,12 @@ READY_SECONDS = 300.0
 LOG_LINES = 20
 
 
-#: ``--dlperf-start``: ``auto`` forks the runs of cases on the CPU and starts those on GPUs fresh (:func:`uses_server`).
+#: ``dlperf_start``: ``auto`` forks the runs of cases on the CPU and starts those on GPUs fresh (:func:`uses_server`).
 STARTS = ("auto", "forked", "fresh")
 
 
 def uses_server(start: str, device: str) -> bool:
-    """Whether runs on ``device`` ("cpu", "cuda") ask the fork server for their worker under ``--dlperf-start``
+    """Whether runs on ``device`` ("cpu", "cuda") ask the fork server for their worker under ``dlperf_start``
     ``start``.  ``auto``: on the CPU only.  On a GPU whose step waits on the host a forked worker measured 11% above
     a fresh one (H200, resnet50 amp bs64); a fresh interpreter is how NVIDIA's scripts and a user's training start,
     so it is the reference there, and the server's saving (about 3 s of a GPU run's 7 s setup) is not worth a

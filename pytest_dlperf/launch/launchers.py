@@ -73,7 +73,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-#: ``--dlperf-malloc``: the workers' memory allocator settings.
+#: ``dlperf_malloc``: the workers' memory allocator settings.
 MALLOC_MODES = ("steady", "system")
 #: glibc's malloc, steady: never mmap a chunk (``mmap_max=0``: big tensors come from the heap) and never
 #: return the heap's top to the system (``trim_threshold`` the largest size).  What training frees stays
@@ -82,7 +82,7 @@ STEADY_MALLOC = {"glibc.malloc.mmap_max": "0", "glibc.malloc.trim_threshold": st
 
 
 def malloc_env(mode: str, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a worker gets for ``--dlperf-malloc mode`` (``steady``: glibc's tunables; ``system``: none).
+    """The environment a worker gets for ``dlperf_malloc mode`` (``steady``: glibc's tunables; ``system``: none).
 
     Why steady is the default: glibc moves its mmap threshold as memory is freed, so whether a
     step's large tensors come from the heap or from fresh pages (zeroed by the kernel, a page
@@ -135,7 +135,7 @@ class Launcher:
         return cuda_count if device == "cuda" else None
 
     def ranks_per_node(self, ranks: int) -> int:
-        """How many of a job's ``ranks`` share a node's CPUs (``--dlperf-cpu-threads cores`` divides them)."""
+        """How many of a job's ``ranks`` share a node's CPUs (``dlperf_cpu_threads cores`` divides them)."""
         return ranks
 
     def plan(self, ranks: int, device: str, run_dir: Path, program: list[str] | None = None) -> LaunchPlan:
@@ -264,7 +264,7 @@ class TorchrunLauncher(LocalLauncher):
             return None
         return (f"the rendezvous at {self.endpoint} timed out after {self.join_timeout:.0f} s: this node "
                 f"(node rank {self.node_rank}) joined, not all {self.nnodes} nodes did; start pytest on every "
-                f"node with the same arguments (--dlperf-rdzv-timeout to wait longer)")
+                f"node with the same arguments (dlperf_rdzv_timeout to wait longer)")
 
 
 def node_rank_from_env(env=None) -> int:

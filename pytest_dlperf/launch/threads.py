@@ -1,4 +1,4 @@
-"""How many intra-op threads each CPU rank trains with (``--dlperf-cpu-threads``): the ``OMP_NUM_THREADS`` its
+"""How many intra-op threads each CPU rank trains with (``dlperf_cpu_threads``): the ``OMP_NUM_THREADS`` its
 process starts with, which torch reads once, when it starts.
 
 Why one by default: on a 2-vCPU VM two threads that meet at every operator pay a cache-line round trip whose
@@ -8,7 +8,7 @@ with the defaults, with one thread 0 of 20 did and every 30% slowdown failed (do
 
 The count a CPU case's ranks run with, the first that applies (:func:`choose`):
 
-1. ``--dlperf-cpu-threads N`` or ``cores`` (this node's CPUs shared between its ranks: :func:`cores`);
+1. ``dlperf_cpu_threads N`` or ``cores`` (this node's CPUs shared between its ranks: :func:`cores`);
 2. its baseline entry's ``cpu_threads`` (the count its figure was measured with); an entry of a CPU baseline
    without one was saved before the count was recorded, and runs as those versions ran it
    (:func:`as_before`: ``OMP_NUM_THREADS`` from the environment when set, else ``cores``);
@@ -27,13 +27,13 @@ from collections.abc import Mapping
 from ..cases import OptionError
 
 VARIABLE = "OMP_NUM_THREADS"
-#: ``--dlperf-cpu-threads cores``: this node's CPUs shared between its ranks.
+#: ``dlperf_cpu_threads cores``: this node's CPUs shared between its ranks.
 CORES = "cores"
 DEFAULT = 1
 
 
 def parse(flag: str, value: object) -> int | str | None:
-    """``--dlperf-cpu-threads``'s value: a positive integer or ``cores`` (None: not given)."""
+    """``dlperf_cpu_threads``'s value: a positive integer or ``cores`` (None: not given)."""
     if value is None:
         return None
     text = str(value).strip()
@@ -81,7 +81,7 @@ class Chosen:
 
 def choose(option: int | str | None, entry: int | None, ranks_here: int,
            environ: Mapping[str, str] | None = None) -> Chosen:
-    """The count of ``--dlperf-cpu-threads`` (``option``), else of the baseline entry (``entry``: its recorded
+    """The count of ``dlperf_cpu_threads`` (``option``), else of the baseline entry (``entry``: its recorded
     count, or :func:`as_before`'s), else the environment's, else :data:`DEFAULT`."""
     if option is not None:
         return Chosen(count(option, ranks_here), "option", entry)
@@ -92,16 +92,16 @@ def choose(option: int | str | None, entry: int | None, ranks_here: int,
 
 
 def mismatch(case_id: str, option: int | str, chosen: Chosen, recorded: bool) -> str | None:
-    """The one line of a case whose ``--dlperf-cpu-threads`` is not the count its baseline entry was measured
+    """The one line of a case whose ``dlperf_cpu_threads`` is not the count its baseline entry was measured
     with (``recorded``: the entry's ``cpu_threads``; else what versions before it ran), or None."""
     if chosen.entry is None or chosen.threads == chosen.entry:
         return None
     how = (f"cpu_threads {chosen.entry}" if recorded else
            f"{chosen.entry}, as versions that did not record cpu_threads ran it (OMP_NUM_THREADS, else cores)")
-    return (f"{case_id}: --dlperf-cpu-threads {option} runs {chosen.threads} intra-op thread(s) per CPU rank, but "
+    return (f"{case_id}: dlperf_cpu_threads {option} runs {chosen.threads} intra-op thread(s) per CPU rank, but "
             f"its baseline entry was measured with {how}: a figure of another method; gate it with "
-            f"{chosen.entry} (or without --dlperf-cpu-threads), or save the baseline again with "
-            f"--dlperf-cpu-threads {option}")
+            f"{chosen.entry} (or without dlperf_cpu_threads), or save the baseline again with "
+            f"dlperf_cpu_threads {option}")
 
 
 def environment(threads: int | None) -> dict[str, str]:

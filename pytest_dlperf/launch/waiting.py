@@ -63,7 +63,7 @@ def read_progress(path: Path, last_seen: float) -> tuple[Progress | None, float]
 
 
 def deadline_from(progress: Progress | None, current: float) -> float:
-    """Without ``--dlperf-timeout``: three times the steps the worker has left at its step time, plus a minute."""
+    """Without ``dlperf_timeout``: three times the steps the worker has left at its step time, plus a minute."""
     if progress is None or progress.step_seconds is None or progress.remaining_steps is None:
         return current
     return time.monotonic() + 3.0 * float(progress.step_seconds) * int(progress.remaining_steps) + 60.0

@@ -36,18 +36,18 @@ class RunParams:
     timeout: float | None = None
     startup_timeout: float = 300.0
     launcher: str = "local"
-    peak_tflops: float | None = None  # --dlperf-peak-tflops: one device's peak, for MFU
+    peak_tflops: float | None = None  # dlperf_peak_tflops: one device's peak, for MFU
     telemetry: bool = True  # --dlperf-no-telemetry turns the workers' sampler off
     data_dir: str | None = None  # --dlperf-data-dir: the ImageFolder of data=torchvision / dali cases
-    data_workers: int | None = None  # --dlperf-data-workers: per rank; None: from the CPUs per rank
+    data_workers: int | None = None  # dlperf_data_workers: per rank; None: from the CPUs per rank
     data_only: bool = False  # --dlperf-data-only: time the data loader alone
     max_memory: int | None = None  # --dlperf-max-memory: bytes each worker's training may add
     share_gpus: bool = False  # --dlperf-share-gpus: ranks onto the visible GPUs modulo their count, over gloo
-    dist_backend: str = "auto"  # --dlperf-dist-backend: the process group's backend
+    dist_backend: str = "auto"  # dlperf_dist_backend: the process group's backend
     convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
-    malloc: str = "steady"  # --dlperf-malloc: the workers' allocator settings (launchers.malloc_env)
-    fork_server: bool = True  # --dlperf-no-fork-server turns it off: every worker a process of its own
-    # Intra-op threads of each CPU rank (OMP_NUM_THREADS: launch/threads.py, --dlperf-cpu-threads); None: none
+    malloc: str = "steady"  # dlperf_malloc: the workers' allocator settings (launchers.malloc_env)
+    fork_server: bool = True  # dlperf_start=fresh turns it off: every worker a process of its own
+    # Intra-op threads of each CPU rank (OMP_NUM_THREADS: launch/threads.py, dlperf_cpu_threads); None: none
     # set, the environment as it is (a GPU case)
     cpu_threads: int | None = None
 
@@ -145,8 +145,8 @@ def status_text(code: int | None) -> str:
 
 def _timeout_message(case: Case, outcome: process.WorkerOutcome, launcher: Launcher, timeout_given: bool) -> str:
     """A run killed at its time limit: which ranks had not finished, with their own stderr, and what set the limit."""
-    limit = ("--dlperf-timeout" if timeout_given else
-             "the limit set from the worker's step time: 3 x its remaining steps + 60 s; --dlperf-timeout sets one")
+    limit = ("dlperf_timeout" if timeout_given else
+             "the limit set from the worker's step time: 3 x its remaining steps + 60 s; dlperf_timeout sets one")
     text = f"{case.id}: timed out after {outcome.time_limit:.0f} s ({limit}); the worker's process group was killed"
     if case.gpus == 1:
         return text + _tail_block(outcome.stderr_path)
@@ -173,7 +173,7 @@ def failure_message(case: Case, outcome: process.WorkerOutcome,
     launcher = launcher or LocalLauncher()
     if outcome.lost is not None:
         return FailureKind.CRASH, (f"{case.id}: {outcome.lost}; the run's processes were killed "
-                                   "(--dlperf-no-fork-server starts each worker as a process of its own)")
+                                   "(dlperf_start=fresh starts each worker as a process of its own)")
     results = outcome.rank_results
     agent_text = process.tail(outcome.stderr_path, 200)
     explained = launcher.explain(agent_text) if not results else None

@@ -7,66 +7,40 @@ checked once, before any case is collected) and the Markdown reference (:func:`o
 ``dlperf options``, docs/options.md).  A value that does not read is an :class:`~pytest_dlperf.cases.OptionError`
 naming the option, which the plugin turns into a usage error.  The ini twin of ``--dlperf-foo-bar``
 is ``dlperf_foo_bar`` in pytest's ini file; the output paths (``--dlperf-json`` and the like) have none.
+
+An option with ``cli`` False is an ini setting only (``dlperf_foo_bar`` in the ini file, or ``-o
+dlperf_foo_bar=VALUE``): a knob set once per project.  Its old flag, and the flags of :data:`REMOVED`, stay
+hidden in pytest's parser, and only ever give a one-line usage error saying what to use instead.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import argparse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .. import jsonio
-from ..cases import PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
+from ..cases import MAX_BATCH_TRIALS, PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from ..commands.trust import Trust, project_root
-from ..controller.batchsearch import MAX_TRIALS
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
+from ..gate.policy import INCONCLUSIVE_NIGHTS, INCONCLUSIVE_POLICIES
 from ..gate.sequential import SAVE_SPAN
-from ..gate.verdict import INCONCLUSIVE_POLICIES
 from ..launch.forkserver import STARTS
 from ..launch.launchers import LAUNCHERS, MALLOC_MODES
 from ..worker.distributed import BACKENDS, choose_backend
 from ..results.host_bound import HOST_BOUND_BELOW
-from .readers import (Given, Reader, choice, cpu_threads, endpoint, folder, integer, link_patterns, listed, memory_size,
-                      number, plot_folder, record_folder, switch, text, trusted_paths, words)
+from . import reference
+from .entries import Option, Removed
+from .readers import (Given, choice, cpu_threads, endpoint, folder, integer, listed, memory_size, number,
+                      plot_folder, record_folder, switch, text, trusted_paths, words)
 
 DEVICES = ("auto", "cuda", "cpu")
-#: Sessions in a row a case may end inconclusive before it fails, with a history store: a night that never decides is
-#: not green forever.
-INCONCLUSIVE_NIGHTS = 3
-#: Most runs of a case before it is inconclusive, where neither --dlperf-max-runs nor --dlperf-confirm says.
+#: Most runs of a case before it is inconclusive, where --dlperf-max-runs does not say.
 MAX_RUNS = 10
 #: The options that name files or folders the session writes, checked before any case runs (``folder``: a folder).
 OUTPUTS = {"json": "json_path", "report": "report_path", "save-baseline": "save_baseline"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Option:
-    """One ``--dlperf-NAME`` option: its help, how its value reads (:data:`Reader`), and its ini twin's type
-    (``ini`` None: no twin, as for the output paths).  Its value is the :class:`Options` attribute ``field``
-    (default: the name with ``_``)."""
-
-    name: str
-    help: str
-    metavar: str | None = None
-    read: Reader = text()
-    ini: str | None = "string"
-    action: str | None = None  # "append": repeatable; "store_true": a switch
-    field: str = ""
-
-    @property
-    def flag(self) -> str:
-        return f"--dlperf-{self.name}"
-
-    @property
-    def dest(self) -> str:
-        """pytest's name of the command-line option, and of its ini twin."""
-        return "dlperf_" + self.name.replace("-", "_")
-
-    @property
-    def attribute(self) -> str:
-        return self.field or self.name.replace("-", "_")
 
 
 def _switch(name: str, help: str) -> Option:
@@ -85,7 +59,7 @@ OPTIONS = (
            action="append"),
     Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
                               "describes, which the next session on this machine gates against (default "
-                              ".dlperf/baselines under the rootdir).", "DIR", record_folder),
+                              ".dlperf/baselines under the rootdir).", "DIR", record_folder, cli=False),
     Option("model", "models for cases without a baseline entry (comma list).", "NAMES", listed(parse_list),
            action="append", field="models"),
     Option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).", "LIST",
@@ -107,32 +81,30 @@ OPTIONS = (
            integer(1, 1)),
     Option("rdzv-endpoint", "HOST:PORT of the c10d rendezvous of a torchrun job across nodes.", "HOST:PORT", endpoint),
     Option("rdzv-timeout", "seconds a torchrun job across nodes waits for all nodes to join (default 120).", "SECONDS",
-           number(0, default=120.0)),
+           number(0, default=120.0), cli=False),
     Option("node-rank", "this node's rank in a torchrun job (default: the first of DLPERF_NODE_RANK, SLURM_NODEID, "
-                        "OMPI_COMM_WORLD_RANK and NODE_RANK that is set, else 0).", "N", integer(0)),
+                        "OMPI_COMM_WORLD_RANK and NODE_RANK that is set, else 0).", "N", integer(0), cli=False),
     Option("dist-backend", "the process group of multi-rank cases: auto (NCCL on GPUs, gloo on CPUs), nccl or gloo.",
-           "NAME", choice(BACKENDS, "auto")),
+           "NAME", choice(BACKENDS, "auto"), cli=False),
     _switch("share-gpus", "run a case's ranks on the visible GPUs modulo their count (rank r on GPU r mod N) over "
                           "gloo, so that a gpu2 case runs its multi-rank path on one GPU: its throughput and scaling "
                           "figures measure no multi-GPU machine (the results say so; not gated)."),
     Option("min-efficiency", "least scaling efficiency (speedup / ranks) of multi-rank cases when the baseline sets "
-                             "none, as a fraction (default: not gated).", "FRACTION", number(0, 1.5)),
+                             "none, as a fraction (default: not gated).", "FRACTION", number(0, 1.5), cli=False),
     Option("min-gpu-utilization", "least mean GPU utilization over the measured windows, as a fraction (0.8: 80%%), "
                                   "when the baseline sets none (default: not gated; never gated where GPU telemetry is "
-                                  "unavailable).", "FRACTION", number(0, 1, high_inclusive=True)),
+                                  "unavailable).", "FRACTION", number(0, 1, high_inclusive=True), cli=False),
     Option("warmup-steps", "steps before measuring (default 20; a baseline may set it).", "N", integer(0)),
     Option("steps", "steps per measured window (default 100; a baseline may set it).", "N", integer(1)),
-    Option("repeats", "measured windows per run (default 5; a baseline may set it).", "N", integer(1)),
+    Option("repeats", "measured windows per run (default 5; a baseline may set it).", "N", integer(1), cli=False),
     Option("runs", "fresh worker processes each case runs before its first verdict; each run's figure is the median "
                    "of its windows, the case's the geometric mean of its runs' (default 1; a baseline being saved "
                    "measures 10 counted runs unless this says).", "K", integer(1)),
-    Option("confirm", "deprecated: --dlperf-max-runs is --dlperf-runs + N (kept for old command lines).", "N",
-           integer(0)),
     Option("max-runs", "most fresh runs of a case before its verdict is inconclusive: after each run the case is "
                        "decided (each way a one-sided test at 1%%), or measured again (default 10; A/B pairs: 30).", "N",
            integer(1)),
     Option("max-seconds", "time budget of a case's runs: no run starts that would end past it (default: none).",
-           "SECONDS", number(0)),
+           "SECONDS", number(0), cli=False),
     Option("inconclusive", "which cases still undecided at the budget fail: pass (none: each is reported INCONCLUSIVE, "
                            "with what would decide it; default), below (those whose estimate is below the threshold), "
                            "fail (all).", "POLICY", choice(INCONCLUSIVE_POLICIES, "pass")),
@@ -142,9 +114,9 @@ OPTIONS = (
     Option("max-interference", "a run during whose windows other processes used more than this much CPU (percent of "
                                "one CPU, on a saturated machine; or any other process on the GPU) is busy: not "
                                "counted, and a second busy run in a row ends the case inconclusive (default 50; off: "
-                               "never).", "PERCENT", number(0, default=MAX_INTERFERENCE, off=True)),
+                               "never).", "PERCENT", number(0, default=MAX_INTERFERENCE, off=True), cli=False),
     Option("timeout", "seconds a worker may run before its process group is killed (default: adapts to the measured "
-                      "step time).", "SECONDS", number(0)),
+                      "step time).", "SECONDS", number(0), cli=False),
     Option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).", "FRACTION",
            number(0, 1)),
     _switch("require-baseline", "fail cases that have no baseline entry."),
@@ -152,7 +124,7 @@ OPTIONS = (
     Option("save-span", "a baseline being saved starts each case's counted runs over at least this many seconds "
                         "(waiting between runs that end sooner), so that its figure and spread sample the host over "
                         "time, not one moment (default 60; off: as fast as they run).", "SECONDS",
-           number(0, default=SAVE_SPAN, off=True)),
+           number(0, default=SAVE_SPAN, off=True), cli=False),
     Option("json", "write every case's windows, statistics, verdict and environment to PATH.", "PATH", ini=None,
            field="json_path"),
     Option("report", "write a Markdown report to PATH (environment, method, throughput and speedup tables, baseline "
@@ -162,96 +134,117 @@ OPTIONS = (
                    "(needs the plot extra: matplotlib).", "DIR", plot_folder, field="plot_dir"),
     Option("log-dir", "keep each worker's spec, logs and result under DIR (default: pytest's basetemp).", "DIR"),
     Option("peak-tflops", "peak TFLOP/s of one device, for MFU: overrides the datasheet table (and gives CPU cases and "
-                          "unlisted GPUs an MFU).", "TFLOPS", number(0)),
+                          "unlisted GPUs an MFU).", "TFLOPS", number(0), cli=False),
     Option("max-memory", "cap the memory each worker's training may add, e.g. 2GiB or 1500MB: the CPU's address space "
                          "beyond the framework's own, or a CUDA device's memory (batch size max on the CPU needs it).",
            "SIZE", memory_size),
-    Option("max-batch-trials", f"most short trial runs of one batch size max search (default {MAX_TRIALS}).", "N",
-           integer(1, MAX_TRIALS)),
+    Option("max-batch-trials", f"most short trial runs of one batch size max search (default {MAX_BATCH_TRIALS}).", "N",
+           integer(1, MAX_BATCH_TRIALS), cli=False),
     Option("malloc", "the workers' memory allocator: steady (default: glibc keeps what training frees for the next "
                      "step instead of handing it back, so no run pays page faults another does not) or system (the "
                      "environment's own settings, as a plain training script runs).", "MODE",
-           choice(MALLOC_MODES, "steady")),
+           choice(MALLOC_MODES, "steady"), cli=False),
     Option("cpu-threads", "intra-op threads of each CPU rank (OMP_NUM_THREADS): N, or cores (this node's CPUs shared "
                           "between its ranks). Default: the baseline entry's cpu_threads, else OMP_NUM_THREADS, else 1 "
                           "(threads that meet at every operator run at the speed of wherever a VM's hypervisor puts "
-                          "its vCPUs: docs/verdicts.md).", "N|cores", cpu_threads),
+                          "its vCPUs: docs/verdicts.md).", "N|cores", cpu_threads, cli=False),
     _switch("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows."),
-    _switch("no-fork-server", "start every worker as a fresh interpreter (python -m pytest_dlperf.worker) instead of "
-                              "forking it from the fork server, a process of the session that imported torch once "
-                              "and starts a run's one worker (and the local launcher's CPU ranks) in a fraction of a "
-                              "second (docs/design.md)): --dlperf-start fresh."),
     Option("start", "how each run's worker process starts: forked (from the fork server), fresh (an interpreter of "
                     "its own, as NVIDIA's scripts start: the reference where the host sets a GPU step's pace) or auto "
-                    "(default: forked on the CPU, fresh on GPUs; docs/gpu.md). --dlperf-no-fork-server is fresh.",
-           "MODE", choice(STARTS, "auto")),
+                    "(default: forked on the CPU, fresh on GPUs; docs/gpu.md).",
+           "MODE", choice(STARTS, "auto"), cli=False),
     Option("host-bound-below", "a GPU case whose GPUs were busy (NVML's mean utilization over the measured windows) "
                                "less than this fraction of the time is marked host-bound: its figure depends on the "
                                "host's CPU (default 0.9).", "FRACTION",
-           number(0, 1, high_inclusive=True, default=HOST_BOUND_BELOW)),
+           number(0, 1, high_inclusive=True, default=HOST_BOUND_BELOW), cli=False),
     Option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
                        "data=dali cases read.", "DIR", folder),
     Option("convergence-data", "the data set of convergence cases (a baseline entry with a target): "
                                "DIR/train/CLASS/IMAGE and DIR/val/CLASS/IMAGE (`dlperf dataset --learnable` writes "
                                "one).", "DIR", folder),
     Option("data-workers", "data loader workers (torchvision) or DALI threads per rank (default: the CPUs per rank "
-                           "less one, at most 8).", "N", integer(0)),
+                           "less one, at most 8).", "N", integer(0), cli=False),
     Option("history", "append every judged case of the session (figures, verdict, environment) to a history store: "
                       "sqlite:///PATH or a path (SQLite), or postgresql://USER@HOST/DB.", "URL", field="history_url"),
     Option("baseline-from-history", "judge cases without a baseline entry against their last N sessions on this "
                                     "machine class in the --dlperf-history store.", "N", integer(2)),
     Option("inconclusive-nights", "with --dlperf-history, a case inconclusive on this many sessions in a row, this "
                                   "one included, fails, saying so (default 3).", "N",
-           integer(1, default=INCONCLUSIVE_NIGHTS)),
+           integer(1, default=INCONCLUSIVE_NIGHTS), cli=False),
     _switch("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
                             "significant downward step, even within the tolerance."),
-    Option("history-html", "at the end of the session, after writing the --dlperf-history store, write the whole "
-                           "store's history as a static site into DIR (as dlperf history URL --html DIR does): an "
-                           "overview of every case and a page per case, opened from file://.", "DIR", ini=None),
-    Option("history-html-link", "with --dlperf-history-html, link each night to what it kept: LABEL=PATTERN, a URL or "
-                                "a path with placeholders {session}, {date}, {commit}, ... (repeatable; dlperf history "
-                                "--help lists them), e.g. report=nights/{session}/report.md.", "LABEL=PATTERN",
-           link_patterns, ini="linelist", action="append", field="history_html_links"),
     Option("against", "an A/B session: every throughput case runs in this environment (the candidate) and in REF (the "
                       "reference), in interleaved pairs of fresh runs in random order, and is judged on the paired "
                       "ratios against the tolerance. REF: another Python interpreter (a venv's), a command that starts "
                       "one ('docker run --rm IMAGE python'), or a git revision of this project (docs/ab.md).", "REF"),
     Option("against-seed", "the seed of an A/B session's pair orders (default: drawn, and recorded in the results).",
-           "N", integer(0)),
+           "N", integer(0), cli=False),
     _switch("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image files "
                          "read; the cases pass with a data-only verdict."),
+)
+
+#: The options that were removed, each with what replaced it (their flags and ini twins give a usage error).
+REMOVED = (
+    Removed("confirm", "give --dlperf-max-runs N, the most runs of a case (--dlperf-confirm N was --dlperf-max-runs "
+                       "RUNS+N)", "N"),
+    Removed("no-fork-server", "give -o dlperf_start=fresh (or dlperf_start = fresh in pytest.ini)",
+            action="store_true", ini="bool"),
+    Removed("history-html", "write the site with dlperf history URL --html DIR after the session", "DIR", ini=None),
+    Removed("history-html-link", "give dlperf history URL --html DIR --link LABEL=PATTERN after the session",
+            "LABEL=PATTERN", action="append", ini="linelist"),
 )
 
 
 def add_options(parser: pytest.Parser) -> None:
     """Every option of :data:`OPTIONS` for ``pytest_addoption``, each with its ini twin ``dlperf_*`` (none for the
-    output paths)."""
+    output paths).  The flags of ini settings and of :data:`REMOVED` are hidden: they only say what to use."""
     group = parser.getgroup("dlperf", "deep-learning training throughput (pytest-dlperf)")
-    for option in OPTIONS:
+    for option in (*OPTIONS, *REMOVED):
         kwargs: dict[str, Any] = {"action": option.action} if option.action else {}
         if option.metavar:
             kwargs["metavar"] = option.metavar
         if option.action == "store_true":
             kwargs["default"] = None
-        group.addoption(option.flag, dest=option.dest, help=option.help, **kwargs)
+        shown = isinstance(option, Option) and option.cli
+        group.addoption(option.flag, dest=option.dest, help=option.help if shown else argparse.SUPPRESS, **kwargs)
         if option.ini is not None:
-            parser.addini(option.dest, help=option.help.replace("%%", "%"), type=option.ini, default=None)
+            help_text = option.help if isinstance(option, Option) else f"removed: {option.replacement}"
+            parser.addini(option.dest, help=help_text.replace("%%", "%"), type=option.ini, default=None)
+
+
+def check_retired(config: pytest.Config) -> None:
+    """Raise :class:`OptionError` in one line where a removed option, or the old flag of an ini setting, is used."""
+    for removed in REMOVED:
+        if config.getoption(removed.dest) not in (None, []):
+            raise OptionError(removed.refusal(removed.flag))
+        if removed.ini is not None and ini_value(config, removed.dest) is not None:
+            raise OptionError(removed.refusal(f"{removed.dest} (ini)"))
+    for option in OPTIONS:
+        if not option.cli and (value := config.getoption(option.dest)) not in (None, []):
+            raise OptionError(option.refusal(value))
+
+
+def ini_value(config: pytest.Config, name: str) -> Any:
+    """An ini setting's value (from the ini file or ``-o``); None where it is not set."""
+    try:
+        value = config.getini(name)
+    except ValueError:
+        return None
+    return None if value in ([], "") else value
 
 
 def given(config: pytest.Config, option: Option, root: Path | None = None) -> Given:
-    """An option's value: the command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``).
+    """An option's value: the command line first, then the ini file (``[tool.pytest.ini_options] dlperf_...``, or
+    ``-o dlperf_...=VALUE``); an ini setting's from the ini file alone (its old flag: :func:`check_retired`).
     ``root``: the project's rootdir (:func:`~pytest_dlperf.commands.trust.project_root`; default pytest's)."""
-    value, base = config.getoption(option.dest), Path.cwd()
+    value, base = config.getoption(option.dest) if option.cli else None, Path.cwd()
     if (value is None or value == []) and option.ini is not None:
-        try:
-            value = config.getini(option.dest)
-        except ValueError:
-            value = None
+        value = ini_value(config, option.dest)
         if config.inipath is not None:
             base = config.inipath.parent
     if value == [] or value == "":
         value = None
-    return Given(option.flag, value, base, root or Path(config.rootpath))
+    return Given(option.label, value, base, root or Path(config.rootpath))
 
 
 def xdist_workers(config: pytest.Config) -> int:
@@ -275,6 +268,7 @@ class Options:
     def __init__(self, config: pytest.Config):
         # The rootdir as the test paths set it: pytest's own may lie above an outside --dlperf-baseline PATH.
         root = project_root(config)
+        check_retired(config)
         raw = {option.name: given(config, option, root) for option in OPTIONS}
         for option in OPTIONS:
             setattr(self, option.attribute, option.read(raw[option.name]))
@@ -286,17 +280,11 @@ class Options:
         """What the options' values mean together: the run budget, what was given, the checks across options."""
         self.runs_given = was_given["runs"]  # a baseline being saved measures SAVE_RUNS runs where it is not
         self.runs = self.runs or 1
-        self.max_runs_given = self.max_runs is not None or self.confirm is not None
+        self.max_runs_given = self.max_runs is not None
         if self.max_runs is not None and self.max_runs < self.runs:
             raise OptionError(f"--dlperf-max-runs: {self.max_runs} is less than --dlperf-runs {self.runs}; expected "
                               f"an integer >= {self.runs}")
-        self.max_runs = self.max_runs or (self.runs + self.confirm if self.confirm is not None
-                                          else max(self.runs, MAX_RUNS))
-        del self.confirm  # what it meant is in max_runs
-        if self.no_fork_server:
-            if self.start == "forked":
-                raise OptionError("--dlperf-start: forked contradicts --dlperf-no-fork-server; expected one of them")
-            self.start = "fresh"
+        self.max_runs = self.max_runs or max(self.runs, MAX_RUNS)
         if self.nnodes > 1 and self.launcher == "torchrun":
             # Only the node of rank 0 judges: a re-measurement there alone would leave the
             # other nodes waiting at a rendezvous that never comes.
@@ -325,7 +313,6 @@ class Options:
         """Every output path can be written: checked before the first case, not after the last."""
         paths = [(f"--dlperf-{name}", getattr(self, attr), False) for name, attr in OUTPUTS.items()]
         paths.append(("--dlperf-plot", self.plot_dir, True))
-        paths.append(("--dlperf-history-html", self.history_html, True))
         for option, path, is_folder in paths:
             if path:
                 try:
@@ -336,6 +323,21 @@ class Options:
     @property
     def active(self) -> bool:
         return bool(self.baseline_path or self.models)
+
+    # What removed options were, derived, for the code that still reads them (REMOVED says what replaced them).
+    @property
+    def no_fork_server(self) -> bool:
+        """Every worker a fresh interpreter: ``dlperf_start = fresh``."""
+        return self.start == "fresh"
+
+    @property
+    def history_html(self) -> str | None:
+        """A session writes no history site: ``dlperf history URL --html DIR`` does."""
+        return None
+
+    @property
+    def history_html_links(self) -> list[str]:
+        return []
 
     def bandwidth_drop(self, device: str) -> float | None:
         """The memory probe's drop for cases on ``device``: MAX_BANDWIDTH_DROP on the CPU, off on GPUs."""
@@ -356,18 +358,5 @@ class Options:
 
 
 def option_reference() -> str:
-    """Every ``--dlperf-*`` option as a Markdown table (``dlperf options`` prints it; docs/options.md is it):
-    the option, its ini twin (``[pytest]`` / ``[tool.pytest.ini_options]``) where it has one, and its help."""
-    without = ", ".join(f"`{option.flag}`" for option in OPTIONS if option.ini is None)
-    lines = ["# Options", "",
-             "Every option of pytest-dlperf, as `pytest --help` lists them (this page is what `dlperf options` "
-             "prints; a test keeps it so). Each option has an ini twin, for `pytest.ini` or "
-             f"`[tool.pytest.ini_options]`, but {without} (a session's own outputs, given on its command line); "
-             "a command-line option wins over its ini twin.", "",
-             "| option | ini | meaning |", "|---|---|---|"]
-    for option in OPTIONS:
-        shown = f"`{option.flag} {option.metavar}`" if option.metavar else f"`{option.flag}`"
-        ini = f"`{option.dest}`" if option.ini is not None else "-"
-        help_text = option.help.replace("%%", "%").replace("|", chr(92) + "|")
-        lines.append(f"| {shown} | {ini} | {help_text} |")
-    return "\n".join(lines) + "\n"
+    """The Markdown reference of every setting (``dlperf options`` prints it; docs/options.md is it)."""
+    return reference.markdown(OPTIONS, REMOVED)

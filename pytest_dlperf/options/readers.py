@@ -127,18 +127,6 @@ def memory_size(given: Given) -> int | None:
         raise OptionError(str(exc)) from None
 
 
-def link_patterns(given: Given) -> list[str]:
-    from ..history.dashboard import LinkError, LinkPattern
-
-    texts = [str(text) for text in given.value or []]
-    for text in texts:
-        try:
-            LinkPattern.parse(text, given.flag)
-        except LinkError as exc:
-            raise OptionError(str(exc)) from None
-    return texts
-
-
 def cpu_threads(given: Given) -> int | str | None:
     """A positive integer or ``cores`` (:func:`pytest_dlperf.launch.threads.parse`)."""
     from ..launch.threads import parse

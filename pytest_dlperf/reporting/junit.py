@@ -14,15 +14,22 @@ from ..results.telemetry import gpu_utilizations, host_metric, telemetry_summari
 
 
 def properties(result: CaseResult) -> list[tuple[str, Any]]:
-    """The properties of a judged case."""
+    """The properties of a case, whatever its kind: its verdict, and the figures it has."""
+    props: list[tuple[str, Any]] = [("dlperf_verdict", result.verdict.value if result.verdict else None)]
+    if result.verdict is Status.DATA_ONLY and result.data:
+        return props + data_only_properties(result.data)
+    seconds = (result.convergence or {}).get("seconds_to_target")
+    if seconds is not None:
+        props.append(("dlperf_time_to_target", round(seconds, 3)))
+    if result.throughput is None:
+        return props
     stats = result.stats or {}
-    props: list[tuple[str, Any]] = [
-        ("dlperf_verdict", result.verdict.value if result.verdict else None),
-        ("dlperf_throughput", round(result.throughput, 3)), ("dlperf_unit", result.unit),
-        ("dlperf_cv", round(stats["cv"], 5)), ("dlperf_windows", stats["n"])]
+    props += [("dlperf_throughput", round(result.throughput, 3)), ("dlperf_unit", result.unit),
+              ("dlperf_cv", round(stats["cv"], 5)), ("dlperf_windows", stats["n"])]
     if result.baseline:
         props.append(("dlperf_baseline", result.baseline.throughput))
-        props.append(("dlperf_difference_pct", round(100 * result.difference, 2)))
+        if result.difference is not None:
+            props.append(("dlperf_difference_pct", round(100 * result.difference, 2)))
     if result.scaling:
         props.append(("dlperf_speedup", round(result.scaling.speedup, 4)))
         props.append(("dlperf_efficiency", round(result.scaling.efficiency, 4)))
@@ -70,7 +77,6 @@ def evidence_properties(result: CaseResult) -> list[tuple[str, Any]]:
 
 
 def data_only_properties(loader: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The properties of a ``--dlperf-data-only`` case: the loader's figures."""
-    return [("dlperf_verdict", Status.DATA_ONLY.value),
-            ("dlperf_data_samples_per_second", round(loader["samples_per_second"], 3)),
+    """The loader's figures of a ``--dlperf-data-only`` case."""
+    return [("dlperf_data_samples_per_second", round(loader["samples_per_second"], 3)),
             ("dlperf_data_mb_per_second", round(loader["megabytes_per_second"], 3))]

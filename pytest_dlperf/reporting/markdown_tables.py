@@ -22,7 +22,9 @@ from ..gate.evidence import CONFIDENCE
 from ..gate.format import fmt_pct, fmt_value
 from ..results.case import CaseResult
 from ..results.telemetry import gpu_metric, host_metric, telemetry_summaries
+from ..results.judgement import Judgement
 from . import summary as report
+from . import verdicts
 
 # The method's parameters: (key in a case's "parameters", what it means).
 METHOD_PARAMETERS = (
@@ -119,7 +121,7 @@ def method_section(results: Sequence[CaseResult], options: Mapping[str, Any]) ->
     rows = [(meaning, _distinct(measured, lambda r, k=key: r.parameters.get(k, "unknown")))
             for key, meaning in METHOD_PARAMETERS]
     rows.append(("data", _distinct(measured, _data_backend)))
-    if any(r.parameters.get("cpu_threads") for r in measured):  # the CPU's intra-op threads (--dlperf-cpu-threads)
+    if any(r.parameters.get("cpu_threads") for r in measured):  # the CPU's intra-op threads (dlperf_cpu_threads)
         rows.append(("intra-op threads per CPU rank (OMP_NUM_THREADS)",
                      _distinct(measured, lambda r: r.parameters.get("cpu_threads") or "not set (a GPU case)")))
     if "max_runs" in options:
@@ -262,5 +264,6 @@ def verdicts_section(results: Sequence[CaseResult]) -> list[str]:
     """Every case's verdict and the first line of its message (the reason of a failure or skip)."""
     if not results:
         return []
-    rows = [(r.id, r.verdict, r.message.splitlines()[0] if r.message else "") for r in results]
+    rows = [(r.id, r.verdict, verdicts.first_line(r.judgement or Judgement.of(r.verdict, r.message)))
+            for r in results]
     return ["## Verdicts", ""] + table(["case", "verdict", "message"], rows) + [""]

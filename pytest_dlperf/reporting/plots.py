@@ -22,31 +22,21 @@ Agg, without pyplot, so the user's backend and pyplot state are left alone.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..history.plot import missing_matplotlib  # noqa: F401  (the plot options check it here)
 from ..results.case import CaseResult, Status
 from . import convergence
 from .plot_data import (Bar, ComparisonPlot, ScalingLine, ScalingPlot, comparison_plots, fmt_figure, left_out_note,
                         scaling_plots)
 
-INSTALL_HINT = "pip install 'pytest-dlperf[plot]'"
 VERDICT_COLORS = {Status.PASS: "#4C72B0", Status.IMPROVED: "#55A868", Status.FAIL: "#C44E52",
                   Status.NO_BASELINE: "#9A9A9A", Status.INCONCLUSIVE: "#DD8452"}
 VERDICT_LABELS = {Status.PASS: "pass", Status.IMPROVED: "improved", Status.FAIL: "fail",
                   Status.NO_BASELINE: "no baseline", Status.INCONCLUSIVE: "inconclusive"}
 DPI = 100
 LOG_RANGE = 20  # measured-vs-baseline: a log axis when the largest figure is this many times the smallest
-
-
-def missing_matplotlib(what: str = "--dlperf-plot") -> str | None:
-    """Why ``what`` cannot draw plots here (matplotlib missing), or None when it can."""
-    try:
-        importlib.import_module("matplotlib")
-    except ImportError as exc:
-        return f"{what} needs matplotlib ({exc}); install it with: {INSTALL_HINT}"
-    return None
 
 
 # --------------------------------------------------------------------------- drawing

@@ -19,10 +19,11 @@ from collections.abc import Iterable, Sequence
 
 from ..cases import Case
 from ..gate.format import fmt_value
-from ..gate.verdict import REASON
 from ..results.case import CaseResult, Scaling, Status
 from ..results.telemetry import gpu_unavailable_reason, gpu_utilizations, host_metric, telemetry_summaries
+from ..results.judgement import Judgement
 from . import convergence
+from .verdicts import summary_lines as verdict_lines
 
 MARKS = {Status.FAIL: " FAIL", Status.ERROR: " ERROR", Status.IMPROVED: " +", Status.INCONCLUSIVE: " ~"}
 
@@ -251,12 +252,8 @@ def summary_lines(results: Sequence[CaseResult], baseline_path: str | None = Non
             for r in chosen:
                 if r.verdict is Status.SKIPPED:
                     lines.append(f"  {r.id}: {r.message}")
-                elif r.verdict is Status.ERROR:  # a crash's message goes on with the log's last lines: its first
-                    lines.append(f"  {r.message.splitlines()[0]}")
-                else:  # the verdict's headline, then its reasons, one fact each (pytest_dlperf.gate.verdict.REASON)
-                    first, *reasons = r.message.split(REASON)
-                    lines.append(f"  {first}")
-                    lines.extend(f"      {reason}" for reason in reasons)
+                else:  # the first line, then one fact each (pytest_dlperf.reporting.verdicts)
+                    lines.extend(verdict_lines(r.judgement or Judgement.of(r.verdict, r.message)))
 
     section("regressions and errors", (Status.FAIL, Status.ERROR))
     section("inconclusive: not decided within the run budget", (Status.INCONCLUSIVE,))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..cases import Case
@@ -24,27 +24,15 @@ from ..gate.evidence import Evidence
 from ..gate.paired import PairedEvidence
 from ..protocol import ValueEnum
 from .host_bound import HostBound
-from .runs import AttemptRecord, RunRecord
+from .judgement import Judgement, Reason, Status, Why
+from .runs import AttemptRecord
+
+__all__ = ["CaseFailed", "CaseResult", "Expected", "GateResult", "GateStatus", "Scaling", "Status",
+           "THROUGHPUT_STATUSES", "as_dicts", "cases_from"]
 
 
 class CaseFailed(Exception):
     """A case that regressed or could not be measured; its message is the report."""
-
-
-class Status(ValueEnum):
-    """A case's verdict.  A ``str``, so ``Status.FAIL == "fail"`` and JSON holds the value."""
-
-    PASS = "pass"
-    IMPROVED = "improved"
-    NO_BASELINE = "no-baseline"
-    FAIL = "fail"
-    INCONCLUSIVE = "inconclusive"  # undecided at the run budget (pytest_dlperf.gate.sequential)
-    ERROR = "error"
-    SKIPPED = "skipped"
-    REMOTE = "remote"  # a torchrun job across nodes: rank 0's node reports
-    DATA_ONLY = "data-only"  # --dlperf-data-only: the loader alone, never judged
-
-    __hash__ = str.__hash__
 
 
 #: Verdicts of a throughput against its baseline (``throughput_verdict``).
@@ -191,34 +179,32 @@ class CaseResult:
     start: str | None = None  # how its runs' workers started: "forked", "fresh" or "mixed" (Attempt.start)
     compile: str | None = None  # how its runs trained: "eager", a torch.compile mode or "mixed" (Attempt.compile)
     host_bound: HostBound | None = None  # a GPU case: how busy its GPUs were, and whether the host set the pace
+    #: How it was judged: the status, the gates and the reasons the message is made of (None: still running).
+    judgement: Judgement | None = None
 
     # -- derived, so that no reader works them out again
 
-    def record_error(self, message: str, runs: list[RunRecord],
-                     properties: list[tuple[str, object]]) -> CaseFailed:
-        """Its runs ended without a measurement: recorded as an error (``properties``: the test's
-        ``user_properties``); returns the exception that fails its test."""
-        self.attempts.append(AttemptRecord(None, runs))
-        self.verdict, self.message = Status.ERROR, message
-        properties.append(("dlperf_verdict", Status.ERROR.value))
-        return CaseFailed(message)
-
-    def record_runs(self, runs: list[RunRecord]) -> None:
-        """Runs judged by something other than a throughput (a time to target): kept without a pooled figure."""
-        self.attempts.append(AttemptRecord(None, runs))
-
-    def record_remote(self, message: str, runs: list[RunRecord], properties: list[tuple[str, object]]) -> None:
-        """This node ran some ranks of a torchrun job across nodes: rank 0's node measures, judges and reports."""
-        self.attempts.append(AttemptRecord(None, runs))
-        self.verdict, self.message = Status.REMOTE, message
-        properties.append(("dlperf_verdict", Status.REMOTE.value))
+    def record(self, judgement: Judgement, render: Callable[[Judgement], str], measured=None) -> None:
+        """The case's judgement, its words (``render(judgement)``: :func:`pytest_dlperf.reporting.verdicts.render`)
+        and, where it was measured, the figures of ``measured`` (a
+        :class:`~pytest_dlperf.controller.kinds.Measurement`): recorded once, when the case is done."""
+        if measured is not None:
+            self.unit = measured.unit or self.unit
+            self.attempts.extend(measured.attempts)
+            for name in measured.FIGURES:
+                setattr(self, name, getattr(measured, name))
+        self.judgement, self.verdict, self.message = judgement, judgement.status, render(judgement)
+        self.throughput_verdict = judgement.main_status if self.throughput is not None else None
+        self.difference = judgement.difference
+        self.judged = self.throughput is not None
 
     def record_end(self, started: float) -> None:
         """The case's duration since ``started`` (``time.monotonic()``); interrupted (Ctrl-C, SIGTERM)
         mid-case, it is recorded as an error, so the JSON and the report still say what happened."""
         self.duration = time.monotonic() - started
         if self.verdict is None:
-            self.verdict, self.message = Status.ERROR, f"{self.id}: interrupted before the case finished"
+            self.judgement = Judgement.of(Status.ERROR, f"{self.id}: interrupted before the case finished", Why.ERROR)
+            self.verdict, self.message = Status.ERROR, self.judgement.reasons[0].text
 
     @property
     def measured(self) -> bool:
@@ -269,6 +255,8 @@ class CaseResult:
             out["paired"] = self.paired.to_dict()
         if self.host_bound is not None:
             out["host_bound"] = self.host_bound.to_dict()
+        if self.judgement is not None:
+            out["judgement"] = self.judgement.to_dict()
         return out
 
     @classmethod
@@ -292,7 +280,20 @@ class CaseResult:
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
             evidence=typed("evidence", Evidence.from_dict), paired=typed("paired", PairedEvidence.from_dict),
             start=data.get("start"), host_bound=typed("host_bound", HostBound.from_dict), compile=data.get("compile"),
+            judgement=judgement_from(data),
         )
+
+
+def judgement_from(data: Mapping[str, Any]) -> Judgement | None:
+    """A results document's case's judgement: its own (``judgement``), or for a document written before there
+    was one, its message as one reason."""
+    if data.get("verdict") is None:
+        return None
+    status = Status(data["verdict"])
+    if "judgement" in data:
+        return Judgement.from_dict(status, data["judgement"], data.get("difference"),
+                                   data.get("throughput_verdict") == Status.INCONCLUSIVE.value)
+    return Judgement(status, (Reason(data.get("message", "")),), difference=data.get("difference"))
 
 
 def cases_from(document: Mapping[str, Any]) -> list[CaseResult]:

@@ -10,7 +10,7 @@ NVIDIA's figures.  So each GPU case's results carry (:func:`assess`):
   the worker's ``timing.host_seconds_per_step``: what ``benchmarks/gpu_diagnose.py`` measures), beside
   ``step_seconds``, a step's time in the windows;
 * ``cpu``: the host's CPU model; ``threshold``; and ``bound``: ``gpu_busy`` below ``threshold``
-  (``--dlperf-host-bound-below``, :data:`HOST_BOUND_BELOW`).
+  (``dlperf_host_bound_below``, :data:`HOST_BOUND_BELOW`).
 
 A host-bound case says so in its verdict message (:meth:`HostBound.line`), the summary and the report, and its saved
 baseline entry keeps the CPU (``host_cpu``), so that gating it on another CPU model is named (:func:`cpu_mismatch`),
@@ -52,7 +52,7 @@ class HostBound:
         issued = (f"; the host took {1000 * self.host_seconds_per_step:.1f} ms to issue a step of "
                   f"{1000 * self.step_seconds:.1f} ms" if self.host_seconds_per_step and self.step_seconds else "")
         return (f"host-bound: its GPU was busy {100 * self.gpu_busy:.0f}% of the measured windows (below "
-                f"{100 * self.threshold:g}%, --dlperf-host-bound-below): this figure depends on the host's CPU "
+                f"{100 * self.threshold:g}%, dlperf_host_bound_below): this figure depends on the host's CPU "
                 f"({self.cpu or 'unknown model'}) as much as on the GPU{issued}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ A worker learns its rank from whichever launcher started it:
   ``OMPI_COMM_WORLD_LOCAL_RANK``.
 
 With more than one rank it joins a process group (NCCL on GPUs, gloo on CPUs, or the backend that
-``--dlperf-dist-backend`` names: :func:`choose_backend`) through
+``dlperf_dist_backend`` names: :func:`choose_backend`) through
 the ``env://`` rendezvous and trains a ``DistributedDataParallel`` model whose gradients are
 views into its buckets (:meth:`ProcessGroup.wrap`).  Every rank times the same windows; rank 0 gathers them once at the end, so
 gathering adds nothing to the measured time.
@@ -71,11 +71,11 @@ def choose_backend(device_type: str, requested: str = "auto", shared: bool = Fal
     """The process group's backend: ``requested``, or for ``auto`` NCCL on CUDA and gloo elsewhere; gloo for ranks
     that share GPUs, where NCCL is refused in one line (it rejects two ranks on one device)."""
     if requested not in BACKENDS:
-        raise ValueError(f"--dlperf-dist-backend: {requested!r}; expected one of {', '.join(BACKENDS)}")
+        raise ValueError(f"dlperf_dist_backend: {requested!r}; expected one of {', '.join(BACKENDS)}")
     if shared:
         if requested == "nccl":
             raise ValueError("--dlperf-share-gpus: ranks that share a GPU meet over gloo; NCCL refuses two ranks on "
-                             "one device; expected --dlperf-dist-backend gloo or auto")
+                             "one device; expected dlperf_dist_backend gloo or auto")
         return SHARED_BACKEND
     if requested != "auto":
         return requested

@@ -171,7 +171,7 @@ def device_peak(name: str | None) -> DevicePeak | None:
 def peak_tflops(name: str | None, precision: str, override: float | None = None) -> float | None:
     """Dense peak TFLOP/s of the device called ``name`` at ``precision``.
 
-    ``override`` (the user's ``--dlperf-peak-tflops``) wins over the table, for any
+    ``override`` (the user's ``dlperf_peak_tflops``) wins over the table, for any
     device, the CPU included; otherwise an unknown device, or a precision the device has
     no tensor cores for, gives ``None``.
     """

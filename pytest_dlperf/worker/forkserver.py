@@ -26,7 +26,7 @@ worker or in the server.  Each worker is still a fresh process of its own, as an
   fork, as an exec'd worker does.
 
 What the server cannot give a forked worker is what a process takes from its environment only when it
-starts: glibc's tunables (``--dlperf-malloc``), the OpenMP and BLAS variables, ``PYTHON*``, ``LD_*``.  The
+starts: glibc's tunables (``dlperf_malloc``), the OpenMP and BLAS variables, ``PYTHON*``, ``LD_*``.  The
 controller keeps one server per such environment (:mod:`pytest_dlperf.launch.forkserver`), so each worker's
 process was started with the variables its run has.  Python's hash seed is the server's.
 

@@ -73,7 +73,7 @@ def warm_framework() -> None:
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX, M_ARENA_MAX = -1, -3, -4, -8  # glibc's malloc.h
 MMAP_THRESHOLD = 1 << 20
-#: glibc's defaults, which ``--dlperf-malloc steady``'s GLIBC_TUNABLES (mmap_max=0, no trim) replaced.
+#: glibc's defaults, which ``dlperf_malloc steady``'s GLIBC_TUNABLES (mmap_max=0, no trim) replaced.
 MMAP_MAX, TRIM_THRESHOLD = 65536, 128 * 1024
 
 
@@ -85,7 +85,7 @@ def _tune_malloc() -> None:
     * Blocks of 1 MiB and more are mapped and unmapped directly: glibc otherwise raises
       this threshold after a large block is freed (up to 32 MiB), and keeps such blocks in
       its heap, which then only grows.
-    * The heap's free top is handed back, and mapping is allowed again: ``--dlperf-malloc
+    * The heap's free top is handed back, and mapping is allowed again: ``dlperf_malloc
       steady`` (the default) keeps every freed block for the next step, which under a cap on
       the address space would leave no room for what the training asks next (a thread's
       stack, seen here).  Under the cap, the cap's settings win.

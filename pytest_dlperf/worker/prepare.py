@@ -20,7 +20,7 @@ def _device(kind: str, local_rank: int, share: bool = False):
         torch.cuda.set_device(index)
         device = torch.device("cuda", index)
         return device, {"type": "cuda", "name": torch.cuda.get_device_name(device), "index": index}
-    # The intra-op threads this process trains with: OMP_NUM_THREADS as it started (--dlperf-cpu-threads).
+    # The intra-op threads this process trains with: OMP_NUM_THREADS as it started (dlperf_cpu_threads).
     return torch.device("cpu"), {"type": "cpu", "name": cpu_model(), "index": None,
                                  "intra_op_threads": torch.get_num_threads()}
 

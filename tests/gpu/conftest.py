@@ -14,8 +14,8 @@ import pytest
 
 # The inner sessions' options: CUDA, no cache or pytest-benchmark, no re-measurement, and a
 # short measurement unless a test asks for more (a later option wins).
-CUDA_ARGS = ("--dlperf-device", "cuda", "-p", "no:cacheprovider", "-p", "no:benchmark", "--dlperf-confirm", "0",
-             "--dlperf-warmup-steps", "3", "--dlperf-steps", "10", "--dlperf-repeats", "2")
+CUDA_ARGS = ("--dlperf-device", "cuda", "-p", "no:cacheprovider", "-p", "no:benchmark", "--dlperf-max-runs", "1",
+             "--dlperf-warmup-steps", "3", "--dlperf-steps", "10", "-o", "dlperf_repeats=2")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -36,7 +36,7 @@ def test_bert_trains_with_its_cuda_recipe_on_one_rank_and_two_sharing_the_gpu(gp
     must not break the multi-rank path that no lease with two GPUs has run)."""
     result = gpu.run("--dlperf-model", "bert-tiny", "--dlperf-precision", "amp", "--dlperf-batch-size", "16",
                      "--dlperf-set", "seq_len=64", "--dlperf-gpus", "1,2", "--dlperf-share-gpus",
-                     "--dlperf-warmup-steps", "3", "--dlperf-steps", "10", "--dlperf-repeats", "2",
+                     "--dlperf-warmup-steps", "3", "--dlperf-steps", "10", "-o", "dlperf_repeats=2",
                      "--dlperf-json", "results.json")
     result.assert_outcomes(passed=2)
     for record in sorted(gpu.results()["cases"], key=lambda r: r["case"]["gpus"]):

@@ -25,7 +25,7 @@ pytestmark = GPU_TEST
 # ResNet-50 AMP bs256, the seeds' case: one run of 5 windows of 20 steps (about 2 s each on
 # an H100) on each side; the median window of each is compared.
 CASE = ("--dlperf-model", "resnet50", "--dlperf-precision", "amp", "--dlperf-batch-size", "256",
-        "--dlperf-warmup-steps", "20", "--dlperf-steps", "20", "--dlperf-repeats", "5")
+        "--dlperf-warmup-steps", "20", "--dlperf-steps", "20", "-o", "dlperf_repeats=5")
 
 
 def test_a_one_rank_torchrun_nccl_job_costs_ddp_s_own_work_and_no_more(gpu, monkeypatch):
@@ -49,7 +49,7 @@ def test_a_one_rank_torchrun_nccl_job_costs_ddp_s_own_work_and_no_more(gpu, monk
 
 @requires_gpus(2)
 def test_two_ranks_on_two_gpus_scale(gpu):
-    result = gpu.run(*CASE, "--dlperf-gpus", "1,2", "--dlperf-min-efficiency", "0.8", "--dlperf-json",
+    result = gpu.run(*CASE, "--dlperf-gpus", "1,2", "-o", "dlperf_min_efficiency=0.8", "--dlperf-json",
                      "results.json")
     result.assert_outcomes(passed=2)
     _one, two = gpu.results()["cases"]

@@ -16,7 +16,7 @@ TOO_LARGE = 2048
 def test_out_of_memory_names_the_batch_size_and_the_gpu(gpu):
     name = first_visible_nvml_device()["name"]
     result = gpu.run("--dlperf-model", "resnet50,tiny", "--dlperf-batch-size", f"{TOO_LARGE},32",
-                     "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "--dlperf-repeats", "1",
+                     "--dlperf-warmup-steps", "1", "--dlperf-steps", "2", "-o", "dlperf_repeats=1",
                      "--dlperf-json", "results.json", "-k", f"resnet50-fp32-bs{TOO_LARGE} or tiny-fp32-bs32")
     # The case after the one that ran out of memory trains in a fresh process and passes.
     result.assert_outcomes(failed=1, passed=1)

@@ -13,13 +13,13 @@ from .support import GPU_TEST, files_under, first_run, first_visible_nvml_device
 pytestmark = GPU_TEST
 
 CASE = ("--dlperf-model", "resnet18", "--dlperf-precision", "amp", "--dlperf-batch-size", "64",
-        "--dlperf-warmup-steps", "5", "--dlperf-steps", "10", "--dlperf-repeats", "3")
+        "--dlperf-warmup-steps", "5", "--dlperf-steps", "10", "-o", "dlperf_repeats=3")
 
 
 def test_two_ranks_share_one_gpu_over_gloo_end_to_end(gpu, monkeypatch):
     monkeypatch.setenv("NCCL_DEBUG", "INFO")  # an NCCL group would say so in the ranks' logs: none must
     logs = gpu.path / "logs"
-    result = gpu.run(*CASE, "--dlperf-gpus", "1,2", "--dlperf-share-gpus", "--dlperf-min-efficiency", "0.99",
+    result = gpu.run(*CASE, "--dlperf-gpus", "1,2", "--dlperf-share-gpus", "-o", "dlperf_min_efficiency=0.99",
                      "--dlperf-json", "results.json", "--dlperf-log-dir", str(logs))
     result.assert_outcomes(passed=2)  # an efficiency far below 0.99 does not fail: it is not gated
     one, two = sorted(gpu.results()["cases"], key=lambda record: record["case"]["gpus"])

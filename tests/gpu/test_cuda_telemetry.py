@@ -13,7 +13,7 @@ from .support import GPU_TEST, first_run, first_visible_nvml_device, nvml_device
 pytestmark = GPU_TEST
 
 BUSY = ("--dlperf-model", "resnet18", "--dlperf-precision", "amp", "--dlperf-batch-size", "256",
-        "--dlperf-warmup-steps", "10", "--dlperf-steps", "40", "--dlperf-repeats", "3", "--dlperf-json", "results.json")
+        "--dlperf-warmup-steps", "10", "--dlperf-steps", "40", "-o", "dlperf_repeats=3", "--dlperf-json", "results.json")
 
 
 def rank_gpu(record: dict) -> tuple[str, dict]:

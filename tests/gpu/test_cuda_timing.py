@@ -72,7 +72,7 @@ EVENT_PROBE = textwrap.dedent("""
 def test_windows_match_cuda_events_within_one_percent(gpu):
     gpu.conftest(EVENT_PROBE)
     result = gpu.run("--dlperf-model", "evprobe", "--dlperf-json", "results.json", "--dlperf-warmup-steps",
-                     str(WARMUP), "--dlperf-steps", str(STEPS), "--dlperf-repeats", str(REPEATS))
+                     str(WARMUP), "--dlperf-steps", str(STEPS), "-o", f"dlperf_repeats={REPEATS}")
     result.assert_outcomes(passed=1)
     windows = first_run(only_case(gpu.results()))["windows"]
     assert [w["steps"] for w in windows] == [STEPS] * REPEATS

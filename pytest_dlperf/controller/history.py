@@ -11,22 +11,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import baseline as baseline_mod
 from .. import environment
 from ..cases import Case, OptionError
 from ..gate import drift as gate_drift
 from ..gate.evidence import Drift
 from ..results.case import CaseResult, Expected
-from . import analysis, changepoints, dashboard, text
-from .dashboard import LinkPattern
-from .records import Point, case_rows, machine_class, session_row
-from .store import StoreError, store_for
+from ..history import analysis, changepoints, text
+from ..history.records import Point, case_rows, machine_class, session_row
+from ..history.store import StoreError, store_for
 
 if TYPE_CHECKING:
     from ..options import Options
-    from . import html
 
-#: The default tolerance of a baseline from history, where --dlperf-tolerance gives none.
-DEFAULT_TOLERANCE = 0.05
+#: The default tolerance of a baseline from history, where --dlperf-tolerance gives none: a baseline file's.
+DEFAULT_TOLERANCE = baseline_mod.DEFAULT_TOLERANCE
 #: A session analyzes each case's last this many sessions (two months of nightly runs); ``dlperf
 #: history`` analyzes them all.  It keeps the end of a session short whatever the store's age.
 SESSION_WINDOW = 60
@@ -40,7 +39,7 @@ class HistoryBaselines:
     """What a session takes from its history store before any case: per case id, its last N sessions on this
     machine class (``--dlperf-baseline-from-history N``; N 0: none asked for), each case's figures on the trend
     (its drift between sessions, :mod:`pytest_dlperf.gate.drift`) and its last verdicts (a streak of
-    inconclusive nights, ``--dlperf-inconclusive-nights``)."""
+    inconclusive nights, ``dlperf_inconclusive_nights``)."""
 
     count: int
     machine: str
@@ -82,26 +81,12 @@ def check(options: Options, root: Path) -> HistoryBaselines | None:
     url = options.history_url
     if not url:
         for flag, value in (("--dlperf-baseline-from-history", options.baseline_from_history),
-                            ("--dlperf-history-gate", options.history_gate),
-                            ("--dlperf-history-html", options.history_html),
-                            ("--dlperf-history-html-link", options.history_html_links)):
+                            ("--dlperf-history-gate", options.history_gate)):
             if value:
                 raise OptionError(f"{flag}: needs a history store: give --dlperf-history URL")
         return None
     if options.history_gate and (missing := changepoints.missing("--dlperf-history-gate")):
         raise OptionError(missing)
-    if options.history_html_links and not options.history_html:
-        raise OptionError("--dlperf-history-html-link: links are written into the site: give --dlperf-history-html "
-                          "DIR too")
-    if options.history_html:
-        from . import html
-
-        if missing := (changepoints.missing("--dlperf-history-html") or html.missing("--dlperf-history-html")):
-            raise OptionError(missing)
-        try:
-            html.check_target(Path(options.history_html))
-        except html.SiteError as exc:
-            raise OptionError(f"--dlperf-history-html: {exc}") from None
     try:
         with store_for(url).open() as store:
             machine = machine_class(options.device, environment.collect(root))
@@ -138,22 +123,6 @@ def save_references(options: Options, root: Path) -> HistoryBaselines | None:
         raise OptionError(f"--dlperf-history: {exc}") from None
     found = analysis.baselines(points, SAVE_REFERENCE_SESSIONS)
     return HistoryBaselines(SAVE_REFERENCE_SESSIONS, machine, found) if found else None
-
-
-def write_site(options: Options) -> html.SiteSummary:
-    """``--dlperf-history-html DIR``: the whole store's history as a static site (:func:`.html.write_site`),
-    after this session's rows were written.  Returns its :class:`~.html.SiteSummary`; raises OSError."""
-    from . import html
-
-    links = [LinkPattern.parse(text, "--dlperf-history-html-link") for text in options.history_html_links]
-    try:
-        with store_for(options.history_url).open() as store:
-            points = store.points()
-            url = store.url
-    except StoreError as exc:
-        raise OSError(str(exc)) from None
-    views = dashboard.case_views(points, links=links)
-    return html.write_site(views, options.history_html, store=url, sessions=len({p.session.id for p in points}))
 
 
 @dataclasses.dataclass
