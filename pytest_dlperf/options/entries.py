@@ -10,19 +10,10 @@ from .readers import Reader, text
 
 
 @dataclasses.dataclass(frozen=True)
-class Option:
-    """One ``--dlperf-NAME`` option: its help, how its value reads (:data:`Reader`), and its ini twin's type
-    (``ini`` None: no twin, as for the output paths).  Its value is the :class:`Options` attribute ``field``
-    (default: the name with ``_``)."""
+class Named:
+    """What names an option: ``--dlperf-NAME`` on the command line, ``dlperf_NAME`` in the ini file."""
 
     name: str
-    help: str
-    metavar: str | None = None
-    read: Reader = text()
-    ini: str | None = "string"
-    action: str | None = None  # "append": repeatable; "store_true": a switch
-    field: str = ""
-    cli: bool = True  # False: an ini setting only (dlperf_NAME, or -o dlperf_NAME=VALUE); its old flag is refused
 
     @property
     def flag(self) -> str:
@@ -32,6 +23,21 @@ class Option:
     def dest(self) -> str:
         """pytest's name of the command-line option, and of its ini twin."""
         return "dlperf_" + self.name.replace("-", "_")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option(Named):
+    """One ``--dlperf-NAME`` option: its help, how its value reads (:data:`Reader`), and its ini twin's type
+    (``ini`` None: no twin, as for the output paths).  Its value is the :class:`Options` attribute ``field``
+    (default: the name with ``_``)."""
+
+    help: str
+    metavar: str | None = None
+    read: Reader = text()
+    ini: str | None = "string"
+    action: str | None = None  # "append": repeatable; "store_true": a switch
+    field: str = ""
+    cli: bool = True  # False: an ini setting only (dlperf_NAME, or -o dlperf_NAME=VALUE); its old flag is refused
 
     @property
     def attribute(self) -> str:
@@ -50,22 +56,13 @@ class Option:
 
 
 @dataclasses.dataclass(frozen=True)
-class Removed:
+class Removed(Named):
     """A removed option: its flag (and its ini twin, ``ini`` its type) stay only to say what replaced it."""
 
-    name: str
     replacement: str
     metavar: str | None = None
     action: str | None = None
     ini: str | None = "string"
-
-    @property
-    def flag(self) -> str:
-        return f"--dlperf-{self.name}"
-
-    @property
-    def dest(self) -> str:
-        return "dlperf_" + self.name.replace("-", "_")
 
     def refusal(self, used: str) -> str:
         return f"{used} was removed: {self.replacement}"

@@ -191,8 +191,8 @@ class CaseResult:
         if measured is not None:
             self.unit = measured.unit or self.unit
             self.attempts.extend(measured.attempts)
-            for name in measured.FIGURES:
-                setattr(self, name, getattr(measured, name))
+            for name, value in measured.figures().items():
+                setattr(self, name, value)
         self.judgement, self.verdict, self.message = judgement, judgement.status, render(judgement)
         self.throughput_verdict = judgement.main_status if self.throughput is not None else None
         self.difference = judgement.difference

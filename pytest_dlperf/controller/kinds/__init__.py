@@ -89,10 +89,14 @@ class Measurement:
         """Runs judged by something other than a pooled figure (a time to target): kept as one attempt."""
         return cls(unit, [AttemptRecord(None, runs)], **figures)
 
-    #: The figures :meth:`~pytest_dlperf.results.case.CaseResult.record` copies into a case's result.
-    FIGURES = ("throughput", "stats", "baseline", "device", "ranks", "telemetry", "flops", "data", "compile_seconds",
-               "start", "compile", "max_batch", "scaling", "gpu_utilization_gate", "hardware_mismatch", "host_bound",
-               "evidence", "paired", "convergence")
+    def figures(self) -> dict[str, Any]:
+        """Its figures by the results' field names (:data:`FIGURES`), which a case's result copies."""
+        return {name: getattr(self, name) for name in FIGURES}
+
+
+#: The figures :meth:`~pytest_dlperf.results.case.CaseResult.record` copies into a case's result: every field of a
+#: :class:`Measurement` but its unit, attempts and the kind's own value.
+FIGURES = tuple(f.name for f in dataclasses.fields(Measurement) if f.name not in ("unit", "attempts", "value"))
 
 
 class CaseKind(Protocol):
