@@ -17,7 +17,7 @@ claim side by side, in one invocation:
 **Telemetry** (``--telemetry on|off|both``, default ``both``): the harness samples GPU
 and host metrics in a background thread during the windows (``pytest_dlperf.worker.telemetry``).
 With ``both`` the harness runs twice per pair, as ``harness`` (sampling on, the plugin's
-default) and as ``harness-notel`` (``--dlperf-no-telemetry``), so the cost of sampling
+default) and as ``harness-notel`` (``-o dlperf_no_telemetry=true``), so the cost of sampling
 is measured side by side with the rest; ``on`` or ``off`` runs only one of them.
 
 **Start** (``--start server|exec|both``, default ``server``): how the harness starts its workers.

@@ -154,7 +154,7 @@ class WorkerSpec:
     steps: int
     repeats: int
     model_source: ModelSource | None = None
-    telemetry: bool = True  # False: no sampler (--dlperf-no-telemetry)
+    telemetry: bool = True  # False: no sampler (dlperf_no_telemetry)
     peak_tflops: float | None = None  # one device's peak for MFU (dlperf_peak_tflops); None: the table
     data_dir: str | None = None  # the ImageFolder of data=torchvision/dali cases (--dlperf-data-dir)
     data_workers: int | None = None  # loader workers / DALI threads per rank; None: from the CPUs

@@ -1,7 +1,7 @@
 """One small registry: named things of one kind, in the order they were added.
 
 Models and tasks (:mod:`pytest_dlperf.models.registry`), launchers (:mod:`pytest_dlperf.launch.launchers`),
-log parsers (:mod:`pytest_dlperf.commands.parsers`), case kinds (:mod:`pytest_dlperf.controller.session`)
+log parsers (:mod:`pytest_dlperf.commands.parsers`), case kinds (:mod:`pytest_dlperf.controller.kinds`)
 and measure functions (:mod:`pytest_dlperf.controller.throughput`) are each one :class:`Registry`: a name
 given twice is refused in one place, an unknown name says which names there are, and a session that
 registered things of its own puts the registry back as it was (:meth:`Registry.snapshot`).

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_dlperf import baseline, cli, collect, jsonio
+from pytest_dlperf import baseline, cli, jsonio
+from pytest_dlperf.controller import collection
 from pytest_dlperf.cases import Case
 from pytest_dlperf.convergence import RunFigures, judge_time, pooled
 from pytest_dlperf.gate.policy import Policy, settle
@@ -211,7 +212,7 @@ def test_baseline_entries_and_usage_errors(tmp_path, learnable):
         load(tmp_path, {k: v for k, v in entry().items() if k != "budget"})
     options = types.SimpleNamespace(models=[], precisions=[], batch_sizes=[], gpus=[], settings={},
                                     data_dir=None, convergence_data=str(learnable))
-    assert [c.id for c, _ in collect.build_cases(options, loaded)] == [e.case.id for e in loaded.entries]
+    assert [c.id for c, _ in collection.build_cases(options, loaded)] == [e.case.id for e in loaded.entries]
     problems = [
         (entry(settings={"num_classes": CLASSES}), options, r"\$.cases\[0\].settings.data: .* trains on real data"),
         (entry(batch_size="max"), options, r"\$.cases\[0\].batch_size: .* fixed batch size"),
@@ -223,7 +224,7 @@ def test_baseline_entries_and_usage_errors(tmp_path, learnable):
     ]
     for bad, opts, message in problems:
         with pytest.raises(pytest.UsageError, match=message):
-            collect.build_cases(opts, load(tmp_path, bad))
+            collection.build_cases(opts, load(tmp_path, bad))
 
 
 # --------------------------------------------------------------------------- one session, end to end

@@ -5,7 +5,8 @@ place.
   properties and report rows with no file of the package touched;
 * the session's policies make new judgements, never edit a message;
 * no module but :mod:`pytest_dlperf.reporting.verdicts` splits, joins or edits a verdict's words (a search of the
-  code).
+  code);
+* a case's baseline entry goes through at most five rooms of the controller, whichever its kind.
 """
 
 from __future__ import annotations
@@ -132,3 +133,47 @@ def test_the_search_finds_an_edit(tmp_path):
     sample.write_text("def f(result, verdict):\n    first = result.message.split('\\n  ')[0]\n"
                       "    return verdict.message.removeprefix('INCONCLUSIVE'), first\n")
     assert message_edits(sample, tmp_path) == ["sample.py:2", "sample.py:3"]
+
+
+CONTROLLER = PACKAGE / "controller"
+#: The controller's modules that are not on a case's walk: what a session leaves after every case (it reads the
+#: entries of a baseline being replaced, not a case's) and the kinds' shared declarations and registration.
+OFF_THE_WALK = ("outputs.py", "kinds/__init__.py", "kinds/builtin.py")
+MAX_WALK_ROOMS = 5
+
+
+def mentions(path: Path, name: str = "entry") -> bool:
+    """Whether ``path``'s code (not its docstrings) names ``name``: a variable, an argument or an attribute."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name) and node.id == name or isinstance(node, ast.arg) and node.arg == name \
+                or isinstance(node, ast.Attribute) and node.attr == name:
+            return True
+    return False
+
+
+def entry_walk(kind: Path, controller: Path = CONTROLLER) -> list[str]:
+    """The rooms (modules) of the controller a case of ``kind`` carries its baseline entry through: every module
+    of the controller that names an entry, but the other kinds' and those off the walk (:data:`OFF_THE_WALK`)."""
+    kinds = controller / "kinds"
+    shared = [p for p in sorted(controller.rglob("*.py")) if p.parent != kinds or p == kind]
+    return [p.relative_to(controller).as_posix() for p in shared
+            if p.relative_to(controller).as_posix() not in OFF_THE_WALK and mentions(p)]
+
+
+def test_a_cases_entry_walks_through_at_most_five_rooms():
+    kinds = [p for p in sorted((CONTROLLER / "kinds").glob("*.py")) if p.name not in ("__init__.py", "builtin.py")]
+    assert len(kinds) >= 5
+    for kind in kinds:
+        walk = entry_walk(kind)
+        assert len(walk) <= MAX_WALK_ROOMS, f"{kind.name}: {walk}"
+    assert entry_walk(CONTROLLER / "kinds" / "throughput.py") == [
+        "collection.py", "kinds/throughput.py", "pipeline.py", "references.py", "runner.py"]
+
+
+def test_the_walk_counts_a_room_that_names_an_entry(tmp_path):
+    (tmp_path / "kinds").mkdir()
+    (tmp_path / "kinds" / "mine.py").write_text('"""an entry, in words only"""\n')
+    (tmp_path / "a.py").write_text("def f(plan):\n    return plan.reference.entry\n")
+    (tmp_path / "b.py").write_text("def g(entry=None):\n    pass\n")
+    (tmp_path / "c.py").write_text("x = 1  # entry\n")
+    assert entry_walk(tmp_path / "kinds" / "mine.py", tmp_path) == ["a.py", "b.py"]

@@ -23,7 +23,7 @@ MAX_FUNCTION_LINES = 60
 #: How a function longer than MAX_FUNCTION_LINES says why, on its ``def`` line or the line above it.
 LONG_NOTE = "# long:"
 #: What the worker side (a fresh process on each rank) may not reach: the controller and everything after it.
-CONTROLLER_SIDE = ("plugin", "collect", "options", "controller", "launch", "gate", "results", "baseline",
+CONTROLLER_SIDE = ("plugin", "options", "controller", "launch", "gate", "results", "baseline",
                    "reporting", "history", "cli", "commands", "convergence")
 WORKER_SIDE = ("worker", "models")
 
@@ -161,7 +161,7 @@ FLOORS = (
     ("reporting",),
     ("options",),
     ("controller",),
-    ("__init__", "cli", "collect"),
+    ("__init__", "cli"),
     ("__main__", "plugin"),
 )
 #: The imports that still climb a floor (issue 50 allows two): the host facts read a worker's telemetry helper, and

@@ -113,7 +113,7 @@ def test_each_built_in_batch_s_bytes_are_counted_as_the_meta_device_makes_them(b
     # what the make_batch makes.  Every built-in model, and each task's batch through a model of its own.
     import torch
 
-    from pytest_dlperf.collect import input_bytes
+    from pytest_dlperf.controller.collection import input_bytes
     from pytest_dlperf.models.registry import BATCH_BYTES
 
     for task in ("sequence-classification", "regression", "language-modeling"):
@@ -134,7 +134,7 @@ def test_each_built_in_batch_s_bytes_are_counted_as_the_meta_device_makes_them(b
 def test_a_batch_without_a_count_is_made_on_the_meta_device():
     import torch
 
-    from pytest_dlperf.collect import input_bytes
+    from pytest_dlperf.controller.collection import input_bytes
 
     def make(batch_size, settings, device):
         return torch.zeros(batch_size, 7, device=device), torch.zeros(batch_size, dtype=torch.int64, device=device)

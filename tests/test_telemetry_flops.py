@@ -111,7 +111,7 @@ def test_a_cpu_case_reports_host_telemetry_and_flops(dlperf):
 
 
 def test_peak_tflops_gives_an_mfu_and_no_telemetry_turns_the_sampler_off(dlperf):
-    result = dlperf.run("--dlperf-model", "tiny", "-o", "dlperf_peak_tflops=1.0", "--dlperf-no-telemetry",
+    result = dlperf.run("--dlperf-model", "tiny", "-o", "dlperf_peak_tflops=1.0", "-o", "dlperf_no_telemetry=true",
                         "--dlperf-json", "results.json", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=1)
     data = dlperf.results()

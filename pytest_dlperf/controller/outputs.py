@@ -27,7 +27,7 @@ from ..ab import report as ab_report
 from . import history as history_hooks
 from ..reporting import markdown, plots, summary
 from ..results.case import CaseResult, as_dicts
-from .session import DlperfSession
+from .pipeline import Pipeline
 
 
 @dataclasses.dataclass
@@ -40,28 +40,28 @@ class Outputs:
     history: history_hooks.Recorded | None = None  # --dlperf-history: what was written, the gate's findings
 
 
-def session_environment(session: DlperfSession) -> dict[str, Any]:
+def session_environment(pipeline: Pipeline) -> dict[str, Any]:
     """The controller's machine, and the device the first measured case ran on."""
-    env = environment.collect(session.config.rootpath)
-    devices = [r.device for r in session.results if r.device]
-    requested = session.options.device
+    env = environment.collect(pipeline.config.rootpath)
+    devices = [r.device for r in pipeline.results if r.device]
+    requested = pipeline.options.device
     if devices:
         env["device"] = devices[0]
     elif requested != "auto":
         env["device"] = {"type": requested}
     else:
-        env["device"] = {"type": session.probed_device or "unknown"}
+        env["device"] = {"type": pipeline.probed_device or "unknown"}
     return env
 
 
-def hardware_mismatch(session: DlperfSession) -> str | None:
+def hardware_mismatch(pipeline: Pipeline) -> str | None:
     """The first judged case's note that the baseline was measured on another GPU model or device."""
-    return next((r.hardware_mismatch for r in session.results if r.hardware_mismatch), None)
+    return next((r.hardware_mismatch for r in pipeline.results if r.hardware_mismatch), None)
 
 
-def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, Any]:
+def results_document(pipeline: Pipeline, env: dict[str, Any]) -> dict[str, Any]:
     """The ``--dlperf-json`` document (``schemas/results.schema.json``)."""
-    base = session.baseline
+    base = pipeline.baseline
     if base is not None and base.entries and all(e.unjudged for e in base.entries):
         base = None  # a folder with no file for this machine: nothing was judged against a baseline
     document = {
@@ -69,19 +69,19 @@ def results_document(session: DlperfSession, env: dict[str, Any]) -> dict[str, A
         "kind": "dlperf-results",
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "environment": env,
-        "options": session.options.to_dict(),
+        "options": pipeline.options.to_dict(),
         "baseline": None if base is None else {
             "path": base.path, "source": base.source, "hardware": dict(base.hardware),
-            "hardware_mismatch": hardware_mismatch(session)},
-        "cases": as_dicts(session.results),
+            "hardware_mismatch": hardware_mismatch(pipeline)},
+        "cases": as_dicts(pipeline.results),
     }
     if base is not None and base.selection is not None:
         document["baseline"]["selection"] = base.selection.line()
-    document.update(ab_report.document(session.ab))  # an A/B session's "against"
+    document.update(ab_report.document(pipeline.ab))  # an A/B session's "against"
     return document
 
 
-def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> bool:
+def write_outputs(pipeline: Pipeline, outputs: Outputs, exitstatus: int | pytest.ExitCode) -> bool:
     """``--dlperf-history``, ``--dlperf-json``, ``--dlperf-report``, ``--dlperf-plot``, ``--dlperf-save-baseline`` and
     ``--dlperf-history-html``, in that order.
 
@@ -90,9 +90,9 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
     document is what failed, it is kept in the session's log folder, which the line names.
     Returns whether every output was written.
     """
-    opts = session.options
-    outputs.environment = session_environment(session)
-    document = results_document(session, outputs.environment)
+    opts = pipeline.options
+    outputs.environment = session_environment(pipeline)
+    document = results_document(pipeline, outputs.environment)
     ok = True
     history_ok = True
 
@@ -102,35 +102,35 @@ def write_outputs(session: DlperfSession, outputs: Outputs, exitstatus: int | py
             write()
         except (OSError, jsonio.DocumentError) as exc:
             ok = False
-            kept = f"; the results are kept in {_keep_results(session, document)}" if option == "--dlperf-json" else ""
-            _say(session.config, f"dlperf: {option} not written: {exc}{kept}", red=True)
+            kept = f"; the results are kept in {_keep_results(pipeline, document)}" if option == "--dlperf-json" else ""
+            _say(pipeline.config, f"dlperf: {option} not written: {exc}{kept}", red=True)
 
     if opts.history_url and exitstatus != pytest.ExitCode.INTERRUPTED:
         analyze = bool(opts.history_gate or (opts.report_path and not history_hooks.changepoints.missing("")))
         attempt("--dlperf-history", lambda: setattr(outputs, "history", history_hooks.record(
-            opts, session.probed_device or opts.device, session.results, outputs.environment, document,
+            opts, pipeline.probed_device or opts.device, pipeline.results, outputs.environment, document,
             analyze=analyze)))
         history_ok = not (opts.history_gate and outputs.history and outputs.history.gate_failures)
     if opts.json_path:
         attempt("--dlperf-json", lambda: jsonio.dump(opts.json_path, document, "results"))
     if opts.report_path:
-        attempt("--dlperf-report", lambda: _write_report(session.config, opts.report_path, document, session.results))
+        attempt("--dlperf-report", lambda: _write_report(pipeline.config, opts.report_path, document, pipeline.results))
     if opts.plot_dir:
         try:
-            outputs.plot_files = plots.write_plots(session.results, Path(opts.plot_dir), outputs.plot_notes)
+            outputs.plot_files = plots.write_plots(pipeline.results, Path(opts.plot_dir), outputs.plot_notes)
         except OSError as exc:
             outputs.plot_notes.append(f"plots not written: {exc}")
     if opts.save_baseline:
-        attempt("--dlperf-save-baseline", lambda: _save_baseline(session, outputs.environment, exitstatus))
-    selection = session.baseline.selection if session.baseline is not None else None
+        attempt("--dlperf-save-baseline", lambda: _save_baseline(pipeline, outputs.environment, exitstatus))
+    selection = pipeline.baseline.selection if pipeline.baseline is not None else None
     if selection is not None and selection.record_path is not None and exitstatus != pytest.ExitCode.INTERRUPTED:
-        attempt("dlperf_baseline_record", lambda: _record_machine(session, outputs.environment))
+        attempt("dlperf_baseline_record", lambda: _record_machine(pipeline, outputs.environment))
     return ok and history_ok
 
 
-def _keep_results(session: DlperfSession, document: dict[str, Any]) -> Path:
+def _keep_results(pipeline: Pipeline, document: dict[str, Any]) -> Path:
     """The results document in the session's log folder (where the workers' logs are)."""
-    path = session.workdir / "results.json"
+    path = pipeline.workdir / "results.json"
     jsonio.dump(path, document, "results")
     return path
 
@@ -156,25 +156,25 @@ def _write_report(config: pytest.Config, path: str, document: dict[str, Any], re
         tr.write_line(f"dlperf: {written.problem}; the report links the original log folders", yellow=True)
 
 
-def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int | pytest.ExitCode) -> None:
-    tr = _terminal(session.config)
-    path = session.options.save_baseline
+def _save_baseline(pipeline: Pipeline, env: dict[str, Any], exitstatus: int | pytest.ExitCode) -> None:
+    tr = _terminal(pipeline.config)
+    path = pipeline.options.save_baseline
     if exitstatus == pytest.ExitCode.INTERRUPTED:
         if tr:
             tr.write_line(f"dlperf: session interrupted; {path} not written", red=True)
         return
-    saved = [r for r in session.results if r.measured and r.unsaved is None]  # one per entry, in order
+    saved = [r for r in pipeline.results if r.measured and r.unsaved is None]  # one per entry, in order
     measured = [r.to_dict() for r in saved]
-    unsaved = [r for r in session.results if r.measured and r.unsaved is not None]
-    steps = {k: v for k, v in params_summary(session.results).items() if v is not None}
-    tolerance = session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
+    unsaved = [r for r in pipeline.results if r.measured and r.unsaved is not None]
+    steps = {k: v for k, v in params_summary(pipeline.results).items() if v is not None}
+    tolerance = pipeline.options.tolerance or baseline_mod.DEFAULT_TOLERANCE
     noisy_cases: list[Noisy] = []
-    commands = session.baseline.commands if session.baseline is not None else None
+    commands = pipeline.baseline.commands if pipeline.baseline is not None else None
     document = baseline_mod.from_measurements(measured, env, tolerance=tolerance, steps=steps,
                                               noisy_cases=noisy_cases, commands=commands,
-                                              max_runs=session.options.max_runs)
+                                              max_runs=pipeline.options.max_runs)
     replaced = _replaced_baseline(path)
-    slower = _slower_host(session, saved, replaced, env, document)
+    slower = _slower_host(pipeline, saved, replaced, env, document)
     kept = _keep_replaced_entries(replaced, unsaved, document)
     if tr:
         for result in unsaved:
@@ -191,7 +191,7 @@ def _save_baseline(session: DlperfSession, env: dict[str, Any], exitstatus: int 
             tr.write_line(f"dlperf: --dlperf-save-baseline: {found.line()}", yellow=True)
         tr.write_line(f"dlperf: saved {len(measured)} case(s) as a baseline to {path}{trust.kept_note(document)}")
         remedy = (f", or judge against the store's last sessions (--dlperf-baseline-from-history "
-                  f"{history_hooks.SAVE_REFERENCE_SESSIONS})" if session.options.history_url else
+                  f"{history_hooks.SAVE_REFERENCE_SESSIONS})" if pipeline.options.history_url else
                   ", or from several sessions (dlperf baseline update FILE --from each session's results)")
         for case_id, reason in slower:
             tr.write_line(f"dlperf: --dlperf-save-baseline: {case_id} was measured while the host ran slower: "
@@ -226,7 +226,7 @@ def _keep_replaced_entries(replaced: baseline_mod.Baseline | None, unsaved: list
     return kept
 
 
-def _slower_host(session: DlperfSession, saved: list, replaced: baseline_mod.Baseline | None, env: dict[str, Any],
+def _slower_host(pipeline: Pipeline, saved: list, replaced: baseline_mod.Baseline | None, env: dict[str, Any],
                  document: dict[str, Any]) -> list[tuple[str, str]]:
     """The cases of a baseline being saved (``saved``, one per entry of ``document``) whose host probes read low
     enough to cost them their tolerance (:func:`pytest_dlperf.baseline.slower_host`) against those of the
@@ -237,7 +237,7 @@ def _slower_host(session: DlperfSession, saved: list, replaced: baseline_mod.Bas
     if replaced is not None and (replaced.measured_on is None or
                                  replaced.device_mismatch(env.get("device") or {}, isa)):
         replaced = None  # another machine's figures say nothing about this host's minute
-    history = session.history_references
+    history = pipeline.history_references
     default = document["defaults"]["tolerance"]
     found = []
     for result, entry in zip(saved, document["cases"]):
@@ -264,66 +264,66 @@ def _slower_host(session: DlperfSession, saved: list, replaced: baseline_mod.Bas
     return found
 
 
-def _record_machine(session: DlperfSession, env: dict[str, Any]) -> None:
+def _record_machine(pipeline: Pipeline, env: dict[str, Any]) -> None:
     """The cases of a baseline folder that had no figure for this machine, recorded for the next session."""
-    selection = session.baseline.selection
-    count, noisy_cases = machines.record(session.baseline, session.results, env,
-                                         session.options.tolerance or baseline_mod.DEFAULT_TOLERANCE,
-                                         session.options.max_runs)
+    selection = pipeline.baseline.selection
+    count, noisy_cases = machines.record(pipeline.baseline, pipeline.results, env,
+                                         pipeline.options.tolerance or baseline_mod.DEFAULT_TOLERANCE,
+                                         pipeline.options.max_runs)
     if count:
         noisy = (f"; {len(noisy_cases)} too noisy for their tolerance to be decided within --dlperf-max-runs"
                  if noisy_cases else "")
-        _say(session.config, f"dlperf: recorded {count} case(s) of this machine ({selection.machine.describe()}) "
+        _say(pipeline.config, f"dlperf: recorded {count} case(s) of this machine ({selection.machine.describe()}) "
                              f"in {selection.recorded}{noisy}; the next session of {selection.folder} here gates "
                              "against them")
 
 
-def terminal_summary(session: DlperfSession, outputs: Outputs, terminalreporter) -> None:
+def terminal_summary(pipeline: Pipeline, outputs: Outputs, terminalreporter) -> None:
     """The ``dlperf summary`` section: the tables, the notes and where the plots and logs are."""
-    if not session.results:
+    if not pipeline.results:
         return
     terminalreporter.write_sep("=", "dlperf summary")
-    selection = session.baseline.selection if session.baseline is not None else None
-    label = session.baseline.path if session.baseline else None
+    selection = pipeline.baseline.selection if pipeline.baseline is not None else None
+    label = pipeline.baseline.path if pipeline.baseline else None
     if selection is not None and selection.how == "none":
         label = f"{selection.folder} for this machine"
     # Split to fit a terminal; a log (CI's) has no width to fit, and keeps one table per model.
     width = shutil.get_terminal_size().columns if terminalreporter.isatty() else None
-    for line in summary.summary_lines(session.results, label, width=width) + ab_report.summary_lines(session.results):
+    for line in summary.summary_lines(pipeline.results, label, width=width) + ab_report.summary_lines(pipeline.results):
         terminalreporter.write_line(line)
     if selection is not None and terminalreporter.verbosity < 0:
         terminalreporter.write_line(f"dlperf: {selection.line()}")  # -q: the header that says it was not shown
-    mismatch = hardware_mismatch(session)
+    mismatch = hardware_mismatch(pipeline)
     if mismatch:
         terminalreporter.write_line(f"dlperf: {mismatch}", yellow=True)
-    if session.options.plot_dir:
+    if pipeline.options.plot_dir:
         names = ", ".join(p.name for p in outputs.plot_files) or "none"
         terminalreporter.write_line(f"dlperf: {len(outputs.plot_files)} plot(s) in "
-                                    f"{Path(session.options.plot_dir).resolve()}: {names}")
+                                    f"{Path(pipeline.options.plot_dir).resolve()}: {names}")
         for note in outputs.plot_notes:
             terminalreporter.write_line(f"  {note}")
     if outputs.history is not None:
         for line in outputs.history.lines:
             terminalreporter.write_line(line)
-        gate = "--dlperf-history-gate fails the session" if session.options.history_gate else "not gated"
+        gate = "--dlperf-history-gate fails the session" if pipeline.options.history_gate else "not gated"
         for line in outputs.history.gate_failures:
-            terminalreporter.write_line(f"dlperf: {line} ({gate})", red=bool(session.options.history_gate),
-                                        yellow=not session.options.history_gate)
-    if session.workdir_if_made is not None:
-        terminalreporter.write_line(f"dlperf: worker logs in {session.workdir_if_made}")
+            terminalreporter.write_line(f"dlperf: {line} ({gate})", red=bool(pipeline.options.history_gate),
+                                        yellow=not pipeline.options.history_gate)
+    if pipeline.workdir_if_made is not None:
+        terminalreporter.write_line(f"dlperf: worker logs in {pipeline.workdir_if_made}")
 
 
-def header_lines(session: DlperfSession) -> list[str]:
+def header_lines(pipeline: Pipeline) -> list[str]:
     """pytest's header: the device (what ``auto`` resolved to), the baseline, and this machine in one line."""
-    src = f"baseline {session.options.baseline_path}" if session.options.baseline_path else "no baseline"
-    if session.baseline is not None and session.baseline.selection is not None:
-        src = session.baseline.selection.line()  # which file of the folder, and why
-    device = session.options.device
+    src = f"baseline {pipeline.options.baseline_path}" if pipeline.options.baseline_path else "no baseline"
+    if pipeline.baseline is not None and pipeline.baseline.selection is not None:
+        src = pipeline.baseline.selection.line()  # which file of the folder, and why
+    device = pipeline.options.device
     if device == "auto":
-        choice = session.device_choice
+        choice = pipeline.device_choice
         device = (f"auto -> cuda ({choice.cuda_count} visible)" if choice.kind == "cuda" else
                   "auto -> cpu (no CUDA device is visible: every case trains on the CPU)")
-    env = environment.collect(session.config.rootpath)
+    env = environment.collect(pipeline.config.rootpath)
     return [f"dlperf: device {device}, {src}", f"dlperf: {header_line(env)}"]
 
 

@@ -64,7 +64,7 @@ def utilization_gate(case_id: str, ranks: int, minimum: float | None, summaries:
     wanted = f"{100 * minimum:g}%"
     if telemetry_off:
         return GateResult(GateStatus.NOT_GATED, minimum, f"{case_id}: min_gpu_utilization {wanted} not gated: "
-                                                         "telemetry is off (--dlperf-no-telemetry)")
+                                                         "telemetry is off (dlperf_no_telemetry)")
     utils = gpu_utilizations(summaries)
     if not utils:
         reason = next((s["gpu"].get("reason") for s in summaries if s.get("gpu", {}).get("reason")),

@@ -37,7 +37,7 @@ class RunParams:
     startup_timeout: float = 300.0
     launcher: str = "local"
     peak_tflops: float | None = None  # dlperf_peak_tflops: one device's peak, for MFU
-    telemetry: bool = True  # --dlperf-no-telemetry turns the workers' sampler off
+    telemetry: bool = True  # dlperf_no_telemetry turns the workers' sampler off
     data_dir: str | None = None  # --dlperf-data-dir: the ImageFolder of data=torchvision / dali cases
     data_workers: int | None = None  # dlperf_data_workers: per rank; None: from the CPUs per rank
     data_only: bool = False  # --dlperf-data-only: time the data loader alone

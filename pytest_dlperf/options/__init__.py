@@ -120,6 +120,10 @@ OPTIONS = (
     Option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).", "FRACTION",
            number(0, 1)),
     _switch("require-baseline", "fail cases that have no baseline entry."),
+    _switch("allow-missing", "in a session that gates (a baseline, --dlperf-baseline-from-history, --dlperf-against), "
+                             "skip the selected cases that cannot be measured here; without it the session stops "
+                             "before any case runs, naming each and why, and under CI a session that judged nothing "
+                             "fails."),
     Option("save-baseline", "write the measured medians as a baseline to PATH (atomically).", "PATH", ini=None),
     Option("save-span", "a baseline being saved starts each case's counted runs over at least this many seconds "
                         "(waiting between runs that end sooner), so that its figure and spread sample the host over "
@@ -148,7 +152,8 @@ OPTIONS = (
                           "between its ranks). Default: the baseline entry's cpu_threads, else OMP_NUM_THREADS, else 1 "
                           "(threads that meet at every operator run at the speed of wherever a VM's hypervisor puts "
                           "its vCPUs: docs/verdicts.md).", "N|cores", cpu_threads, cli=False),
-    _switch("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows."),
+    Option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.", read=switch,
+           ini="bool", action="store_true", cli=False),
     Option("start", "how each run's worker process starts: forked (from the fork server), fresh (an interpreter of "
                     "its own, as NVIDIA's scripts start: the reference where the host sets a GPU step's pace) or auto "
                     "(default: forked on the CPU, fresh on GPUs; docs/gpu.md).",
@@ -294,6 +299,9 @@ class Options:
                 choose_backend("cuda", self.dist_backend, shared=True)
             except ValueError as exc:
                 raise OptionError(str(exc)) from None
+        if self.against and self.save_baseline:
+            raise OptionError("--dlperf-against: an A/B session judges two environments against each other, and "
+                              "saves no baseline; expected --dlperf-save-baseline in a session of its own")
         if self.nnodes > 1 and self.launcher != "torchrun":
             raise OptionError("--dlperf-nnodes: jobs across nodes need --dlperf-launcher torchrun "
                               "(slurm and mpi take their nodes from the allocation or the hostfile)")

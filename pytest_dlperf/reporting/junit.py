@@ -24,8 +24,11 @@ def properties(result: CaseResult) -> list[tuple[str, Any]]:
     if result.throughput is None:
         return props
     stats = result.stats or {}
-    props += [("dlperf_throughput", round(result.throughput, 3)), ("dlperf_unit", result.unit),
-              ("dlperf_cv", round(stats["cv"], 5)), ("dlperf_windows", stats["n"])]
+    props += [("dlperf_throughput", round(result.throughput, 3)), ("dlperf_unit", result.unit)]
+    if stats.get("cv") is not None:  # a kind of one's own may give a throughput without windows
+        props.append(("dlperf_cv", round(stats["cv"], 5)))
+    if stats.get("n") is not None:
+        props.append(("dlperf_windows", stats["n"]))
     if result.baseline:
         props.append(("dlperf_baseline", result.baseline.throughput))
         if result.difference is not None:

@@ -2,7 +2,7 @@
 
 A :class:`CaseResult` is what a session knows about a case once it ran, was skipped or
 failed: its verdict (a :class:`Status`), message, figures and where they came from.  The
-session builds it (:mod:`pytest_dlperf.controller.session`), the reports read it
+pipeline builds it (:mod:`pytest_dlperf.controller.pipeline`), the reports read it
 (:mod:`pytest_dlperf.reporting`), and ``--dlperf-json`` writes it as one item of the
 results document's ``cases`` (``schemas/results.schema.json``; :meth:`CaseResult.to_dict`
 and :meth:`CaseResult.from_dict` are the only places that know its keys).
@@ -15,8 +15,7 @@ the workers' JSON, passed through (:mod:`pytest_dlperf.protocol`).
 from __future__ import annotations
 
 import dataclasses
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..cases import Case
@@ -24,7 +23,7 @@ from ..gate.evidence import Evidence
 from ..gate.paired import PairedEvidence
 from ..protocol import ValueEnum
 from .host_bound import HostBound
-from .judgement import Judgement, Reason, Status, Why
+from .judgement import Judgement, Reason, Status
 from .runs import AttemptRecord
 
 __all__ = ["CaseFailed", "CaseResult", "Expected", "GateResult", "GateStatus", "Scaling", "Status",
@@ -141,21 +140,22 @@ _JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "d
            "gpu_utilization_gate", "hardware_mismatch")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class CaseResult:
-    """One case of a session: what ran, its figures and its verdict."""
+    """One case of a session: what ran, its figures and its verdict.  Built once, when the case is done
+    (:meth:`of`), or read from a results document (:meth:`from_dict`); never changed after."""
 
     id: str
     case: Case
     nodeid: str | None = None
     unit: str | None = None
-    verdict: Status | None = None  # None while the case runs
+    verdict: Status | None = None  # None only in a document of a case that never finished
     message: str = ""
     throughput: float | None = None  # the judged median; None when nothing was measured
     stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.gate.stats)
     baseline: Expected | None = None
     difference: float | None = None  # measured / baseline - 1
-    attempts: list[AttemptRecord] = dataclasses.field(default_factory=list)
+    attempts: tuple[AttemptRecord, ...] = ()
     parameters: dict[str, Any] | None = None  # the RunParams the case ran with
     throughput_verdict: Status | None = None  # the throughput alone; verdict also counts the gates
     device: dict[str, Any] | None = None
@@ -179,32 +179,26 @@ class CaseResult:
     start: str | None = None  # how its runs' workers started: "forked", "fresh" or "mixed" (Attempt.start)
     compile: str | None = None  # how its runs trained: "eager", a torch.compile mode or "mixed" (Attempt.compile)
     host_bound: HostBound | None = None  # a GPU case: how busy its GPUs were, and whether the host set the pace
-    #: How it was judged: the status, the gates and the reasons the message is made of (None: still running).
+    #: How it was judged: the status, the gates and the reasons the message is made of.
     judgement: Judgement | None = None
 
+    @classmethod
+    def of(cls, case: Case, nodeid: str | None, judgement: Judgement, message: str, measured=None, *,
+           unit: str | None = None, parameters: dict[str, Any] | None = None, duration: float | None = None,
+           unsaved: str | None = None) -> CaseResult:
+        """A case's result, whole: its judgement, its words (``message``: made from the judgement by
+        :func:`pytest_dlperf.reporting.verdicts.render`) and, where it was measured, the figures of ``measured`` (a
+        :class:`~pytest_dlperf.controller.kinds.Measurement`, whose figure names are this class's fields; its unit
+        where it has one, else ``unit``)."""
+        figures = measured.figures() if measured is not None else {}
+        judged = figures.get("throughput") is not None
+        return cls(id=case.id, case=case, nodeid=nodeid, unit=measured.unit if measured is not None and measured.unit else unit,
+                   verdict=judgement.status, message=message, difference=judgement.difference,
+                   attempts=tuple(measured.attempts) if measured is not None else (), parameters=parameters,
+                   throughput_verdict=judgement.main_status if judged else None, duration=duration, judged=judged,
+                   unsaved=unsaved, judgement=judgement, **figures)
+
     # -- derived, so that no reader works them out again
-
-    def record(self, judgement: Judgement, render: Callable[[Judgement], str], measured=None) -> None:
-        """The case's judgement, its words (``render(judgement)``: :func:`pytest_dlperf.reporting.verdicts.render`)
-        and, where it was measured, the figures of ``measured`` (a
-        :class:`~pytest_dlperf.controller.kinds.Measurement`): recorded once, when the case is done."""
-        if measured is not None:
-            self.unit = measured.unit or self.unit
-            self.attempts.extend(measured.attempts)
-            for name, value in measured.figures().items():
-                setattr(self, name, value)
-        self.judgement, self.verdict, self.message = judgement, judgement.status, render(judgement)
-        self.throughput_verdict = judgement.main_status if self.throughput is not None else None
-        self.difference = judgement.difference
-        self.judged = self.throughput is not None
-
-    def record_end(self, started: float) -> None:
-        """The case's duration since ``started`` (``time.monotonic()``); interrupted (Ctrl-C, SIGTERM)
-        mid-case, it is recorded as an error, so the JSON and the report still say what happened."""
-        self.duration = time.monotonic() - started
-        if self.verdict is None:
-            self.judgement = Judgement.of(Status.ERROR, f"{self.id}: interrupted before the case finished", Why.ERROR)
-            self.verdict, self.message = Status.ERROR, self.judgement.reasons[0].text
 
     @property
     def measured(self) -> bool:
@@ -270,7 +264,7 @@ class CaseResult:
             verdict=typed("verdict", Status), message=data.get("message", ""),
             throughput=data.get("throughput"), stats=data.get("stats"),
             baseline=typed("baseline", Expected.from_dict), difference=data.get("difference"),
-            attempts=[AttemptRecord.from_dict(a) for a in data.get("attempts") or []],
+            attempts=tuple(AttemptRecord.from_dict(a) for a in data.get("attempts") or []),
             parameters=data.get("parameters"),
             throughput_verdict=typed("throughput_verdict", Status), device=data.get("device"),
             ranks=data.get("ranks"), scaling=typed("scaling", Scaling.from_dict), flops=data.get("flops"),

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ... import baseline as baseline_mod
 from ...cases import Case
 from ...gate.evidence import Evidence
 from ...gate.paired import PairedEvidence
@@ -40,13 +39,12 @@ from ..runner import Runner
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """What a case's ``measure`` is given: the case, its model, its baseline entry, its run parameters, its
-    label in messages, its folder, what it is judged against (which can decide when to stop) and whether it is
-    measured for a baseline being saved."""
+    """What a case's ``measure`` is given: the case, its model, its run parameters, its label in messages, its
+    folder, what it is judged against (its baseline entry, if any, is ``reference.entry``; the reference can decide
+    when to stop) and whether it is measured for a baseline being saved."""
 
     case: Case
     spec: ModelSpec
-    entry: baseline_mod.Entry | None
     params: RunParams
     label: str
     folder: Path

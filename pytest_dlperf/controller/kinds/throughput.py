@@ -88,7 +88,7 @@ def measure_runs(plan: Plan, runner: Runner, measured: Case) -> tuple[Attempt, E
     wanted = saved_runs(opts) if plan.save else 0
     if wanted and not opts.max_runs_given:  # room to re-measure its busy runs
         budget = dataclasses.replace(budget, max_runs=max(budget.max_runs, wanted + wanted // 2))
-    entry = plan.entry
+    entry = plan.reference.entry
     return measure_until_decided(measure_one, reference.expected, reference.own_runs, budget, more,
                                  counted_runs=wanted, spacing=save_spacing(opts, wanted),
                                  probe_runs=entry.probe_runs if entry is not None else None, drift=reference.drift)
@@ -110,7 +110,7 @@ def scaling_of(plan: Plan, runner: Runner, attempt: Attempt, evidence: Evidence)
 def figures_of(plan: Plan, runner: Runner, last: Attempt, evidence: Evidence, scale: Scaling | None,
                max_batch) -> Measurement:
     """The runs' figures, the utilization gate and the notes of a throughput case."""
-    case, entry, opts = plan.case, plan.entry, runner.options
+    case, entry, opts = plan.case, plan.reference.entry, runner.options
     expected = plan.reference.expected
     telemetry = last.telemetry()
     summaries = telemetry_summaries({"telemetry": telemetry})

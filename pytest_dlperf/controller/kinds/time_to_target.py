@@ -44,7 +44,7 @@ class ConvergenceKind:
 
     def measure(self, plan: Plan, runner: Runner) -> Measurement:
         """Train the case to its target in ``seeds`` fresh runs."""
-        case, entry = plan.case, plan.entry
+        case, entry = plan.case, plan.reference.entry
         goal = goal_of(case, entry)
         runs = (entry.seeds if entry is not None and entry.seeds else None) or runner.options.runs
         params = dataclasses.replace(plan.params, convergence=goal, runs=runs,
@@ -72,7 +72,7 @@ def times_measured(plan: Plan, figures: list[RunFigures], runs: list[RunRecord],
     """A time-to-target case's measurement: its runs, their pooled figures against the baseline's time.
     ``goal``: what the runs trained to (the results' ``convergence.goal``); ``budget``: the goal in words, for
     the message of a run that did not reach it."""
-    entry: baseline_mod.Entry | None = plan.entry
+    entry: baseline_mod.Entry | None = plan.reference.entry
     expected = expected_time(plan.reference)
     notes = [entry.unjudged] if entry is not None and entry.unjudged else []
     convergence = {**pooled(figures), "goal": goal,

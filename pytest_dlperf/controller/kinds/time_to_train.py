@@ -24,7 +24,7 @@ class TimeToTrainKind:
 
     def measure(self, plan: Plan, runner: Runner) -> Measurement:
         """Run the case's seeds."""
-        spec, entry = plan.spec, plan.entry
+        spec, entry = plan.spec, plan.reference.entry
         assert isinstance(spec, CommandSpec)  # judged_by_time says so
         seeds = (entry.seeds if entry is not None and entry.seeds else None) or runner.options.runs
         params = dataclasses.replace(plan.params, runs=seeds)

@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import baseline as baseline_mod
-from . import commands, convergence, data, models
-from .cases import Case, check_settings, matrix
-from .commands import trust
-from .commands.train_time import judged_by_time
-from .controller.session import SESSION
-from .results.case import CaseFailed
+from .. import baseline as baseline_mod
+from .. import commands, convergence, data, models
+from ..cases import Case, check_settings, matrix
+from ..commands import trust
+from ..commands.train_time import judged_by_time
+from ..results.case import CaseFailed
+from .pipeline import Pipeline
 
 if TYPE_CHECKING:
-    from .options import Options
+    from ..options import Options
 
 CaseEntry = tuple[Case, "baseline_mod.Entry | None"]
 
@@ -125,14 +125,16 @@ def markers_of(case: Case) -> list[str]:
     return [*case.markers, "convergence"] if timed else case.markers
 
 
-def collect_into(session: pytest.Session, config: pytest.Config, items: list, cases: list[CaseEntry]) -> None:
-    """Add the cases to ``items`` through pytest's collect protocol, fewer ranks first."""
+def collect_into(session: pytest.Session, config: pytest.Config, items: list, cases: list[CaseEntry],
+                 pipeline: Pipeline) -> None:
+    """Add the cases to ``items`` through pytest's collect protocol, fewer ranks first; ``pipeline`` runs them."""
     known = {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
     for name in sorted({name for case, _ in cases for name in markers_of(case)} - known):
         config.addinivalue_line("markers", f"{name}: a pytest-dlperf marker")
     # Collect through the regular protocol, so the terminal counts the cases as
     # collected and other plugins see a collect report for them.
-    collector = DlperfCollector.from_parent(session, name="dlperf", nodeid="dlperf", cases=cases)
+    collector = DlperfCollector.from_parent(session, name="dlperf", nodeid="dlperf", cases=cases,
+                                            pipeline=pipeline)
     rep = collector.ihook.pytest_make_collect_report(collector=collector)
     collector.ihook.pytest_collectreport(report=rep)
     if rep.failed:
@@ -144,36 +146,37 @@ def collect_into(session: pytest.Session, config: pytest.Config, items: list, ca
 class DlperfCollector(pytest.Collector):
     """The parent of all cases, so that their node ids read ``dlperf::<case id>``."""
 
-    def __init__(self, *, cases: list[CaseEntry], **kwargs):
+    def __init__(self, *, cases: list[CaseEntry], pipeline: Pipeline, **kwargs):
         super().__init__(**kwargs)
         self.cases = cases
+        self.pipeline = pipeline
 
     def collect(self):
-        return [DlperfItem.from_parent(self, name=case.id, case=case, entry=entry) for case, entry in self.cases]
+        return [DlperfItem.from_parent(self, name=case.id, case=case, entry=entry, pipeline=self.pipeline) for case, entry in self.cases]
 
 
 class DlperfItem(pytest.Item):
     """One case as a test: its setup skips it where it cannot run, its run measures and judges it."""
 
-    def __init__(self, *, case: Case, entry: baseline_mod.Entry | None, **kwargs):
+    def __init__(self, *, case: Case, entry: baseline_mod.Entry | None, pipeline: Pipeline, **kwargs):
         super().__init__(**kwargs)
         self.case = case
         self.entry = entry
+        self.pipeline = pipeline
         for name in markers_of(case):
             self.add_marker(getattr(pytest.mark, name))
 
     def setup(self) -> None:
-        session = self.config.stash[SESSION]
-        reason = session.skip_reason(self.case)
+        reason = self.pipeline.skip_reason(self.case)
         if reason:
-            session.record_skip(self.case, self.nodeid, reason)
+            self.pipeline.record_skip(self.case, self.nodeid, reason)
             # Reported at the case, not at this line of the plugin.  pytest has no public way to
             # skip from Item.setup at the item's location: a skip marker would have to be added
             # at collection, which would probe the device (import torch) for `pytest --co` too.
             raise pytest.skip.Exception(reason, _use_item_location=True)
 
     def runtest(self) -> None:
-        self.config.stash[SESSION].run_case(self.case, self.entry, self.nodeid, self.user_properties)
+        self.pipeline.run_case(self.case, self.entry, self.nodeid, self.user_properties)
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailed):
@@ -214,7 +217,7 @@ def _too_big(case: Case, spec: models.ModelSpec) -> str | None:
         return None
     import psutil
 
-    from .environment import gpu_info
+    from ..environment import gpu_info
 
     room = max([psutil.virtual_memory().total] + [d.get("memory_bytes") or 0 for d in gpu_info().get("devices", [])])
     if size <= room:
