@@ -81,5 +81,6 @@ def test_cases_refuse_pytest_xdist_in_one_line_and_start_nothing(dlperf):
     assert not (dlperf.path / "logs").exists()
     plain = dlperf.run_subprocess()  # no case asked for: xdist as usual
     assert plain.ret == pytest.ExitCode.NO_TESTS_COLLECTED, plain.stderr.str()
-    result = dlperf.run_subprocess("-n", "0", "--dlperf-model", "tiny")
+    # In-process (the worker's fork server already started, no interpreter of its own): the same ini, -n 0 given.
+    result = dlperf.run("-n", "0", "--dlperf-model", "tiny")
     result.assert_outcomes(passed=1)

@@ -77,8 +77,9 @@ def test_a_failing_rank_under_srun_is_named(slurm_cluster, pytester):
                 raise SystemExit(5)
             return nn.Sequential(nn.Flatten(), nn.Linear(48, 2))
     """)
+    # INNER's tiny case (and the 1-rank reference its 2-rank case would measure) left out: the dying case alone.
     result = slurm_cluster.run(["salloc", "-N1", "-n2", *INNER, "--dlperf-model", "dies-on-rank1",
-                                "--dlperf-gpus", "2", "--dlperf-launcher", "slurm"],
+                                "--dlperf-gpus", "2", "--dlperf-launcher", "slurm", "-k", "dies-on-rank1"],
                                cwd=pytester.path, timeout=180, check=False)
     assert result.returncode == 1, result.stdout
     assert "dies-on-rank1-fp32-bs8-gpu2: rank 1 (exit status 5) died" in result.stdout, result.stdout
