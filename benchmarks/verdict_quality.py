@@ -74,6 +74,8 @@ from pytest_dlperf.baseline.document import index
 
 CONFTEST = '''
 import os
+import subprocess
+import sys
 import torch
 from torch import nn
 from pytest_dlperf import register_model
@@ -96,8 +98,19 @@ class Repeated(nn.Module):
         return self.head(x.mean((2, 3)))
 
 
+#: DLPERF_VQ_HELPERS=N: the model starts N helper processes of its own that spin until the worker ends, each with
+#: a clean environment (as a library that shells out does): its own load, which must never excuse its slowdown.
+SPIN = "import os\\nparent = os.getppid()\\nwhile os.getppid() == parent: pass\\n"
+
+
+def helpers():
+    for _ in range(int(os.environ.get("DLPERF_VQ_HELPERS", "0"))):
+        subprocess.Popen([sys.executable, "-c", SPIN], env={})
+
+
 @register_model("vq", task="image-classification", batch_size=16, defaults={"image_size": 12, "num_classes": 10})
 def vq(settings):
+    helpers()
     return Repeated(int(os.environ.get("DLPERF_VQ_COST", "20")), settings["num_classes"])
 
 
@@ -122,6 +135,7 @@ if os.environ.get("DLPERF_VQ_MODEL"):  # --model: vq-<name>, a registered image-
     BASE = get_model_spec(os.environ["DLPERF_VQ_MODEL"])
 
     def padded(settings):
+        helpers()
         return Padded(BASE.factory(settings), int(os.environ.get("DLPERF_VQ_PAD", "0")))
 
     register_model("vq-" + BASE.name, task=BASE.task, batch_size=BASE.batch_size, defaults=dict(BASE.defaults),
@@ -225,7 +239,7 @@ def print_table(table: dict[tuple[float, str], list[dict]], figures: dict[str, f
               f"{statistics.fmean(o['seconds'] for o in outcomes):6.1f} | "
               + ratios([o["estimate"] for o in outcomes], figures[name]))
     print("failed: false alarms for unchanged, hog, neighbour, tenant, gpu_busy and fine, detections for slowed "
-          "(tenant+slowed too); inconclusive: "
+          "(tenant+slowed and helpers too); inconclusive: "
           "not decided (not failed: --dlperf-inconclusive pass, the default); on 1st run: decided by its first run; "
           "busy runs: runs measured beside a cause the message names (not counted)")
     print(f"total {time.monotonic() - started:.0f} s", flush=True)
@@ -256,7 +270,9 @@ def session_kinds(opts: argparse.Namespace, unchanged_cost: dict[str, str],
         ([("neighbour", unchanged_cost, neighbour)] if opts.neighbour_sessions else []) + \
         ([("tenant", unchanged_cost, neighbour), ("tenant+" + slowed_name, slowed_cost, neighbour)]
          if opts.tenant_sessions else []) + \
-        ([("gpu_busy", unchanged_cost, [GPU_HOG])] if opts.gpu_busy_sessions else [])
+        ([("gpu_busy", unchanged_cost, [GPU_HOG])] if opts.gpu_busy_sessions else []) + \
+        ([("helpers", {**unchanged_cost, "DLPERF_VQ_HELPERS": str(os.cpu_count() or 1)}, [])]
+         if opts.helper_sessions else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-busy-sessions", type=int, default=0,
                         help="unchanged sessions while another process runs matrix products on the same GPU "
                              "(--device cuda; default 0)")
+    parser.add_argument("--helper-sessions", type=int, default=0,
+                        help="sessions of the unchanged model that starts one spinning helper process per CPU with a "
+                             "clean environment: slower by its own doing, which must FAIL, never be excused as busy "
+                             "(default 0)")
     parser.add_argument("--baseline-file", type=Path, default=None,
                         help="keep the saved baseline here; where the file exists, judge against it and save none")
     parser.add_argument("--stale-sessions", type=int, default=0,
@@ -458,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                       "fine": opts.fine_sessions,
                       "neighbour": opts.neighbour_sessions, "gpu_busy": opts.gpu_busy_sessions,
                       "tenant": opts.tenant_sessions, "tenant+" + slowed_kinds[0][0]: opts.tenant_sessions,
+                      "helpers": opts.helper_sessions,
                       "unchanged" + at: opts.sessions,
                       "slowed" + at: opts.sessions, "unchanged~stale": opts.stale_sessions,
                       "slowed~stale": opts.stale_sessions}

@@ -166,21 +166,23 @@ def test_an_older_store_is_brought_to_this_schema_version_in_place(store_url):
         assert [p.case.memory_gbs for p in store.points()] == [None, None]
         session = SessionRow(id="new", created="2026-12-01T00:00:00.000000+00:00", machine=MACHINE)
         store.append(session, [CaseRow("resnet50-amp-bs256-gpu8", CASE, "img/s", 990.0, (990.0,), "pass",
-                                       memory_gbs=12.5, core_gflops=50.0, message="within 5%", mfu=0.41)])
+                                       memory_gbs=12.5, core_gflops=50.0, message="within 5%", mfu=0.41,
+                                       decided=False)])
         assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
+        assert [p.case.decided for p in store.points()] == [None, None, False]  # version 6: whether it decided
         assert [p.case.core_gflops for p in store.points()] == [None, None, 50.0]
         assert [(p.case.message, p.case.mfu) for p in store.points()][1:] == [(None, None), ("within 5%", 0.41)]
-        assert store._transaction(version) == str(SCHEMA_VERSION) == "5"
+        assert store._transaction(version) == str(SCHEMA_VERSION) == "6"
         downgrade(store, 2)
     with open_store(store_url) as store:  # version 2
         assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
         assert [p.case.core_gflops for p in store.points()] == [None, None, None]
-        assert store._transaction(version) == "5"
+        assert store._transaction(version) == str(SCHEMA_VERSION)
         downgrade(store, 3)
     with open_store(store_url) as store:  # version 3, as the last pytest-dlperf left it
         assert [p.case.core_gflops for p in store.points()] == [None, None, None]
         assert [p.case.message for p in store.points()] == [None, None, None]
-        assert store._transaction(version) == "5"
+        assert store._transaction(version) == str(SCHEMA_VERSION)
 
 
 def test_gate_catches_a_step_at_the_newest_figures_only():

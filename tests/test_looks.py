@@ -127,7 +127,8 @@ def test_the_history_gives_each_case_its_drift_and_its_streak_of_inconclusive_ni
     for night in range(12):
         session = SessionRow(id=f"s{night}", created=f"2026-11-{night + 1:02d}T02:00:00", machine="m")
         verdict = "inconclusive" if night >= 10 else "pass"
-        rows.append(Point(session, CaseRow("c", {}, "img/s", float(1000 * np.exp(rng.normal(0, 0.04))), (), verdict)))
+        rows.append(Point(session, CaseRow("c", {}, "img/s", float(1000 * np.exp(rng.normal(0, 0.04))), (), verdict,
+                                           baseline=1000.0, tolerance=0.05)))
     found = hooks.from_points(rows, 0, "m")
     assert found.baselines == {} and found.inconclusive_streak("c") == 2 and found.inconclusive_streak("d") == 0
     drift = found.drift("c", 0.05)
@@ -135,3 +136,28 @@ def test_the_history_gives_each_case_its_drift_and_its_streak_of_inconclusive_ni
     steady = hooks.from_points([dataclasses.replace(p, case=dataclasses.replace(p.case, throughput=1000.0))
                                 for p in rows], 0, "m")
     assert steady.drift("c", 0.05).tau == dr.prior(0.05).tau  # never below the prior
+
+
+def test_the_never_deciding_streak_survives_its_own_fail_and_other_kinds_of_session():
+    # Issue 53: the failing night was stored as "fail" and ended the streak, so a case that never decides was red
+    # one night in three; any other session of the case (a PR's, another tolerance) broke it too.
+    from pytest_dlperf.controller import history as hooks
+    from pytest_dlperf.history.analysis import Point
+    from pytest_dlperf.history.records import CaseRow, SessionRow
+
+    def night(i, verdict, decided, tolerance=0.05, baseline=1000.0):
+        session = SessionRow(id=f"s{i}", created=f"2026-11-{i + 1:02d}T02:00:00", machine="m")
+        return Point(session, CaseRow("c", {}, "img/s", 990.0, (), verdict, baseline=baseline, tolerance=tolerance,
+                                      decided=decided))
+
+    nights = [night(0, "pass", True), night(1, "inconclusive", False), night(2, "inconclusive", False),
+              night(3, "fail", False),  # failed by the rule: still undecided
+              night(4, "pass", True, tolerance=0.10),  # another kind of session: neither counts nor breaks
+              night(5, "pass", True, baseline=None, tolerance=None),  # a local run without a baseline, likewise
+              night(6, "error", None),  # a crash, likewise
+              night(7, "inconclusive", None)]  # a row of an older store: its verdict says it did not decide
+    found = hooks.from_points(nights, 0, "m")
+    assert found.inconclusive_streak("c", 0.05) == 4
+    assert found.inconclusive_streak("c", 0.10) == 0  # its own kind decided
+    decided = hooks.from_points([*nights, night(8, "fail", True)], 0, "m")  # a decided FAIL ends the streak
+    assert decided.inconclusive_streak("c", 0.05) == 0

@@ -75,3 +75,25 @@ def test_the_core_probe_times_float32_products_in_numpy_and_says_why_not_without
     monkeypatch.setitem(__import__("sys").modules, "numpy", None)  # import numpy fails
     missing = wi.CoreProbe()
     assert missing() is None and missing.figures()["core_reason"].startswith("no numpy for the core probe")
+
+
+def test_a_models_own_helpers_with_a_clean_environment_are_its_load_not_a_neighbours(monkeypatch):
+    # Issue 53: a model that shells out with a clean environment (no DLPERF_RUN_ID) made its run read "busy: other
+    # processes used 134% CPU", and its 38% slowdown ended INCONCLUSIVE.  Its descendants are the run's own.
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv(wi.RUN_ID_VARIABLE, "issue-53-test")
+    helper = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 30\nwhile time.time() < end: pass"],
+                              env={})
+    try:
+        run = wi.Interference(probe=False, core=False)
+        run.start()
+        time.sleep(0.5)
+        run.stop()
+        assert helper.pid in {p.pid for p in wi.own_processes()}
+        assert run.figures["own_processes"] >= 2
+    finally:
+        helper.kill()
+        helper.wait()

@@ -209,8 +209,14 @@ def test_busy_means_a_named_cause_never_a_probe_alone():
     assert fig.busy_reason(spare) is None  # 14 idle CPUs: the neighbour took nothing from the case
     assert fig.busy_reason(hog, threshold=None) is None  # dlperf_max_interference = off
     assert fig.busy_reason({**quiet, "gpu_other_processes": 2}) == "2 other process(es) on the GPU"
+    # Throttling is the workload's own heat as often as not (issue 53): named beside the verdict, never busy.
     throttled = {"samples": 10, "gpu": {"devices": {"0": {"throttle_samples": {"hw_thermal": 4, "idle": 10}}}}}
-    assert fig.busy_reason(quiet, throttled) == "GPU clocks throttled (hw_thermal)"
+    hot = RunRecord.from_dict({"index": 1, "windows": [{"throughput": 650.0}], "interference": quiet,
+                               "telemetry": throttled})
+    cool = RunRecord.from_dict({"index": 0, "windows": [{"throughput": 700.0}], "interference": quiet})
+    assert [f.busy for f in fig.run_figures([cool, hot])] == [None, None]
+    assert fig.throttled(throttled) == ["hw_thermal"] and fig.throttle_notes([cool]) == []
+    assert fig.throttle_notes([cool, hot])[0].startswith("GPU clocks throttled (hw_thermal) in 1 of 2 run(s): counted")
     # A probe far below the baseline's, with no cause seen: the run counts, at its figure.
     starved = {**quiet, "memory_gbs": 1.0, "core_gflops": 1.0}
     run = fig.run_figures([RunRecord.from_dict({"windows": [{"throughput": 700.0}], "interference": starved})])[0]
@@ -573,7 +579,8 @@ def test_each_verdict_path_in_one_session(dlperf):
         for night in (1, 2):
             store.append(SessionRow(id=f"n{night}", created=f"2026-11-2{night}T02:00:00.000000+00:00",
                                     machine=machine_class("cpu", environment.collect(dlperf.path))),
-                         [CaseRow("paced-never-fp32-bs32-gpu1", {}, "img/s", 350.0, (250.0, 500.0), "inconclusive")])
+                         [CaseRow("paced-never-fp32-bs32-gpu1", {}, "img/s", 350.0, (250.0, 500.0), "inconclusive",
+                                  baseline=500.0, tolerance=0.2)])  # judged as tonight is: the same kind of night
     path = dlperf.baseline([{**paced_case("paced-never", 0.2), "throughput": 500.0}, {**paced_case("paced-pass", 0.5), "throughput": 400.0},
                             {**paced_case("paced-improved", 0.2), "throughput": 700.0},
                             paced_case("paced-slow", 0.2), {**paced_case("paced-unsure", 0.2), "throughput": 500.0},

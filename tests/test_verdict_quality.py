@@ -95,7 +95,7 @@ def test_the_tenant_kinds_run_beside_the_copying_process_under_the_plugin_s_own_
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     opts = types.SimpleNamespace(hog=False, neighbour_sessions=2, tenant_sessions=2, gpu_busy_sessions=0,
-                                 neighbour_duty=0.25)
+                                 neighbour_duty=0.25, helper_sessions=0)
     cost, slowed = {"DLPERF_VQ_PAD": "0"}, [("slowed30", {"DLPERF_VQ_PAD": "14"})]
     kinds = {name: (c, beside) for name, c, beside in script.session_kinds(opts, cost, slowed)}
     assert list(kinds) == ["unchanged", "slowed30", "neighbour", "tenant", "tenant+slowed30"]
@@ -107,3 +107,7 @@ def test_the_tenant_kinds_run_beside_the_copying_process_under_the_plugin_s_own_
     assert script.RULES_OFF == {"neighbour"}
     opts.tenant_sessions = 0
     assert "tenant" not in {name for name, _, _ in script.session_kinds(opts, cost, slowed)}
+    # The helpers kind: the unchanged case, whose model starts a spinning helper per CPU, nothing beside it.
+    opts.helper_sessions = 2
+    helpers = {name: (c, beside) for name, c, beside in script.session_kinds(opts, cost, slowed)}["helpers"]
+    assert helpers == ({**cost, "DLPERF_VQ_HELPERS": str(os.cpu_count() or 1)}, [])

@@ -7,6 +7,7 @@ last N sessions (``--dlperf-baseline-from-history``), append every judged case a
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from ..gate import drift as gate_drift
 from ..gate.evidence import Drift
 from ..results.case import CaseResult, Expected
 from ..history import analysis, changepoints, text
-from ..history.records import Point, case_rows, machine_class, session_row
+from ..history.records import CaseRow, Point, case_rows, machine_class, session_row
 from ..history.store import StoreError, store_for
 
 if TYPE_CHECKING:
@@ -46,17 +47,27 @@ class HistoryBaselines:
     baselines: dict[str, analysis.HistoryBaseline]
     #: On the trend, oldest first: each night's figure and its runs'.
     nights: dict[str, list[tuple[float, tuple[float, ...]]]] = dataclasses.field(default_factory=dict)
-    verdicts: dict[str, list[str]] = dataclasses.field(default_factory=dict)  # every night's, oldest first
+    #: Every night's row of each case, oldest first (its verdict, whether it decided, its tolerance).
+    verdicts: dict[str, list[CaseRow]] = dataclasses.field(default_factory=dict)
 
     def drift(self, case_id: str, tolerance: float) -> Drift:
         """The case's drift between sessions: its own nights, else its machine class's, else the prior."""
         return gate_drift.drift(self.nights.get(case_id), self.nights, tolerance)
 
-    def inconclusive_streak(self, case_id: str) -> int:
-        """The case's last nights in a row that ended inconclusive."""
+    def inconclusive_streak(self, case_id: str, tolerance: float | None = None) -> int:
+        """The case's last nights in a row whose runs decided nothing, judged at ``tolerance`` (None: any).
+
+        A night counts whatever a policy made of it (a night the rule itself failed is still undecided, so the
+        rule fails every night after its first failure until a night decides).  Nights of another kind (judged at
+        another tolerance, or against no baseline, as a local run or a PR's session) and crashes neither count nor
+        break the streak; a decided night ends it."""
         count = 0
-        for verdict in reversed(self.verdicts.get(case_id, [])):
-            if verdict != "inconclusive":
+        for row in reversed(self.verdicts.get(case_id, [])):
+            if row.baseline is None or row.verdict == "error" or (
+                    tolerance is not None and (row.tolerance is None or
+                                               not math.isclose(row.tolerance, tolerance, rel_tol=1e-9))):
+                continue
+            if not row.undecided:
                 break
             count += 1
         return count
@@ -101,9 +112,9 @@ def from_points(points: list[Point], count: int, machine: str) -> HistoryBaselin
     ``count`` sessions (0: none), their figures on the trend and every night's verdict."""
     nights = {case_id: [(p.case.throughput, tuple(p.case.runs or ())) for p in group]
               for (_, case_id), group in analysis.series(points).items()}
-    verdicts: dict[str, list[str]] = {}
+    verdicts: dict[str, list[CaseRow]] = {}
     for point in points:
-        verdicts.setdefault(point.case.case_id, []).append(point.case.verdict)
+        verdicts.setdefault(point.case.case_id, []).append(point.case)
     return HistoryBaselines(count, machine, analysis.baselines(points, count) if count else {}, nights, verdicts)
 
 

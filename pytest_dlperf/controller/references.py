@@ -119,7 +119,8 @@ class References:
         opts = self.options
         return CaseReference(
             entry, expected, self.tolerance(entry), drift,
-            history.inconclusive_streak(case.id) if history is not None else None,
+            history.inconclusive_streak(case.id, expected.tolerance if expected else None)
+            if history is not None else None,
             dict(self.baseline.step_defaults) if self.baseline is not None else {},
             {"min_scaling_efficiency": self.gate_minimum(entry, "min_scaling_efficiency", opts.min_efficiency),
              "min_gpu_utilization": self.gate_minimum(entry, "min_gpu_utilization", opts.min_gpu_utilization)},

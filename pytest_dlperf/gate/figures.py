@@ -2,7 +2,8 @@
 
 A run is *busy*, no evidence either way, only for a cause the message names (:func:`busy_reason`), each
 measured outside the case's own processes: other processes on the machine's CPUs while they were saturated,
-the hypervisor's steal, another process on the case's GPU, clock throttling for the machine's sake.  The host
+the hypervisor's steal, another process on the case's GPU.  Clock throttling is named, never an excuse
+(:func:`throttle_notes`): it is usually the training's own heat.  The host
 probes (:class:`HostProbe`: memory bandwidth and core speed, timed by the worker between windows) excuse
 nothing in a verdict: they run beside the case's own processes (its data loaders, its memory traffic), so a
 build that itself streams more memory reads them lower, and an excuse the code under test can trigger is no
@@ -80,35 +81,52 @@ class RunFigure:
         return cls(data["index"], data["throughput"], data.get("busy"), data.get(MEMORY.key), data.get(CORE.key))
 
 
-def busy_reason(interference: Mapping[str, Any] | None, telemetry: Any = None,
-                threshold: float | None = MAX_INTERFERENCE) -> str | None:
+def busy_reason(interference: Mapping[str, Any] | None, threshold: float | None = MAX_INTERFERENCE) -> str | None:
     """Why a run's windows were measured on a busy machine, or None.  ``threshold`` None: never busy.
 
     Other processes' CPU (or the hypervisor's steal) above ``threshold`` percent of one CPU
     counts where the machine's CPUs were saturated (a process on an idle core takes nothing
-    from the case); other processes on the case's GPU always count; so does clock throttling
-    for the machine's sake (thermal, power brake) in more than 10% of the samples.
+    from the case); other processes on the case's GPU always count.  Clock throttling does not:
+    it is usually the workload's own heat, which the code under test controls (:func:`throttle_notes`
+    names it beside the verdict).
     """
-    if threshold is None:
+    if threshold is None or not interference:
         return None
     reasons = []
-    if interference:
-        other, steal = interference.get("other_cpu_percent", 0.0), interference.get("steal_percent", 0.0)
-        capacity = 100.0 * interference.get("cpus", 1)
-        used = other + steal + interference.get("own_cpu_percent", 0.0)
-        if other + steal > threshold and used >= SATURATED * capacity:
-            what = f"other processes used {other:.0f}% CPU"
-            reasons.append(what + (f", steal {steal:.0f}%" if steal >= 1 else ""))
-        if interference.get("gpu_other_processes"):
-            reasons.append(f"{interference['gpu_other_processes']} other process(es) on the GPU")
+    other, steal = interference.get("other_cpu_percent", 0.0), interference.get("steal_percent", 0.0)
+    capacity = 100.0 * interference.get("cpus", 1)
+    used = other + steal + interference.get("own_cpu_percent", 0.0)
+    if other + steal > threshold and used >= SATURATED * capacity:
+        what = f"other processes used {other:.0f}% CPU"
+        reasons.append(what + (f", steal {steal:.0f}%" if steal >= 1 else ""))
+    if interference.get("gpu_other_processes"):
+        reasons.append(f"{interference['gpu_other_processes']} other process(es) on the GPU")
+    return "; ".join(reasons) or None
+
+
+def throttled(telemetry: Any) -> list[str]:
+    """The throttle reasons (:data:`THROTTLE_REASONS`) a run's GPU telemetry saw in more than
+    :data:`THROTTLE_SHARE` of its samples."""
+    seen: dict[str, None] = {}
     summaries = telemetry if isinstance(telemetry, list) else [telemetry] if telemetry else []
     for summary in summaries:
         for device in ((summary or {}).get("gpu") or {}).get("devices", {}).values():
             counts, samples = device.get("throttle_samples") or {}, max(1, (summary or {}).get("samples") or 1)
-            seen = [r for r in THROTTLE_REASONS if counts.get(r, 0) > THROTTLE_SHARE * samples]
-            if seen:
-                reasons.append(f"GPU clocks throttled ({', '.join(seen)})")
-    return "; ".join(dict.fromkeys(reasons)) or None
+            seen.update((r, None) for r in THROTTLE_REASONS if counts.get(r, 0) > THROTTLE_SHARE * samples)
+    return list(seen)
+
+
+def throttle_notes(runs: Sequence[RunRecord]) -> list[str]:
+    """A line naming the runs whose GPU clocks were throttled (thermal, power brake), or none.  Their figures
+    count: throttling is usually the training's own heat, no excuse for it; the line says where to look."""
+    hit = {run.index: throttled(run.telemetry) for run in runs if run.median is not None}
+    hit = {index: reasons for index, reasons in hit.items() if reasons}
+    if not hit:
+        return []
+    reasons = ", ".join(dict.fromkeys(r for found in hit.values() for r in found))
+    return [f"GPU clocks throttled ({reasons}) in {len(hit)} of {sum(r.median is not None for r in runs)} run(s): "
+            "counted, as the training's own heat usually causes it; check the cooling and power limits "
+            "if the figures fell"]
 
 
 def _drop(probe: HostProbe, drops: Mapping[str, float | None] | None) -> float | None:
@@ -229,6 +247,6 @@ def run_figures(runs: Sequence[RunRecord], threshold: float | None = MAX_INTERFE
         if median is None:
             continue
         interference = run.interference or {}
-        out.append(RunFigure(run.index, median, busy_reason(interference, run.telemetry, threshold),
+        out.append(RunFigure(run.index, median, busy_reason(interference, threshold),
                              interference.get(MEMORY.key), interference.get(CORE.key)))
     return out

@@ -56,7 +56,7 @@ def readme_table() -> str:
                  f"(`dlperf_inconclusive_nights`)", "FAILED",
          "a regression: [bisect it](docs/triage.md#a-regression)"),
         ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `dlperf_max_seconds`, or {BUSY_RUNS} runs "
-                         f"in a row on a busy machine (another job's CPU or GPU use, steal, throttling)",
+                         f"in a row on a busy machine (another job's CPU or GPU use, steal)",
          "PASSED (inconclusive), in yellow", "read the next line: more runs, a quieter machine, or a wider tolerance "
                                              "([triage](docs/triage.md#inconclusive))"),
         ("ERROR", "the training crashed, ran out of memory or hung", "FAILED",

@@ -190,8 +190,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         if len(attempts) < budget.first_runs:
             continue
         estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, drift, budget)
-        evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted,
-                            fig.probe_notes(figures, references, probe_runs, budget.probe_drops))
+        notes = fig.probe_notes(figures, references, probe_runs, budget.probe_drops) + fig.throttle_notes(attempt.runs)
+        evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted, notes)
         # A regression needs REGRESSION_RUNS runs that agree.  Fine and improved cases are decided on their first run.
         unconfirmed = decision is ev.Decision.REGRESSION and estimate.runs < REGRESSION_RUNS
         wanting = sum(not f.busy for f in figures) < counted_runs

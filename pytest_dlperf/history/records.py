@@ -93,6 +93,14 @@ class CaseRow:
     #: A time-to-accuracy case: the median seconds to its target (``throughput`` is None, ``unit`` "s",
     #: ``baseline`` and ``tolerance`` the baseline's time to target).
     time_to_target: float | None = None
+    #: Schema version 6: whether the night's runs decided its verdict (False: undecided, whatever a policy made of
+    #: it, as a night the never-deciding rule failed); None where it is not known (a crash, a row of an older store).
+    decided: bool | None = None
+
+    @property
+    def undecided(self) -> bool:
+        """Whether the night's runs decided nothing: an undecided judgement, or an older row's ``inconclusive``."""
+        return self.decided is False or (self.decided is None and self.verdict == "inconclusive")
 
     @property
     def on_trend(self) -> bool:
@@ -173,7 +181,8 @@ def case_rows(results: Iterable[CaseResult]) -> list[CaseRow]:
             busy=busy[-1].busy if busy and evidence.estimate is None else None,
             busy_runs=len(busy) if evidence is not None else None,
             scaling_efficiency=None if result.scaling is None else result.scaling.efficiency,
-            mfu=(result.flops or {}).get("mfu"), time_to_target=convergence.get("seconds_to_target")))
+            mfu=(result.flops or {}).get("mfu"), time_to_target=convergence.get("seconds_to_target"),
+            decided=None if verdict == "error" or result.judgement is None else not result.judgement.undecided))
     return rows
 
 

@@ -8,8 +8,8 @@ last (never inside a timed window; chained like the telemetry sampler, :meth:`st
 * the CPU time of the whole machine (psutil's ``cpu_times``: busy = total - idle - iowait -
   steal, guest time being part of user time) and the CPU time of the case's own processes:
   every process whose environment carries this run's ``DLPERF_RUN_ID`` (the worker, the
-  torchrun agent, every rank and their data-loader workers; without the variable, this
-  process and its descendants).  ``other_cpu_percent`` is the difference over the windows'
+  torchrun agent, every rank and their data-loader workers) and every process descending from
+  them, whatever its environment (a model's own helpers are its load, not a neighbour's).  ``other_cpu_percent`` is the difference over the windows'
   wall time, in percent of one CPU (200: two CPUs kept busy by other processes);
 * ``steal_percent``: time the hypervisor gave this VM's CPUs to others, where the kernel
   reports it (``cpu_times().steal``), in percent of one CPU;
@@ -48,19 +48,26 @@ RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.launch.proce
 
 
 def own_processes() -> list[psutil.Process]:
-    """The case's processes: those tagged with this run's id, else this process and its descendants."""
+    """The case's processes: those tagged with this run's id (else this process) and every process descending from
+    them, whatever its environment.  A model's own helpers (a library that shells out with a clean environment, a
+    data loader's workers) are the case's load, never a neighbour's that could excuse its slowdown."""
     run_id = os.environ.get(RUN_ID_VARIABLE)
     me = psutil.Process()
-    if not run_id:
-        return [me, *me.children(recursive=True)]
-    found = []
-    for proc in psutil.process_iter():
+    roots = [me]
+    if run_id:
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid != me.pid and proc.environ().get(RUN_ID_VARIABLE) == run_id:
+                    roots.append(proc)
+            except (psutil.Error, OSError):
+                continue
+    found = {proc.pid: proc for proc in roots}
+    for root in roots:
         try:
-            if proc.pid == me.pid or proc.environ().get(RUN_ID_VARIABLE) == run_id:
-                found.append(proc)
+            found.update((child.pid, child) for child in root.children(recursive=True))
         except (psutil.Error, OSError):
             continue
-    return found
+    return list(found.values())
 
 
 def _cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
