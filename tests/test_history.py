@@ -164,15 +164,16 @@ def test_an_older_store_is_brought_to_this_schema_version_in_place(store_url):
         downgrade(store, 1)
     with open_store(store_url) as store:
         assert [p.case.memory_gbs for p in store.points()] == [None, None]
-        session = SessionRow(id="new", created="2026-12-01T00:00:00.000000+00:00", machine=MACHINE)
+        session = SessionRow(id="new", created="2026-12-01T00:00:00.000000+00:00", machine=MACHINE, verdict_rules=2)
         store.append(session, [CaseRow("resnet50-amp-bs256-gpu8", CASE, "img/s", 990.0, (990.0,), "pass",
                                        memory_gbs=12.5, core_gflops=50.0, message="within 5%", mfu=0.41,
                                        decided=False)])
         assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
         assert [p.case.decided for p in store.points()] == [None, None, False]  # version 6: whether it decided
+        assert [p.session.verdict_rules for p in store.points()] == [None, None, 2]  # version 7: the rules
         assert [p.case.core_gflops for p in store.points()] == [None, None, 50.0]
         assert [(p.case.message, p.case.mfu) for p in store.points()][1:] == [(None, None), ("within 5%", 0.41)]
-        assert store._transaction(version) == str(SCHEMA_VERSION) == "6"
+        assert store._transaction(version) == str(SCHEMA_VERSION) == "7"
         downgrade(store, 2)
     with open_store(store_url) as store:  # version 2
         assert [p.case.memory_gbs for p in store.points()] == [None, None, 12.5]
@@ -365,3 +366,17 @@ def test_the_curtailed_permutation_test_decides_as_the_full_one():
         compared += 1
         assert (changepoints._split_pvalue(x, 3, seed=2) <= changepoints.ALPHA) == (full <= changepoints.ALPHA), size
     assert compared >= 12
+
+
+def test_dlperf_history_says_where_the_verdict_rules_changed(tmp_path, capsys):
+    # Issue 51: every night records the rules it was judged by; the history says where they changed before it
+    # compares across them.
+    url = f"sqlite:///{tmp_path / 'history.db'}"
+    with open_store(url) as store:
+        for i, rules in enumerate((1, 1, 2, 2)):
+            session = SessionRow(id=f"s{i}", created=(START + _dt.timedelta(days=i)).isoformat(timespec="microseconds"),
+                                 machine=MACHINE, verdict_rules=rules)
+            store.append(session, [CaseRow("c", CASE, "img/s", 1000.0 + i, (1000.0 + i,), "pass")])
+    assert cli.main(["history", url]) == 0
+    out = capsys.readouterr().out
+    assert "  verdict rules 1 -> 2 at session 3 of 4 (2026-" in out and "judged by different rules" in out

@@ -19,6 +19,7 @@ from pathlib import Path
 import jsonschema
 
 from pytest_dlperf.gate.policy import Policy, refuse, settle
+from pytest_dlperf.gate.rules import VERDICT_RULES
 from pytest_dlperf.reporting.verdicts import REASON, render
 from pytest_dlperf.results.judgement import Gate, GateName, Judgement, Reason, Status, Why
 
@@ -72,6 +73,7 @@ def test_a_kind_of_the_users_own_gets_a_verdict_results_properties_and_report_ro
     document = dlperf.results()
     schema = json.loads((PACKAGE / "schemas" / "results.schema.json").read_text())
     jsonschema.validate(document, schema)
+    assert document["verdict_rules"] == VERDICT_RULES  # the rules its verdicts were judged by (issue 51)
     (case,) = document["cases"]
     assert case["verdict"] == "pass" and case["throughput_verdict"] == "pass"
     assert case["message"] == f"PASS loop-case: the loop summed right{REASON}timed in the conftest's own kind"

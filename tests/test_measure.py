@@ -8,6 +8,7 @@ import pytest
 
 from tests.fixtures import tiny_case
 from pytest_dlperf import jsonio
+from pytest_dlperf.gate.rules import VERDICT_RULES
 from pytest_dlperf.launch import threads
 
 
@@ -199,6 +200,7 @@ def test_save_baseline_round_trip(dlperf, monkeypatch):
     assert saved["defaults"] == {"tolerance": 0.9, "warmup_steps": 2, "steps": 5, "repeats": 2}
     assert saved["hardware"]["device"] == "cpu"
     assert saved["provenance"]["software"]["torch"]
+    assert saved["provenance"]["verdict_rules"] == VERDICT_RULES  # the rules it was saved under (issue 51)
     # Read back: each case is judged against the figure it saved (5-step windows on a
     # shared CPU can still differ by 2x, so "improved" is a possible verdict too).
     result = dlperf.run("--dlperf-baseline", "saved.json", "--dlperf-json", "results.json")

@@ -12,6 +12,7 @@ from typing import Any
 from ..cases import Case
 from ..gate.evidence import Evidence
 from ..gate.figures import HOST_PROBES
+from ..gate.rules import VERDICT_RULES
 from ..gate.tolerance import Noisy, noisy
 from .document import DEFAULT_TOLERANCE, STEP_FIELDS, VERSION_2_FIELDS
 
@@ -73,6 +74,7 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
             "date": now.isoformat(),
             "software": software,
             "measured_by": "pytest-dlperf",
+            "verdict_rules": VERDICT_RULES,  # the rules its figures were measured and refused under
         },
         "environment": dict(environment),
         "defaults": {"tolerance": tolerance, **(steps or {})},

@@ -17,6 +17,7 @@ from .. import environment
 from ..cases import Case, OptionError
 from ..gate import drift as gate_drift
 from ..gate.evidence import Drift
+from ..gate.rules import VERDICT_RULES
 from ..results.case import CaseResult, Expected
 from ..history import analysis, changepoints, text
 from ..history.records import CaseRow, Point, case_rows, machine_class, session_row
@@ -151,7 +152,8 @@ def record(opts: Options, device: str, results: list[CaseResult], env: Mapping[s
     Raises OSError."""
     against = document.get("against")
     reference = against and against["reference"]
-    row = session_row(env, device, against=reference and f"{reference['kind']} {reference['given']}")
+    row = session_row(env, device, against=reference and f"{reference['kind']} {reference['given']}",
+                      verdict_rules=VERDICT_RULES)
     cases = case_rows(results)
     done = Recorded()
     try:

@@ -22,6 +22,7 @@ from .. import baseline as baseline_mod
 from .. import environment, jsonio
 from ..baseline import machines
 from ..commands import trust
+from ..gate.rules import VERDICT_RULES
 from ..gate.tolerance import Noisy, summary_line
 from ..ab import report as ab_report
 from . import history as history_hooks
@@ -68,6 +69,7 @@ def results_document(pipeline: Pipeline, env: dict[str, Any]) -> dict[str, Any]:
         "schema_version": 1,
         "kind": "dlperf-results",
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "verdict_rules": VERDICT_RULES,
         "environment": env,
         "options": pipeline.options.to_dict(),
         "baseline": None if base is None else {

@@ -3,13 +3,32 @@
 :data:`RULES` names every rule of the throughput verdict and of a save, with where it lives (docs/verdicts.md
 gives each its reason); :func:`readme_table` is the README's table of verdicts, which
 ``tests/test_readme_verdicts.py`` checks against the README, so that the two cannot disagree.
+
+:data:`VERDICT_RULES` is the rules' version: a number that changes whenever a rule or a default that can change a
+verdict changes.  Every results document, saved baseline and history night records it, so that a team can tell
+which nights were judged by the same rules.  :func:`fingerprint` hashes the gate's code (its modules without their
+strings and comments, so rewording a message changes nothing); a test
+fails when the fingerprint is not :data:`FINGERPRINT`, so no change to the gate lands without someone deciding
+whether the version moves.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+from pathlib import Path
+
 from .policy import INCONCLUSIVE_NIGHTS
 from .evidence import ALPHA, RULED_OUT, RULED_OUT_BEYOND
 from .sequential import BUSY_RUNS, REGRESSION_RUNS
+
+#: The rules' version: 1, the rules of issue 43 (2026-11-27); 2, issue 53's first part (2026-11-28): a run's own
+#: processes are its descendants too, throttling is named and counted, the never-deciding nights survive their own FAIL.
+VERDICT_RULES = 2
+#: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
+FINGERPRINT = "8b0ec3dd52785d49"
+#: The gate's modules that only word or list what the others decide: not in the fingerprint.
+WORDING = ("format.py", "rules.py")
 
 #: Every rule, (what, where): the decision's five, the busy runs' four, the save's five, the notes' one, the
 #: policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's own slowdown) and added one (a case that
@@ -20,7 +39,7 @@ RULES = (
     ("improved: the whole interval above baseline x (1 + tolerance)", "evidence.decide"),
     ("pass: the whole interval above the threshold", "evidence.decide"),
     ("pass: the estimate above it, the interval ruling out RULED_OUT x the tolerance", "evidence.decide"),
-    ("busy: a named cause measured outside the case's processes", "figures.busy_reason"),
+    ("busy: a named cause measured outside the case's processes and their descendants", "figures.busy_reason"),
     ("a busy run counts towards a pass only", "sequential.assess"),
     ("BUSY_RUNS busy runs in a row end the case", "sequential.measure_until_decided"),
     ("a case without a baseline is not re-measured for a busy machine", "sequential.assess"),
@@ -31,7 +50,8 @@ RULES = (
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
-    ("a case inconclusive dlperf_inconclusive_nights sessions in a row fails", "policy.never_decided"),
+    ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides",
+     "policy.never_decided"),
     ("sigma: pooled, a prior of tolerance / 3 without the baseline's runs, at least 1%", "evidence.pooled_sigma"),
     ("tau: the history's, else its machine class's, else a fifth of the tolerance", "drift.drift"),
 )
@@ -52,7 +72,7 @@ def readme_table() -> str:
         ("FAIL", f"its interval lies below `baseline x (1 - tolerance)` at its look's boundary (the looks of a case "
                  f"fail one at its threshold {_pct(ALPHA)} of the time together: [how](docs/verdicts.md#the-looks)), "
                  f"from {REGRESSION_RUNS} runs or more (from fewer, \"not confirmed\", where the runs stopped there); or "
-                 f"INCONCLUSIVE {INCONCLUSIVE_NIGHTS} sessions in a row in a history store "
+                 f"undecided {INCONCLUSIVE_NIGHTS} nights in a row, and after, in a history store "
                  f"(`dlperf_inconclusive_nights`)", "FAILED",
          "a regression: [bisect it](docs/triage.md#a-regression)"),
         ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `dlperf_max_seconds`, or {BUSY_RUNS} runs "
@@ -66,3 +86,19 @@ def readme_table() -> str:
     lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines)
 
+
+
+def fingerprint(gate: Path | None = None) -> str:
+    """A hash of the gate's code (``gate``: its folder; default this package's): each module's syntax tree without
+    docstrings, messages and comments, in name order.  The defaults read from outside the gate (the tolerance, the
+    run budget) are guarded beside it by ``tests/test_readme_verdicts.py``."""
+    digest = hashlib.sha256()
+    for path in sorted((gate or Path(__file__).parent).glob("*.py")):
+        if path.name in WORDING:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                node.value = ""
+        digest.update(path.name.encode() + ast.dump(tree).encode())
+    return digest.hexdigest()[:16]

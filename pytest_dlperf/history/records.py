@@ -55,6 +55,9 @@ class SessionRow:
     #: An A/B session (``--dlperf-against``, schema version 5): its reference (``git HEAD~1``, a Python's path); its
     #: cases' figures are the candidate's, its baselines the reference's, and it is no night of either side.
     against: str | None = None
+    #: The version of the verdict's rules it was judged by (:data:`pytest_dlperf.gate.rules.VERDICT_RULES`, schema
+    #: version 7); None for a session written before it.
+    verdict_rules: int | None = None
 
     @property
     def short_commit(self) -> str | None:
@@ -133,7 +136,8 @@ def machine_class(device: str, env: Mapping[str, Any]) -> str:
 
 
 def session_row(env: Mapping[str, Any], device: str, *, created: _dt.datetime | None = None,
-                session_id: str | None = None, against: str | None = None) -> SessionRow:
+                session_id: str | None = None, against: str | None = None,
+                verdict_rules: int | None = None) -> SessionRow:
     """The session row of a session whose environment is ``env`` and whose cases ran on ``device`` (``against``: an
     A/B session's reference)."""
     versions = env.get("versions") or {}
@@ -149,7 +153,7 @@ def session_row(env: Mapping[str, Any], device: str, *, created: _dt.datetime | 
         gpu=gpus.get("model"), gpu_count=gpus.get("count"), driver=gpus.get("driver") or versions.get("driver"),
         torch=versions.get("torch"), cuda=versions.get("cuda"), cudnn=versions.get("cudnn"),
         nccl=versions.get("nccl"), git_commit=commit, git_branch=git.get("branch"), environment=dict(env),
-        against=against)
+        against=against, verdict_rules=verdict_rules)
 
 
 def case_rows(results: Iterable[CaseResult]) -> list[CaseRow]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .records import CaseRow, Point, SessionRow
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: What each version adds to the one before it, applied in order to an older store when it is opened.
 MIGRATIONS = {
     2: ("ALTER TABLE dlperf_cases ADD COLUMN memory_gbs DOUBLE PRECISION",),  # the runs' memory probe, GB/s
@@ -35,12 +35,13 @@ MIGRATIONS = {
         ("time_to_target", "DOUBLE PRECISION"))),
     5: ("ALTER TABLE dlperf_sessions ADD COLUMN against TEXT",),  # an A/B session's reference (--dlperf-against)
     6: ("ALTER TABLE dlperf_cases ADD COLUMN decided INTEGER",),  # whether its runs decided (1) or not (0)
+    7: ("ALTER TABLE dlperf_sessions ADD COLUMN verdict_rules INTEGER",),  # the rules it was judged by
 }
 #: Seconds a writer waits for another's lock before it gives up (SQLite's busy timeout).
 BUSY_TIMEOUT = 60.0
 
 _SESSION_COLUMNS = ("id", "created", "machine", "hostname", "gpu", "gpu_count", "driver", "torch", "cuda",
-                    "cudnn", "nccl", "git_commit", "git_branch", "environment", "against")
+                    "cudnn", "nccl", "git_commit", "git_branch", "environment", "against", "verdict_rules")
 _CASE_COLUMNS = ("session_id", "case_id", "case_json", "unit", "throughput", "runs", "verdict", "baseline",
                  "tolerance", "memory_gbs", "core_gflops", "message", "busy", "busy_runs", "scaling_efficiency",
                  "mfu", "time_to_target", "decided")
@@ -48,7 +49,8 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dlperf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ("CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
      "machine TEXT NOT NULL, hostname TEXT, gpu TEXT, gpu_count INTEGER, driver TEXT, torch TEXT, cuda TEXT, "
-          "cudnn TEXT, nccl TEXT, git_commit TEXT, git_branch TEXT, environment TEXT NOT NULL, against TEXT)"),
+          "cudnn TEXT, nccl TEXT, git_commit TEXT, git_branch TEXT, environment TEXT NOT NULL, against TEXT, "
+     "verdict_rules INTEGER)"),
     ("CREATE TABLE IF NOT EXISTS dlperf_cases (session_id TEXT NOT NULL REFERENCES dlperf_sessions(id), "
      "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
      "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, memory_gbs DOUBLE PRECISION, "
@@ -337,7 +339,8 @@ def _first_line(exc: BaseException) -> str:
 def _session_values(session: SessionRow) -> tuple:
     return (session.id, session.created, session.machine, session.hostname, session.gpu, session.gpu_count,
             session.driver, session.torch, session.cuda, session.cudnn, session.nccl, session.git_commit,
-            session.git_branch, json.dumps(session.environment, sort_keys=True, default=str), session.against)
+            session.git_branch, json.dumps(session.environment, sort_keys=True, default=str), session.against,
+            session.verdict_rules)
 
 
 def _case_values(session_id: str, case: CaseRow) -> tuple:

@@ -39,11 +39,25 @@ def gate_line(history: CaseHistory, step: Step) -> str:
             f"from {figure_text(step.before)} to {figure_text(step.after)} {history.unit or ''}".rstrip())
 
 
+def rules_lines(history: CaseHistory) -> list[str]:
+    """Where the verdict's rules changed between two of the case's sessions (``verdict_rules``, written since
+    store schema 7): the verdicts before and after were judged by different rules."""
+    out, points = [], history.points
+    for index in range(1, len(points)):
+        before, after = points[index - 1].session.verdict_rules, points[index].session.verdict_rules
+        if before != after:
+            out.append(f"verdict rules {before or 'unrecorded'} -> {after or 'unrecorded'} at session {index + 1} of "
+                       f"{len(points)} ({points[index].session.date} UTC): the verdicts on either side were judged "
+                       "by different rules")
+    return out
+
+
 def case_lines(history: CaseHistory) -> list[str]:
     figures = history.figures
     last = figures[-TREND_LENGTH:]
     lines = [f"{history.case_id} on {history.machine}: {len(figures)} session(s), {history.unit or ''}".rstrip(),
              f"  last {len(last)}: {sparkline(last)}  {' '.join(figure_text(f) for f in last)}"]
+    lines += [f"  {line}" for line in rules_lines(history)]
     lines += [f"  {change_line(history, point)}" for point in history.change_points]
     if not history.change_points:
         lines.append("  no change point")
