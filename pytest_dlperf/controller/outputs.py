@@ -51,7 +51,7 @@ def session_environment(pipeline: Pipeline) -> dict[str, Any]:
     elif requested != "auto":
         env["device"] = {"type": requested}
     else:
-        env["device"] = {"type": pipeline.probed_device or "unknown"}
+        env["device"] = {"type": pipeline.runner.probed_device or "unknown"}
     return env
 
 
@@ -110,7 +110,7 @@ def write_outputs(pipeline: Pipeline, outputs: Outputs, exitstatus: int | pytest
     if opts.history_url and exitstatus != pytest.ExitCode.INTERRUPTED:
         analyze = bool(opts.history_gate or (opts.report_path and not history_hooks.changepoints.missing("")))
         attempt("--dlperf-history", lambda: setattr(outputs, "history", history_hooks.record(
-            opts, pipeline.probed_device or opts.device, pipeline.results, outputs.environment, document,
+            opts, pipeline.runner.probed_device or opts.device, pipeline.results, outputs.environment, document,
             analyze=analyze)))
         history_ok = not (opts.history_gate and outputs.history and outputs.history.gate_failures)
     if opts.json_path:
@@ -132,7 +132,7 @@ def write_outputs(pipeline: Pipeline, outputs: Outputs, exitstatus: int | pytest
 
 def _keep_results(pipeline: Pipeline, document: dict[str, Any]) -> Path:
     """The results document in the session's log folder (where the workers' logs are)."""
-    path = pipeline.workdir / "results.json"
+    path = pipeline.runner.workdir / "results.json"
     jsonio.dump(path, document, "results")
     return path
 
@@ -239,7 +239,7 @@ def _slower_host(pipeline: Pipeline, saved: list, replaced: baseline_mod.Baselin
     if replaced is not None and (replaced.measured_on is None or
                                  replaced.device_mismatch(env.get("device") or {}, isa)):
         replaced = None  # another machine's figures say nothing about this host's minute
-    history = pipeline.history_references
+    history = pipeline.references.history_references
     default = document["defaults"]["tolerance"]
     found = []
     for result, entry in zip(saved, document["cases"]):
@@ -311,8 +311,8 @@ def terminal_summary(pipeline: Pipeline, outputs: Outputs, terminalreporter) -> 
         for line in outputs.history.gate_failures:
             terminalreporter.write_line(f"dlperf: {line} ({gate})", red=bool(pipeline.options.history_gate),
                                         yellow=not pipeline.options.history_gate)
-    if pipeline.workdir_if_made is not None:
-        terminalreporter.write_line(f"dlperf: worker logs in {pipeline.workdir_if_made}")
+    if pipeline.runner.workdir_if_made is not None:
+        terminalreporter.write_line(f"dlperf: worker logs in {pipeline.runner.workdir_if_made}")
 
 
 def header_lines(pipeline: Pipeline) -> list[str]:
@@ -322,7 +322,7 @@ def header_lines(pipeline: Pipeline) -> list[str]:
         src = pipeline.baseline.selection.line()  # which file of the folder, and why
     device = pipeline.options.device
     if device == "auto":
-        choice = pipeline.device_choice
+        choice = pipeline.runner.device_choice
         device = (f"auto -> cuda ({choice.cuda_count} visible)" if choice.kind == "cuda" else
                   "auto -> cpu (no CUDA device is visible: every case trains on the CPU)")
     env = environment.collect(pipeline.config.rootpath)

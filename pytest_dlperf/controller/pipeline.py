@@ -55,36 +55,6 @@ class Pipeline:
         self.policy = policies.Policy(options.inconclusive, bool(options.require_baseline),
                                       options.inconclusive_nights, options.max_runs)
 
-    # -- what the outputs read
-
-    @property
-    def history(self):
-        return self.references.history
-
-    @property
-    def history_references(self):
-        return self.references.history_references
-
-    @property
-    def device_choice(self):
-        return self.runner.device_choice
-
-    @property
-    def probed_device(self) -> str | None:
-        return self.runner.probed_device
-
-    @property
-    def device(self) -> str:
-        return self.runner.device
-
-    @property
-    def workdir(self):
-        return self.runner.workdir
-
-    @property
-    def workdir_if_made(self):
-        return self.runner.workdir_if_made
-
     # -- which kind, and whether here
 
     def kind_for(self, case: Case, spec: models.ModelSpec) -> Registered:
@@ -125,7 +95,7 @@ class Pipeline:
         lost GPU), and a night of CPU training judged against GPU figures would be no verdict.  None where the
         baseline is not a GPU's, CUDA is here, or the user asked for the CPU (``--dlperf-device cpu``)."""
         measured = self.baseline.measured_on if self.baseline is not None else None
-        if not measured or measured[0] != "cuda" or self.options.device != "auto" or self.device == "cuda":
+        if not measured or measured[0] != "cuda" or self.options.device != "auto" or self.runner.device == "cuda":
             return None
         return (f"the baseline was measured on {measured[1] or 'a GPU'} and CUDA is not available here: its cases "
                 "do not train on the CPU (give --dlperf-device cpu to train them here anyway)")
@@ -151,7 +121,7 @@ class Pipeline:
 
     def max_batch_skip_reason(self) -> str | None:
         """Why a ``batch_size: "max"`` case cannot run here, or None."""
-        if self.device == "cpu" and self.options.max_memory is None:
+        if self.runner.device == "cpu" and self.options.max_memory is None:
             return ("batch size max on the CPU needs --dlperf-max-memory: without a cap the search would grow "
                     "into swap and the kernel's OOM killer")
         if self.options.launcher == "torchrun" and self.options.nnodes > 1:
@@ -161,7 +131,7 @@ class Pipeline:
     def gpu_sized_warning(self, case: Case) -> str | None:
         """Why a case sized for a GPU may be slow here (:func:`pytest_dlperf.controller.device.gpu_sized_warning`),
         or None."""
-        return gpu_sized_warning(case, self.options.device, self.device)
+        return gpu_sized_warning(case, self.options.device, self.runner.device)
 
     # -- the tail every kind shares
 
