@@ -253,6 +253,7 @@ def test_the_batch_script_runs_a_night_under_slurm_and_gates_on_it(slurm_cluster
     with sqlite3.connect(night / "history.db") as db:
         assert db.execute("SELECT count(*) FROM dlperf_sessions").fetchone() == (1,)
     assert "dlperf inconclusive: none" in log
+    assert "dlperf judged: 1 of 1 case(s) against a baseline" in log  # the night's coverage, counted (issue 51)
 
 
 # --------------------------------------------------------------------------- one command everywhere
