@@ -108,3 +108,14 @@ def test_what_counts_as_judged_and_as_ci(monkeypatch):
         monkeypatch.setenv("CI", value)
         assert coverage.under_ci() is under
     assert json.dumps(coverage.refusal([coverage.Gap("c", "why")])).count("c: why") == 1
+
+
+def test_a_session_gates_only_where_it_judges_against_something():
+    import types
+
+    plain = dict(baseline_from_history=None, against=None, data_only=False)
+    assert not coverage.gates(types.SimpleNamespace(**plain), None)
+    assert coverage.gates(types.SimpleNamespace(**plain), object())
+    assert coverage.gates(types.SimpleNamespace(**{**plain, "baseline_from_history": 5}), None)
+    assert coverage.gates(types.SimpleNamespace(**{**plain, "against": "HEAD~1"}), None)
+    assert not coverage.gates(types.SimpleNamespace(**{**plain, "data_only": True}), object())  # loaders, unjudged

@@ -38,7 +38,10 @@ class Gap:
 
 
 def gates(options, baseline) -> bool:
-    """Whether a session judges its cases against something: a baseline, the history or a reference environment."""
+    """Whether a session judges its cases against something: a baseline, the history or a reference environment
+    (a ``--dlperf-data-only`` session times loaders and judges nothing)."""
+    if options.data_only:
+        return False
     return baseline is not None or bool(options.baseline_from_history) or bool(options.against)
 
 
