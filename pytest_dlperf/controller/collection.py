@@ -152,7 +152,8 @@ class DlperfCollector(pytest.Collector):
         self.pipeline = pipeline
 
     def collect(self):
-        return [DlperfItem.from_parent(self, name=case.id, case=case, entry=entry, pipeline=self.pipeline) for case, entry in self.cases]
+        return [DlperfItem.from_parent(self, name=case.id, case=case, entry=entry, pipeline=self.pipeline)
+                for case, entry in self.cases]
 
 
 class DlperfItem(pytest.Item):

@@ -26,8 +26,8 @@ from .host_bound import HostBound
 from .judgement import Judgement, Reason, Status
 from .runs import AttemptRecord
 
-__all__ = ["CaseFailed", "CaseResult", "Expected", "GateResult", "GateStatus", "Scaling", "Status",
-           "THROUGHPUT_STATUSES", "as_dicts", "cases_from"]
+__all__ = ["FIGURES", "CaseFailed", "CaseResult", "Expected", "Figures", "GateResult", "GateStatus", "Scaling",
+           "Status", "THROUGHPUT_STATUSES", "as_dicts", "cases_from"]
 
 
 class CaseFailed(Exception):
@@ -140,8 +140,44 @@ _JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "d
            "gpu_utilization_gate", "hardware_mismatch")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Figures:
+    """What a case's runs measured, beside its verdict: the figures a case kind's measurement gives
+    (:class:`~pytest_dlperf.controller.kinds.Measurement`) and a case's result keeps (:class:`CaseResult`), declared
+    once for both."""
+
+    throughput: float | None = None  # the judged median; None when nothing was measured
+    stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.gate.stats)
+    baseline: Expected | None = None
+    device: dict[str, Any] | None = None
+    ranks: list[dict[str, Any]] | None = None
+    telemetry: dict[str, Any] | list[dict[str, Any]] | None = None
+    flops: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None
+    compile_seconds: float | None = None
+    start: str | None = None  # how its runs' workers started: "forked", "fresh" or "mixed" (Attempt.start)
+    compile: str | None = None  # how its runs trained: "eager", a torch.compile mode or "mixed" (Attempt.compile)
+    max_batch: dict[str, Any] | None = None
+    scaling: Scaling | None = None
+    gpu_utilization_gate: GateResult | None = None
+    hardware_mismatch: str | None = None
+    host_bound: HostBound | None = None  # a GPU case: how busy its GPUs were, and whether the host set the pace
+    evidence: Evidence | None = None  # the runs as evidence: estimate, interval, busy runs (pytest_dlperf.gate)
+    #: An A/B session's case (``--dlperf-against``): its pairs, their estimate and decision (gate.paired).
+    paired: PairedEvidence | None = None
+    convergence: dict[str, Any] | None = None  # a convergence case: pytest_dlperf.convergence.figures.pooled
+
+    def figures(self) -> dict[str, Any]:
+        """The figures by name (:data:`FIGURES`), which a case's result copies from a measurement."""
+        return {name: getattr(self, name) for name in FIGURES}
+
+
+#: The names of :class:`Figures`' fields.
+FIGURES = tuple(f.name for f in dataclasses.fields(Figures))
+
+
 @dataclasses.dataclass(frozen=True)
-class CaseResult:
+class CaseResult(Figures):
     """One case of a session: what ran, its figures and its verdict.  Built once, when the case is done
     (:meth:`of`), or read from a results document (:meth:`from_dict`); never changed after."""
 
@@ -151,48 +187,29 @@ class CaseResult:
     unit: str | None = None
     verdict: Status | None = None  # None only in a document of a case that never finished
     message: str = ""
-    throughput: float | None = None  # the judged median; None when nothing was measured
-    stats: dict[str, Any] | None = None  # the windows' Summary (pytest_dlperf.gate.stats)
-    baseline: Expected | None = None
     difference: float | None = None  # measured / baseline - 1
     attempts: tuple[AttemptRecord, ...] = ()
     parameters: dict[str, Any] | None = None  # the RunParams the case ran with
     throughput_verdict: Status | None = None  # the throughput alone; verdict also counts the gates
-    device: dict[str, Any] | None = None
-    ranks: list[dict[str, Any]] | None = None
-    scaling: Scaling | None = None
-    flops: dict[str, Any] | None = None
-    telemetry: dict[str, Any] | list[dict[str, Any]] | None = None
-    data: dict[str, Any] | None = None
-    compile_seconds: float | None = None
-    gpu_utilization_gate: GateResult | None = None
-    hardware_mismatch: str | None = None
-    max_batch: dict[str, Any] | None = None
     duration: float | None = None
-    convergence: dict[str, Any] | None = None  # a convergence case: pytest_dlperf.convergence.figures.pooled
     judged: bool = False  # went through the throughput verdict: its figure fields are all written
-    evidence: Evidence | None = None  # the runs as evidence: estimate, interval, busy runs (pytest_dlperf.gate)
     #: Why a baseline being saved leaves this case out (gate.sequential.unsaved_reason); this session only.
     unsaved: str | None = None
-    #: An A/B session's case (``--dlperf-against``): its pairs, their estimate and decision (gate.paired).
-    paired: PairedEvidence | None = None
-    start: str | None = None  # how its runs' workers started: "forked", "fresh" or "mixed" (Attempt.start)
-    compile: str | None = None  # how its runs trained: "eager", a torch.compile mode or "mixed" (Attempt.compile)
-    host_bound: HostBound | None = None  # a GPU case: how busy its GPUs were, and whether the host set the pace
     #: How it was judged: the status, the gates and the reasons the message is made of.
     judgement: Judgement | None = None
 
     @classmethod
-    def of(cls, case: Case, nodeid: str | None, judgement: Judgement, message: str, measured=None, *,
-           unit: str | None = None, parameters: dict[str, Any] | None = None, duration: float | None = None,
+    def of(cls, case: Case, nodeid: str | None, judgement: Judgement, message: str, measured: Figures | None = None,
+           *, unit: str | None = None, parameters: dict[str, Any] | None = None, duration: float | None = None,
            unsaved: str | None = None) -> CaseResult:
         """A case's result, whole: its judgement, its words (``message``: made from the judgement by
         :func:`pytest_dlperf.reporting.verdicts.render`) and, where it was measured, the figures of ``measured`` (a
-        :class:`~pytest_dlperf.controller.kinds.Measurement`, whose figure names are this class's fields; its unit
-        where it has one, else ``unit``)."""
+        :class:`~pytest_dlperf.controller.kinds.Measurement`: its :class:`Figures`, its attempts, and its unit where
+        it has one, else ``unit``)."""
         figures = measured.figures() if measured is not None else {}
         judged = figures.get("throughput") is not None
-        return cls(id=case.id, case=case, nodeid=nodeid, unit=measured.unit if measured is not None and measured.unit else unit,
+        return cls(id=case.id, case=case, nodeid=nodeid,
+                   unit=measured.unit if measured is not None and measured.unit else unit,
                    verdict=judgement.status, message=message, difference=judgement.difference,
                    attempts=tuple(measured.attempts) if measured is not None else (), parameters=parameters,
                    throughput_verdict=judgement.main_status if judged else None, duration=duration, judged=judged,

@@ -9,8 +9,9 @@ last (never inside a timed window; chained like the telemetry sampler, :meth:`st
   steal, guest time being part of user time) and the CPU time of the case's own processes:
   every process whose environment carries this run's ``DLPERF_RUN_ID`` (the worker, the
   torchrun agent, every rank and their data-loader workers) and every process descending from
-  them, whatever its environment (a model's own helpers are its load, not a neighbour's).  ``other_cpu_percent`` is the difference over the windows'
-  wall time, in percent of one CPU (200: two CPUs kept busy by other processes);
+  them, whatever its environment (a model's own helpers are its load, not a neighbour's).
+  ``other_cpu_percent`` is the difference over the windows' wall time, in percent of one CPU
+  (200: two CPUs kept busy by other processes);
 * ``steal_percent``: time the hypervisor gave this VM's CPUs to others, where the kernel
   reports it (``cpu_times().steal``), in percent of one CPU;
 * on CUDA, the processes NVML lists on this rank's GPU that are not the case's own

@@ -23,14 +23,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...cases import Case
-from ...gate.evidence import Evidence
-from ...gate.paired import PairedEvidence
 from ...gate.policy import Policy
 from ...launch.workers import RunParams
 from ...models import ModelSpec
 from ...registry import Registry
-from ...results.case import Expected, GateResult, Scaling
-from ...results.host_bound import HostBound
+from ...results.case import Figures
 from ...results.judgement import Judgement
 from ...results.runs import AttemptRecord, RunRecord
 from ..references import CaseReference
@@ -52,33 +49,14 @@ class Plan:
     save: bool = False
 
 
-@dataclasses.dataclass
-class Measurement:
-    """What a case's ``measure`` gives back: its unit and runs (as attempts), its figures, and whatever else
-    its ``judge`` reads (``value``).  The figures are the results' fields of the same names
-    (:class:`~pytest_dlperf.results.case.CaseResult`); a kind sets those it has."""
+@dataclasses.dataclass(frozen=True)
+class Measurement(Figures):
+    """What a case's ``measure`` gives back: its unit and runs (as attempts), its figures (:class:`Figures`, the
+    results' fields of the same names: a kind sets those it has), and whatever else its ``judge`` reads
+    (``value``)."""
 
     unit: str
     attempts: list[AttemptRecord] = dataclasses.field(default_factory=list)
-    throughput: float | None = None
-    stats: dict[str, Any] | None = None
-    baseline: Expected | None = None
-    device: dict[str, Any] | None = None
-    ranks: list[dict[str, Any]] | None = None
-    telemetry: dict[str, Any] | list[dict[str, Any]] | None = None
-    flops: dict[str, Any] | None = None
-    data: dict[str, Any] | None = None
-    compile_seconds: float | None = None
-    start: str | None = None
-    compile: str | None = None
-    max_batch: dict[str, Any] | None = None
-    scaling: Scaling | None = None
-    gpu_utilization_gate: GateResult | None = None
-    hardware_mismatch: str | None = None
-    host_bound: HostBound | None = None
-    evidence: Evidence | None = None
-    paired: PairedEvidence | None = None
-    convergence: dict[str, Any] | None = None
     #: The kind's own, for its ``judge``.
     value: Any = None
 
@@ -86,15 +64,6 @@ class Measurement:
     def of_runs(cls, unit: str, runs: list[RunRecord], **figures: Any) -> Measurement:
         """Runs judged by something other than a pooled figure (a time to target): kept as one attempt."""
         return cls(unit, [AttemptRecord(None, runs)], **figures)
-
-    def figures(self) -> dict[str, Any]:
-        """Its figures by the results' field names (:data:`FIGURES`), which a case's result copies."""
-        return {name: getattr(self, name) for name in FIGURES}
-
-
-#: The figures :meth:`~pytest_dlperf.results.case.CaseResult.record` copies into a case's result: every field of a
-#: :class:`Measurement` but its unit, attempts and the kind's own value.
-FIGURES = tuple(f.name for f in dataclasses.fields(Measurement) if f.name not in ("unit", "attempts", "value"))
 
 
 class CaseKind(Protocol):
