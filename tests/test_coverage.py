@@ -104,6 +104,11 @@ def test_what_counts_as_judged_and_as_ci(monkeypatch):
     assert coverage.judged_nothing(results)
     assert not coverage.judged_nothing([*results, CaseResult.of(one, None, Judgement.of(Status.INCONCLUSIVE, "x"),
                                                                 "x")])
+    # A node other than rank 0's judges nothing by design: rank 0's node reports the job (issue 51's CI rule
+    # failed such a node's session in CI).
+    remote = CaseResult.of(one, None, Judgement.of(Status.REMOTE, "rank 0 reports"), "x")
+    assert not coverage.judged_nothing([remote])
+    assert coverage.judged_nothing([remote, *results])
     for value, under in (("true", True), ("1", True), ("false", False), ("", False)):
         monkeypatch.setenv("CI", value)
         assert coverage.under_ci() is under

@@ -66,8 +66,13 @@ def allowed_line(found: Sequence[Gap]) -> str:
 
 
 def judged_nothing(results: Sequence[CaseResult]) -> bool:
-    """Whether no case of a session was judged against anything."""
-    return not any(r.verdict in JUDGED for r in results)
+    """Whether no case of a session was judged against anything.
+
+    A node other than rank 0's in a job across nodes judges nothing by design (rank 0's node reports): a
+    session whose every case is REMOTE owes no judgement.
+    """
+    own = [r for r in results if r.verdict is not Status.REMOTE]
+    return bool(own) and not any(r.verdict in JUDGED for r in own)
 
 
 def nothing_line(results: Sequence[CaseResult], recorded: bool) -> str:
