@@ -16,9 +16,8 @@ the model was registered and the run's options.  The controller builds it from i
 parameters (:meth:`WorkerSpec.from_params`) and places it in the run folder
 (:meth:`WorkerSpec.placed`) just before it starts the process.
 
-:class:`Progress` is rank 0's report of its step time and the steps it has left; without
-``dlperf_timeout`` the controller moves its deadline to ``3 x step_seconds x
-remaining_steps + 60`` seconds from the report.
+:class:`Progress` is rank 0's report of its step time and the steps it has left (without ``dlperf_timeout`` the
+controller moves its deadline to ``3 x step_seconds x remaining_steps + 60`` seconds from it) and of its pace.
 
 :class:`WorkerResult` is what a rank measured, or why it could not (``status`` is one of
 :class:`WorkerStatus`).  On disk it is a ``dlperf-worker-result`` document: schema
@@ -240,11 +239,10 @@ class WorkerSpec:
 class Progress:
     """``progress.json``: rank 0's step time and the steps it has left, and where it is (any may be missing).
 
-    ``step_seconds`` and ``remaining_steps`` set the controller's time limit; ``phase``
-    (:data:`PHASES`), the warm-up steps and windows done so far and the last window's
-    figure are what the controller shows while a case runs.  The worker rewrites the file
-    outside the measured windows only: during the warm-up (at most once a second) and after
-    each window.
+    ``step_seconds`` and ``remaining_steps`` set the controller's time limit; ``phase`` (:data:`PHASES`), the warm-up
+    steps and windows done so far and the last window's figure are what the controller shows while a case runs; the
+    steps done and the samples of a step, a run's pace (:mod:`pytest_dlperf.gate.far`).  The worker rewrites the file
+    outside the measured windows only: during the warm-up (at most once a second) and after each window.
     """
 
     step_seconds: float | None
@@ -256,6 +254,8 @@ class Progress:
     windows_done: int | None = None
     windows_total: int | None = None
     last_throughput: float | None = None  # the last window's samples per second
+    steps_done: int | None = None  # after any compile steps
+    samples_per_step: float | None = None  # of one step on all ranks
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -20,10 +20,10 @@ def test_every_run_field_of_the_spec_is_a_run_parameter_of_the_controller():
     params = {f.name for f in dataclasses.fields(RunParams)}
     assert set(WorkerSpec.run_fields()) <= params
     # What the controller keeps for itself (how many runs, their time limits, the launcher, whether a fork server
-    # starts the worker) is not sent; the allocator's settings and the CPU's threads reach the worker in its
-    # environment (GLIBC_TUNABLES, OMP_NUM_THREADS), before it starts.
+    # starts the worker, the pace under which it cuts a run short) is not sent; the allocator's settings and the
+    # CPU's threads reach the worker in its environment (GLIBC_TUNABLES, OMP_NUM_THREADS), before it starts.
     assert params - set(WorkerSpec.run_fields()) == {"runs", "timeout", "startup_timeout", "launcher", "malloc",
-                                                     "fork_server", "cpu_threads"}
+                                                     "fork_server", "cpu_threads", "far"}
 
 
 def test_a_spec_from_run_parameters_round_trips_through_json():

@@ -5,6 +5,7 @@ probes), :mod:`.evidence` (the interval of the case's figure and its decision), 
 between sessions in the interval), :mod:`.looks` (the looks' boundaries), :mod:`.sequential` (one fresh run
 at a time until decided or out of budget), :mod:`.verdict` (the throughput, scaling and utilization gates
 and the case's message), :mod:`.rules` (the rules, listed once: the README's table), :mod:`.tolerance`
-(what a saved baseline's noise lets its tolerance decide), :mod:`.format` (how figures read in messages
+(what a saved baseline's noise lets its tolerance decide), :mod:`.far` (a run far off its baseline, cut short),
+:mod:`.format` (how figures read in messages
 and reports).  Nothing here starts a process: the runs come in as records.
 """

@@ -317,6 +317,20 @@ def runs_to_decide(est: Estimate, tolerance: float, limit: int = 100) -> int | N
     return needed if needed <= limit else None
 
 
+#: How often an undecided case's runs would have caught the slowdown its message names (:func:`could_catch`).
+CAUGHT_POWER = 0.9
+
+
+def could_catch(est: Estimate, tolerance: float) -> float | None:
+    """The smallest slowdown (0.13: 13% below the baseline) that runs like these would have failed
+    :data:`CAUGHT_POWER` of the time: the threshold less the one-sided 1% quantile and the power's normal quantile
+    times the standard error.  What an INCONCLUSIVE case says it ruled in; None without a baseline."""
+    if est.baseline is None or est.se <= 0:
+        return None
+    z = t_quantile(0.5 + est.confidence / 2, est.dof) + statistics.NormalDist().inv_cdf(CAUGHT_POWER)
+    return 1.0 - (1.0 - tolerance) * math.exp(-z * est.se)
+
+
 class StopReason(ValueEnum):
     """Why a case's runs stopped (:func:`pytest_dlperf.gate.sequential.measure_until_decided`)."""
 
@@ -324,6 +338,7 @@ class StopReason(ValueEnum):
     MAX_RUNS = "max-runs"  # --dlperf-max-runs
     TIME_BUDGET = "time budget"  # dlperf_max_seconds
     BUSY = "busy"  # BUSY_RUNS busy runs in a row
+    FAR_OFF = "far-off"  # far.FAR_RUNS runs in a row cut short, far off the baseline (pytest_dlperf.gate.far)
 
 
 @dataclasses.dataclass
@@ -348,8 +363,13 @@ class Evidence:
 
     @property
     def counted(self) -> list[RunFigure]:
-        """The runs that are evidence: not measured on a busy machine."""
-        return [f for f in self.figures if not f.busy]
+        """The runs that are evidence: not measured on a busy machine, not cut short far off the baseline."""
+        return [f for f in self.figures if not f.busy and not f.far]
+
+    @property
+    def far(self) -> list[RunFigure]:
+        """The runs cut short far off the baseline (:mod:`.far`)."""
+        return [f for f in self.figures if f.far]
 
     @property
     def busy_estimate(self) -> float | None:

@@ -67,18 +67,23 @@ class RunFigure:
     busy: str | None = None
     bandwidth: float | None = None  # the run's memory probe, GB/s (interference.memory_gbs)
     core: float | None = None  # the run's core probe, GFLOP/s (interference.core_gflops)
+    far: bool = False  # cut short far off its baseline (:mod:`.far`): ``value`` is its pace until then
 
     def probe(self, probe: HostProbe) -> float | None:
         """The run's figure of ``probe`` (:data:`MEMORY`, :data:`CORE`)."""
         return self.bandwidth if probe is MEMORY else self.core
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "throughput": self.value, "busy": self.busy, "memory_gbs": self.bandwidth,
-                "core_gflops": self.core}
+        out = {"index": self.index, "throughput": self.value, "busy": self.busy, "memory_gbs": self.bandwidth,
+               "core_gflops": self.core}
+        if self.far:
+            out["far_off"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunFigure:
-        return cls(data["index"], data["throughput"], data.get("busy"), data.get(MEMORY.key), data.get(CORE.key))
+        return cls(data["index"], data["throughput"], data.get("busy"), data.get(MEMORY.key), data.get(CORE.key),
+                   bool(data.get("far_off")))
 
 
 def busy_reason(interference: Mapping[str, Any] | None, threshold: float | None = MAX_INTERFERENCE) -> str | None:
@@ -243,6 +248,9 @@ def run_figures(runs: Sequence[RunRecord], threshold: float | None = MAX_INTERFE
     (:func:`busy_reason`: a named cause), and its host probes."""
     out = []
     for run in runs:
+        if run.far_off is not None:
+            out.append(RunFigure(run.index, run.far_off["pace"], far=True))
+            continue
         median = run.median
         if median is None:
             continue

@@ -19,23 +19,27 @@ import hashlib
 from pathlib import Path
 
 from .policy import INCONCLUSIVE_NIGHTS
-from .evidence import ALPHA, RULED_OUT, RULED_OUT_BEYOND
+from .evidence import RULED_OUT, RULED_OUT_BEYOND
+from .far import FAR_RUNS
 from .sequential import BUSY_RUNS, REGRESSION_RUNS
 
 #: The rules' version: 1, the rules of issue 43 (2026-11-27); 2, issue 53's first part (2026-11-28): a run's own
-#: processes are its descendants too, throttling is named and counted, the never-deciding nights survive their own FAIL.
-VERDICT_RULES = 2
+#: processes are its descendants too, throttling is named and counted, the never-deciding nights survive their own FAIL;
+#: 3, a run far off its baseline is cut short and two such runs fail the case (gate/far.py, 2026-11-28).
+VERDICT_RULES = 3
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "8b0ec3dd52785d49"
+FINGERPRINT = "88fa48587c4d5d8e"
 #: The gate's modules that only word or list what the others decide: not in the fingerprint.
 WORDING = ("format.py", "rules.py")
 
-#: Every rule, (what, where): the decision's five, the busy runs' four, the save's five, the notes' one, the
-#: policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's own slowdown) and added one (a case that
-#: never decides).
+#: Every rule, (what, where): the decision's five, far off's one, the busy runs' four, the save's five, the notes'
+#: one, the policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's own slowdown) and added
+#: one (a case that never decides).
 RULES = (
     ("regression: the interval's top at its look's boundary below the threshold", "evidence.decide, looks"),
     ("a regression needs REGRESSION_RUNS evidence runs; from fewer at the budget: not confirmed", "sequential"),
+    ("far off: FAR_RUNS runs in a row cut short, their pace under FAR_RATIO x the threshold on a quiet machine",
+     "far, launch.pace"),
     ("improved: the whole interval above baseline x (1 + tolerance)", "evidence.decide"),
     ("pass: the whole interval above the threshold", "evidence.decide"),
     ("pass: the estimate above it, the interval ruling out RULED_OUT x the tolerance", "evidence.decide"),
@@ -69,11 +73,11 @@ def readme_table() -> str:
                  f"beyond it)", "PASSED", "nothing"),
         ("IMPROVED", "its interval lies above `baseline x (1 + tolerance)`", "PASSED",
          "find out why; then move the baseline ([how](docs/baselines.md#moving-a-baseline))"),
-        ("FAIL", f"its interval lies below `baseline x (1 - tolerance)` at its look's boundary (the looks of a case "
-                 f"fail one at its threshold {_pct(ALPHA)} of the time together: [how](docs/verdicts.md#the-looks)), "
-                 f"from {REGRESSION_RUNS} runs or more (from fewer, \"not confirmed\", where the runs stopped there); or "
-                 f"undecided {INCONCLUSIVE_NIGHTS} nights in a row, and after, in a history store "
-                 f"(`dlperf_inconclusive_nights`)", "FAILED",
+        ("FAIL", f"its interval lies below `baseline x (1 - tolerance)` at its look's boundary "
+                 f"([the looks](docs/verdicts.md#the-looks)), from {REGRESSION_RUNS} runs or more (\"not confirmed\" "
+                 f"from fewer where the runs stopped); {FAR_RUNS} runs in a row cut short under half the threshold "
+                 f"([far off](docs/verdicts.md#far-off)); or undecided {INCONCLUSIVE_NIGHTS} nights in a row, and "
+                 f"after, in a history store (`dlperf_inconclusive_nights`)", "FAILED",
          "a regression: [bisect it](docs/triage.md#a-regression)"),
         ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `dlperf_max_seconds`, or {BUSY_RUNS} runs "
                          f"in a row on a busy machine (another job's CPU or GPU use, steal)",

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..results.case import Expected
 from ..results.runs import Attempt
 from . import evidence as ev
+from . import far
 from . import figures as fig
 from .drift import prior as prior_drift
 from .evidence import Evidence, StopReason
@@ -100,10 +101,10 @@ def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline
     busy ones included, lies above the threshold (pass, or improved), the quiet case's figure
     lies above it too.
     """
-    values = [f.value for f in figures if not f.busy]
+    values = [f.value for f in figures if not f.busy and not f.far]
     if not values and expected is None:
         # Nothing to judge, so no false alarm to avoid: not re-measured (the message says the runs were busy).
-        values = [f.value for f in figures]
+        values = [f.value for f in figures if not f.far]
     base = expected.throughput if expected is not None else None
     runs = baseline_runs if base is not None else ()
     estimate, decision = None, ev.Decision.UNDECIDED
@@ -113,8 +114,9 @@ def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline
     if values:
         estimate = ev.estimate(values, tolerance, base, runs, drift=drift, offsets=offsets)
         decision = ev.decide(estimate, tolerance, look=budget.look(len(values)), looks=budget.looks)
-    if base is not None and decision is ev.Decision.UNDECIDED and len(values) < len(figures):
-        with_busy = ev.estimate([f.value for f in figures], tolerance, base, runs, drift=drift, offsets=offsets)
+    if base is not None and decision is ev.Decision.UNDECIDED and any(f.busy for f in figures):
+        with_busy = ev.estimate([f.value for f in figures if not f.far], tolerance, base, runs, drift=drift,
+                                offsets=offsets)
         if ev.decide(with_busy, tolerance) in (ev.Decision.PASS, ev.Decision.IMPROVED):
             return with_busy, ev.decide(with_busy, tolerance), True
     return estimate, decision, False
@@ -137,6 +139,26 @@ def out_of_budget(evidence: Evidence, unconfirmed: bool, why: StopReason) -> Evi
     return evidence
 
 
+def far_ended(figures: Sequence[fig.RunFigure], runs: int, budget: Budget) -> bool:
+    """Whether the case's last runs, cut short far off its baseline, end it: :data:`.far.FAR_RUNS` in a row, or
+    fewer where the budget allows no more runs."""
+    streak = far.far_streak([f.far for f in figures])
+    return bool(streak) and (streak >= far.FAR_RUNS or runs >= budget.max_runs)
+
+
+def far_off(figures: Sequence[fig.RunFigure], expected: Expected, baseline_runs: Sequence[float],
+            drift: ev.Drift | None) -> Evidence:
+    """The evidence of a case whose last runs were cut short far off its baseline (:mod:`.far`): a regression, its
+    estimate from those runs' paces."""
+    streak = far.far_streak([f.far for f in figures])
+    paces = [f.value for f in figures[-streak:]]
+    tolerance = expected.tolerance
+    estimate = ev.estimate(paces, tolerance, expected.throughput, baseline_runs,
+                           drift=prior_drift(tolerance) if drift is None else drift,
+                           offsets=1.0 if expected.figures else 2.0)
+    return Evidence(list(figures), estimate, ev.Decision.REGRESSION, StopReason.FAR_OFF)
+
+
 def run_figures(attempt: Attempt, budget: Budget, saving: bool) -> list[fig.RunFigure]:
     """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`), or for a baseline being
     saved (``saving``) far below its own runs' (:func:`~.figures.outliers`); with ``dlperf_max_interference
@@ -157,21 +179,16 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
                           drift: ev.Drift | None = None) -> tuple[Attempt, Evidence]:
     """Measure ``measure_one(index)`` (one fresh run each) until decided or out of budget.
 
-    ``counted_runs``: runs that must be evidence (not busy) before a decided case stops, within the
-    budget: a baseline being saved (``--dlperf-save-baseline``) re-measures its busy runs, so that
-    its figure and spread come from as many runs of a quiet machine as were asked for.
-
-    ``probe_runs``: the baseline's runs' host probe readings (by key), for the probes' own spread in the notes
-    (:func:`pytest_dlperf.gate.figures.probe_notes`).
-
-    ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate
-    that failed).  The tolerance is the expected one (a case without a baseline is decided
-    after its first runs).
-
+    ``counted_runs``: runs that must be evidence (not busy) before a decided case stops, within the budget: a baseline
+    being saved (``--dlperf-save-baseline``) re-measures its busy runs, so that its figure and spread come from as
+    many runs of a quiet machine as were asked for.  ``probe_runs``: the baseline's runs' host probe readings (by
+    key), for the probes' own spread in the notes (:func:`pytest_dlperf.gate.figures.probe_notes`).
+    ``more(attempt, evidence)``: whether a decided case still wants another run (a scaling gate that failed).  The
+    tolerance is the expected one (a case without a baseline is decided after its first runs).
     ``spacing``: the least seconds between two runs' starts (a save: :data:`SAVE_SPAN` over its counted runs),
-    waited for with ``sleep``; ``clock``: the time, as :func:`time.monotonic` gives it.
-
-    ``drift``: the drift between sessions the interval carries (:mod:`.drift`); None: the prior.
+    waited for with ``sleep``; ``clock``: the time, as :func:`time.monotonic` gives it.  ``drift``: the drift
+    between sessions the interval carries (:mod:`.drift`); None: the prior.  Runs cut short far off the baseline
+    end the case as :func:`far_ended` says (:mod:`.far`).
     """
     tolerance = expected.tolerance if expected is not None else 0.05
     references = {probe.key: getattr(expected, probe.key, None) if expected is not None else None
@@ -187,7 +204,9 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
         figures = run_figures(attempt, budget, counted_runs > 0)
-        if len(attempts) < budget.first_runs:
+        if far_ended(figures, len(attempts), budget):
+            return attempt, far_off(figures, expected, baseline_runs, drift)
+        if len(attempts) < budget.first_runs or (figures and all(f.far for f in figures)):
             continue
         estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, drift, budget)
         notes = fig.probe_notes(figures, references, probe_runs, budget.probe_drops) + fig.throttle_notes(attempt.runs)

@@ -20,7 +20,8 @@ from typing import Any
 from ..results.case import Expected, GateResult, GateStatus, Scaling
 from ..results.judgement import Gate, GateName, Judgement, Reason, Status, Why
 from ..results.telemetry import gpu_utilizations
-from .evidence import Decision, Estimate, Evidence, StopReason, ruled_out, runs_to_decide
+from . import far
+from .evidence import CAUGHT_POWER, Decision, Estimate, Evidence, StopReason, could_catch, ruled_out, runs_to_decide
 from .format import fmt_pct, fmt_signed, fmt_value
 from .policy import INCONCLUSIVE_POLICIES  # noqa: F401  (the options' choices)
 
@@ -134,7 +135,7 @@ def busy_lines(evidence: Evidence) -> list[Reason]:
 #: Where an undecided case's runs stopped, for its message.
 STOPPED_AT = {StopReason.MAX_RUNS: "after {runs} runs (--dlperf-max-runs)",
               StopReason.TIME_BUDGET: "at the time budget (dlperf_max_seconds)",
-              StopReason.BUSY: "after busy runs in a row"}
+              StopReason.BUSY: "after busy runs in a row", StopReason.FAR_OFF: "after runs cut short far off"}
 
 
 def busy_stop_line(evidence: Evidence) -> Reason:
@@ -185,6 +186,8 @@ def judge_evidence(case_id: str, evidence: Evidence, unit: str, expected: Expect
         return _all_busy(judged)
     if expected is None:
         return _no_baseline(judged, evidence.estimate)
+    if evidence.stopped == StopReason.FAR_OFF:
+        return _far_off(judged, evidence.estimate, expected)
     return DECIDED.get(evidence.decision, _undecided)(judged, evidence.estimate, expected)
 
 
@@ -219,6 +222,22 @@ def _regression(j: Judged, est: Estimate, expected: Expected) -> Judgement:
                Reason(f"its whole interval is below the threshold {fmt_value(threshold)} {j.unit}", Why.EVIDENCE),
                *j.tail]
     return _judgement(FAIL, reasons, est.value / expected.throughput - 1.0)
+
+
+def _far_off(j: Judged, est: Estimate, expected: Expected) -> Judgement:
+    """Runs cut short far off the baseline (:mod:`.far`): a regression without waiting for whole runs."""
+    base, tol = expected.throughput, expected.tolerance
+    diff = est.value / base - 1.0
+    cut = len(j.evidence.far)
+    floor = far.FAR_RATIO * base * (1 - tol)
+    reasons = [Reason(f"{j.case_id}: {fmt_value(est.value)} {j.unit}, {fmt_pct(-diff)} below {fmt_value(base)} "
+                      f"(tolerance {fmt_pct(tol)}): far off, {est.runs} run{'s' if est.runs != 1 else ''} in a row "
+                      f"cut short", Why.HEADLINE, FAIL),
+               Reason(f"each trained under {fmt_value(floor)} {j.unit}, half the threshold "
+                      f"{fmt_value(base * (1 - tol))}, while no other process kept the machine busy: no noise of a "
+                      f"quiet machine reaches that far, so they were stopped before their end ({cut} of "
+                      f"{len(j.evidence.figures)} run(s) cut)", Why.EVIDENCE), *j.tail]
+    return _judgement(FAIL, reasons, diff)
 
 
 def _improved(j: Judged, est: Estimate, expected: Expected) -> Judgement:
@@ -258,7 +277,10 @@ def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool
         would = f"about {needed} runs would decide it{more}"
     goal = (f"to show it below the threshold {fmt_value(threshold)} {j.unit}" if below else
             f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}")
-    return Reason(f"undecided {at}: too noisy for {fmt_pct(tol)} here ({_varies(est)}) {goal}; {would}",
+    caught = could_catch(est, tol)
+    caught = (f"; runs like these catch a slowdown of {fmt_pct(caught)} or more {round(10 * CAUGHT_POWER)} times "
+              f"in 10, not one of {fmt_pct(tol)}" if caught is not None else "")
+    return Reason(f"undecided {at}: too noisy for {fmt_pct(tol)} here ({_varies(est)}) {goal}; {would}{caught}",
                   Why.EVIDENCE)
 
 

@@ -65,6 +65,7 @@ class WorkerOutcome:
     rank_results: dict[int, WorkerResult] = dataclasses.field(default_factory=dict)
     lost: str | None = None  # a forked worker's server died before it said how the worker ended
     start: str = "fresh"  # how its process started: "forked" by the fork server, or "fresh"
+    cut: Any = None  # why the controller cut it short (a pytest_dlperf.gate.far.Cut), or None
 
     @property
     def stderr_path(self) -> Path:
@@ -123,7 +124,7 @@ def _signal_run(pgid: int, run_id: str | None, sig: int) -> None:
 
 def run_alive(pgid: int, run_id: str | None = None) -> bool:
     """Whether any process of the group, or tagged with ``run_id``, is still running."""
-    members = _group_members(pgid) + tagged_processes(run_id)
+    members = group_members(pgid) + tagged_processes(run_id)
     return any(_state(pid) not in ("Z", None) for pid in members)
 
 
@@ -144,7 +145,7 @@ def tagged_processes(run_id: str | None) -> list[int]:
     return found
 
 
-def _group_members(pgid: int) -> list[int]:
+def group_members(pgid: int) -> list[int]:
     members = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -179,7 +180,7 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
                extra_env: dict[str, str] | None = None,
                on_progress: Callable[[Progress | None, float], None] | None = None,
                fork: Sequence[str] | None = None, python: str | None = None,
-               cwd: str | None = None) -> WorkerOutcome:
+               cwd: str | None = None, cut: Callable[[Progress | None, int, str], Any] | None = None) -> WorkerOutcome:
     """Run one worker process for ``spec`` in ``run_dir`` and wait for it.
 
     ``spec`` is placed in ``run_dir`` (:meth:`WorkerSpec.placed`; a plain dict, as a test
@@ -192,7 +193,9 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     report (None before the first) and the seconds since it started.  ``fork``: the module and its arguments
     (a :class:`~pytest_dlperf.launch.launchers.LaunchPlan`'s) that a fork server runs with the spec path where
     one can start it (:mod:`pytest_dlperf.launch.forkserver`), instead of the command; ``python``: that server's
-    interpreter (None: this one); ``cwd``: the run's working directory (None: this one).
+    interpreter (None: this one); ``cwd``: the run's working directory (None: this one).  ``cut(progress, pid,
+    run_id)``: asked with each report, what it returns once not None (:class:`pytest_dlperf.launch.pace.PaceWatch`)
+    ends the run and is kept in the outcome's ``cut``.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     progress_path = run_dir / PROGRESS_FILE
@@ -205,10 +208,10 @@ def run_worker(spec: WorkerSpec | dict[str, Any], run_dir: Path, *, timeout: flo
     cmd = (command or [sys.executable, "-m", "pytest_dlperf.worker"]) + [str(spec_path)]
     ended = run_command(cmd, run_dir, timeout=timeout, startup_timeout=startup_timeout, extra_env=extra_env,
                         progress_path=progress_path, on_progress=on_progress, cwd=cwd,
-                        forked=[*fork, str(spec_path)] if fork else None, python=python)
+                        forked=[*fork, str(spec_path)] if fork else None, python=python, cut=cut)
     results, errors = _read_results(run_dir)
     return WorkerOutcome(ended.returncode, results.get(0), ended.timed_out, ended.time_limit, run_dir,
-                         ended.wall_seconds, errors.get(0), results, ended.lost, ended.start)
+                         ended.wall_seconds, errors.get(0), results, ended.lost, ended.start, ended.cut)
 
 
 @dataclasses.dataclass
@@ -224,6 +227,7 @@ class CommandOutcome:
     #: Ended by the controller once its log had the steps the case needs (``done``): its exit status is the stop's.
     stopped: bool = False
     start: str = "fresh"  # "forked": the fork server started it; "fresh": a process of its own
+    cut: Any = None  # what ``cut`` returned when the run was cut short, or None
 
     @property
     def ok(self) -> bool:
@@ -237,22 +241,22 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 on_progress: Callable[[Progress | None, float], None] | None = None,
                 follow: Callable[[], tuple[float, Progress | None]] | None = None,
                 forked: Sequence[str] | None = None, done: Callable[[], bool] | None = None,
-                python: str | None = None) -> CommandOutcome:
+                python: str | None = None, cut: Callable[[Progress | None, int, str], Any] | None = None
+                ) -> CommandOutcome:
     """Run ``cmd`` in a new session and process group, tagged with a run id, and wait for it.
 
-    Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its
-    working directory (default: this one).  The time limit is ``timeout``; without it
-    ``startup_timeout``, moved on by each report in ``progress_path`` (a worker's
-    :class:`Progress`), or where the run writes no progress file, by ``follow()``: called
-    once a second, it returns the run's deadline (on ``time.monotonic``'s clock) and its
-    progress, from what its log showed so far.  Nothing of the run outlives this call: at
-    the limit, on an exception in the controller, or when processes of the run remain
-    after it exited.  ``forked``: the module and arguments that do what ``cmd`` does, which a fork server
-    runs where it can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` runs, as without it), a server
-    of the interpreter ``python`` (None: this one).
+    Its stdout and stderr go to ``run_dir/stdout.log`` and ``stderr.log``; ``cwd`` is its working directory (default:
+    this one).  The time limit is ``timeout``; without it ``startup_timeout``, moved on by each report in
+    ``progress_path`` (a worker's :class:`Progress`), or where the run writes no progress file, by ``follow()``:
+    called once a second, it returns the run's deadline (on ``time.monotonic``'s clock) and its progress, from what
+    its log showed so far.  Nothing of the run outlives this call: at the limit, on an exception in the controller,
+    or when processes of the run remain after it exited.  ``forked``: the module and arguments that do what ``cmd``
+    does, which a fork server runs where it can (:func:`pytest_dlperf.launch.forkserver.start`; else ``cmd`` runs,
+    as without it), a server of the interpreter ``python`` (None: this one).
     ``done()``: asked after each ``follow()``; once it is true (a command that logged the steps its case needs
     and would go on training), the run is stopped: SIGINT to its process group and tagged processes, SIGKILL
-    after the grace, and the outcome says ``stopped``.
+    after the grace, and the outcome says ``stopped``.  ``cut(progress, pid, run_id)``: asked with the run's last
+    progress once a second; once it returns something, the run is killed and the outcome keeps it (``cut``).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     child_env = _child_env(extra_env)
@@ -275,7 +279,7 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
         try:
             with NotedInterrupts() as interrupted:
                 timed_out, deadline, stopped = _watch(proc, run_id, start, deadline, timeout is not None,
-                                                      progress_path, on_progress, follow, interrupted, done)
+                                                      progress_path, on_progress, follow, interrupted, done, cut)
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.
@@ -288,8 +292,9 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 _live_runs.pop(proc.pid, None)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start,
-                          getattr(proc, "lost", None), stopped,
-                          "forked" if isinstance(proc, forkserver.ForkedProcess) else "fresh")
+                          getattr(proc, "lost", None), stopped is True,
+                          "forked" if isinstance(proc, forkserver.ForkedProcess) else "fresh",
+                          None if isinstance(stopped, bool) else stopped)
 
 
 def _child_env(extra_env: dict[str, str] | None) -> dict[str, str]:
@@ -304,10 +309,12 @@ def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start
            fixed: bool, progress_path: Path | None, on_progress: Callable[[Progress | None, float], None] | None,
            follow: Callable[[], tuple[float, Progress | None]] | None,
            interrupted: Callable[[], KeyboardInterrupt | None] = lambda: None,
-           done: Callable[[], bool] | None = None) -> tuple[bool, float, bool]:
+           done: Callable[[], bool] | None = None,
+           cut: Callable[[Progress | None, int, str], Any] | None = None) -> tuple[bool, float, Any]:
     """Wait for ``proc``, looking at its progress once a second; kill its run at the deadline (moved by each
-    report unless the limit is ``fixed``), stop it (SIGINT first) once ``done()``.  Returns whether it timed out,
-    the deadline it ended with, and whether it was stopped.
+    report unless the limit is ``fixed``), stop it (SIGINT first) once ``done()``, kill it once ``cut`` returns
+    something.  Returns whether it timed out, the deadline it ended with, and whether it was stopped (True) or what
+    ``cut`` returned (else False).
     ``interrupted()``: a KeyboardInterrupt raised meanwhile, raised again here (where it was lost)."""
     seen = 0.0
     with ExitWaiter(proc) as exited:
@@ -333,6 +340,10 @@ def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start
                 return False, deadline, True
             if on_progress is not None:
                 on_progress(last, time.monotonic() - start)
+            if cut is not None and (why := cut(last, proc.pid, run_id)) is not None:
+                kill_run(proc.pid, run_id)
+                proc.wait()
+                return False, deadline, why
             if time.monotonic() > deadline:
                 kill_run(proc.pid, run_id)
                 proc.wait()

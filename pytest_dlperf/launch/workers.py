@@ -19,7 +19,9 @@ from ..cases import Case
 from ..models import ModelSpec
 from ..protocol import ConvergenceSpec, WorkerResult, WorkerSpec, ValueEnum, WorkerStatus
 from ..results.runs import RankRecord, RunRecord, RunStatus
+from ..gate.far import FarRule
 from . import process, threads
+from .pace import PaceWatch
 from .launchers import Launcher, LocalLauncher, malloc_env
 
 
@@ -50,11 +52,15 @@ class RunParams:
     # Intra-op threads of each CPU rank (OMP_NUM_THREADS: launch/threads.py, dlperf_cpu_threads); None: none
     # set, the environment as it is (a GPU case)
     cpu_threads: int | None = None
+    #: The pace under which a run is cut short (a case judged against a baseline: pytest_dlperf.gate.far); None: never
+    far: FarRule | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         if out["convergence"] is None:
             del out["convergence"]  # a throughput case's parameters read as before
+        if out["far"] is None:
+            del out["far"]
         return out
 
 
@@ -91,6 +97,9 @@ class RemoteRankZero(Exception):
 def run_record(index: int, outcome: process.WorkerOutcome) -> RunRecord:
     """One run as the session results keep it: rank 0's result, or how the run ended without one."""
     result = outcome.result
+    if outcome.cut is not None:  # cut short, far off its baseline: no result, its pace
+        return RunRecord(index, RunStatus.FAR_OFF, outcome.returncode, round(outcome.wall_seconds, 3),
+                         str(outcome.run_dir), start=outcome.start, far_off=outcome.cut.to_dict())
     if result is None:
         return RunRecord(index, RunStatus.TIMEOUT if outcome.timed_out else RunStatus.CRASHED, outcome.returncode,
                          round(outcome.wall_seconds, 3), str(outcome.run_dir), start=outcome.start)
@@ -235,9 +244,11 @@ def measure(case: Case, spec: ModelSpec, params: RunParams, workdir: Path,
                                     on_progress=None if on_progress is None else
                                     functools.partial(on_progress, index, first_index + params.runs),
                                     fork=plan.fork if params.fork_server else None, python=plan.python,
-                                    cwd=plan.cwd)
+                                    cwd=plan.cwd, cut=PaceWatch(params.far, params.device) if params.far else None)
         record = run_record(index, outcome)
         runs.append(record)
+        if record.far_off is not None:
+            continue  # judged as far off (pytest_dlperf.gate.sequential), not a failed run
         local_ok = outcome.rank_results and all(r.ok for r in outcome.rank_results.values())
         if outcome.result is None and local_ok and outcome.returncode == 0:
             raise RemoteRankZero(sorted(outcome.rank_results), runs)

@@ -28,6 +28,7 @@ class RunStatus(ValueEnum):
     ERROR = "error"
     TIMEOUT = "timeout"  # killed at its time limit
     CRASHED = "crashed"  # ended without a result
+    FAR_OFF = "far-off"  # cut short by the controller, far slower than its baseline allows (pytest_dlperf.gate.far)
 
 
 def window_median(windows: Sequence[Mapping[str, Any]]) -> float | None:
@@ -111,6 +112,8 @@ class RunRecord:
     #: How its worker's process started: "forked" from the fork server or "fresh" (None: a command, or an older
     #: results file); where the host sets the pace of a step the two may measure apart (docs/gpu.md).
     start: str | None = None
+    #: Cut short far off its baseline: its pace, steps and seconds (:class:`pytest_dlperf.gate.far.Cut`'s fields)
+    far_off: dict[str, Any] | None = None
 
     @property
     def median(self) -> float | None:
@@ -132,6 +135,8 @@ class RunRecord:
             out["command"] = self.command.to_dict()
         if self.start is not None:
             out["start"] = self.start
+        if self.far_off is not None:
+            out["far_off"] = self.far_off
         return out
 
     @classmethod
@@ -147,7 +152,8 @@ class RunRecord:
             telemetry=data.get("telemetry"), flops=data.get("flops"), data=data.get("data"),
             convergence=data.get("convergence"), interference=data.get("interference"),
             ranks=[RankRecord.from_dict(r) for r in data.get("ranks") or []],
-            command=CommandLine.from_dict(command) if command else None, start=data.get("start"))
+            command=CommandLine.from_dict(command) if command else None, start=data.get("start"),
+            far_off=data.get("far_off"))
 
 
 @dataclasses.dataclass
@@ -184,9 +190,12 @@ class Attempt:
 
     @classmethod
     def from_runs(cls, runs: Sequence[RunRecord], unit: str, device: dict[str, Any] | None = None) -> Attempt:
-        """The attempt of ``runs`` (in order); ``device``: the first run's where not given."""
+        """The attempt of ``runs`` (in order); ``device``: the first run's where not given.  Its summary pools their
+        windows; a run cut short far off its baseline (no windows) adds its pace."""
         runs = list(runs)
-        return cls(summarize([w["throughput"] for run in runs for w in run.windows]), unit, runs,
+        values = [w["throughput"] for run in runs for w in run.windows]
+        values += [run.far_off["pace"] for run in runs if run.far_off is not None]
+        return cls(summarize(values), unit, runs,
                    device if device is not None else (runs[0].device or {}),
                    sorted({w for run in runs for w in run.warnings}))
 

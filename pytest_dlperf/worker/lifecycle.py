@@ -38,10 +38,12 @@ class ProgressFile:
     run goes on, nobody after a crash).
     """
 
-    def __init__(self, path: str | None, warmup_total: int, windows_total: int):
+    def __init__(self, path: str | None, warmup_total: int, windows_total: int, window_steps: int | None = None,
+                 samples_per_step: float | None = None):
         self.path = path
+        self.window_steps = window_steps
         self.state: dict[str, Any] = {"step_seconds": None, "remaining_steps": None, "warmup_total": warmup_total,
-                                      "windows_total": windows_total}
+                                      "windows_total": windows_total, "samples_per_step": samples_per_step}
 
     def __call__(self, step_seconds: float | None = None, remaining_steps: int | None = None, **where: Any) -> None:
         if not self.path:
@@ -53,6 +55,9 @@ class ProgressFile:
         if remaining_steps is not None:
             self.state["remaining_steps"] = remaining_steps
         self.state.update(where)
+        if self.window_steps is not None and self.state.get("warmup_done") is not None:
+            self.state["steps_done"] = self.state["warmup_done"] + self.window_steps * (self.state.get("windows_done")
+                                                                                         or 0)
         write_atomic(self.path, json.dumps(Progress.now(**self.state).to_dict()), durable=False)
 
 

@@ -280,7 +280,8 @@ def _measure(spec: WorkerSpec, result: WorkerResult, held: Held, model_spec, set
         held.step = TrainingStep(model_spec, spec.case, settings, device,
                                  wrap=held.group.wrap if held.group else None, source=source)
     launched = launched_at(spec)
-    progress = ProgressFile(spec.progress_path if ranks.rank == 0 else None, spec.warmup_steps, spec.repeats)
+    progress = ProgressFile(spec.progress_path if ranks.rank == 0 else None, spec.warmup_steps, spec.repeats,
+                            spec.steps, result.samples_per_step)
     compiled = None
     if settings["compile"]:
         progress(phase="compiling")

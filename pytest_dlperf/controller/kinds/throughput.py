@@ -22,6 +22,7 @@ import statistics
 
 from ... import baseline as baseline_mod
 from ... import data
+from ...gate import far
 from ...gate.policy import Policy
 from ...gate.sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided
 from ...gate.verdict import combine, judge_evidence, scaling, scaling_message, utilization_gate
@@ -68,7 +69,11 @@ class ThroughputKind:
 def measure_runs(plan: Plan, runner: Runner, measured: Case) -> tuple[Attempt, Evidence]:
     """One fresh run at a time until the evidence decides the case (:mod:`pytest_dlperf.gate.sequential`)."""
     opts, case, reference = runner.options, plan.case, plan.reference
-    one_run = dataclasses.replace(plan.params, runs=1)
+    # A run far slower than the baseline allows is cut short (pytest_dlperf.gate.far); never a run being saved.
+    expected = reference.expected
+    cut = far.rule(expected.throughput, expected.tolerance, opts.max_interference) \
+        if expected is not None and not plan.save else None
+    one_run = dataclasses.replace(plan.params, runs=1, far=cut)
     budget = Budget(opts.runs, opts.max_runs, opts.max_seconds, opts.max_interference,
                     opts.bandwidth_drop(runner.device), opts.core_drop(runner.device))
     done: list[RunRecord] = []
