@@ -8,13 +8,15 @@
     dlperf baseline validate baselines/v100.json    # is it a usable baseline?
     dlperf baseline diff old.json new.json          # what changed between two baselines
     dlperf baseline update my.json --from results.json   # take the measured figures
+    dlperf compare new.json old.json                # two results files, case by case, as the gate judges
 
 Exit status, as diff(1) and grep(1) have it: 0 when all is well (valid, no differences,
 written); 1 when the answer is "no" (``validate``: a file is invalid; ``diff``: the
-baselines differ; ``update``: the results were measured with other step counts or CPU threads than
-the entries', so nothing is written unless ``--force``); 2 for trouble: a usage error, an input
-file that cannot be read or is not a valid document of its kind (the message names the file,
-the JSON path and what is expected), or an output that cannot be written.
+baselines differ; ``compare``: a case of NEW is slower than OLD's beyond the tolerance; ``update``:
+the results were measured with other step counts or CPU threads than the entries', so nothing is
+written unless ``--force``); 2 for trouble: a usage error, an input file that cannot be read or is
+not a valid document of its kind (the message names the file, the JSON path and what is expected),
+or an output that cannot be written.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from . import __version__, jsonio
 from . import baseline as baseline_mod
 from .baseline.edit import diff_lines, merge_results, method_mismatches, updated_baseline
 from .history import command as history_command
+from .reporting import compare as compare_mod
 from .reporting import markdown as markdown_report
 from .results.case import cases_from
 
@@ -63,6 +66,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     if written.problem:
         print(f"dlperf: warning: {written.problem}; the report links the original log folders", file=sys.stderr)
     return OK
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Judge NEW's cases against OLD's (:mod:`pytest_dlperf.reporting.compare`); 1 where one is slower."""
+    if not 0 < args.tolerance < 1:
+        raise Trouble(f"--tolerance {args.tolerance}: expected a fraction between 0 and 1, as 0.05 for 5%")
+    new, old = (cases_from(jsonio.load(path, "results")) for path in (args.new, args.old))
+    found = compare_mod.compare(new, old, args.tolerance)
+    _print(*compare_mod.table(found, args.tolerance))
+    slower = [c.case_id for c in found if c.word == "slower"]
+    _print(f"dlperf: {len(slower)} of {sum(c.decision is not None for c in found)} case(s) in both files slower in "
+           f"{args.new} than in {args.old}" + (f": {', '.join(slower)}" if slower else ""))
+    return NO if slower else OK
 
 
 # --------------------------------------------------------------------------- baseline validate
@@ -198,8 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``dlperf`` argument parser: ``report`` and ``baseline validate|diff|update``."""
     parser = argparse.ArgumentParser(
         prog="dlperf", description="pytest-dlperf's reports and baseline maintenance.",
-        epilog="Exit status: 0 ok; 1 invalid (validate), different (diff) or measured with other step counts "
-               "or CPU threads (update); 2 usage error, an input file that cannot be read or is not valid, or an "
+        epilog="Exit status: 0 ok; 1 invalid (validate), different (diff), a case slower (compare) or measured "
+               "with other step counts or CPU threads (update); 2 usage error, an input file that cannot be read or is not valid, or an "
                "output that cannot be written.")
     parser.add_argument("--version", action="version", version=f"pytest-dlperf {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -211,6 +230,17 @@ def build_parser() -> argparse.ArgumentParser:
     options.set_defaults(func=cmd_options)
     add_dataset_command(commands)
     add_baseline_commands(commands)
+    compare = commands.add_parser(
+        "compare", help="judge the cases of one results file against another's",
+        description="Judge each case of NEW against the same case of OLD (two --dlperf-json results files) as a "
+                    "session is judged against a saved baseline: both files' run figures, the 98%% interval of "
+                    "their ratio with the drift between two sessions, and the decision at --tolerance. Exit "
+                    "status 1 where a case of NEW is slower beyond it.")
+    compare.add_argument("new", metavar="NEW", help="the results judged (--dlperf-json)")
+    compare.add_argument("old", metavar="OLD", help="the results judged against")
+    compare.add_argument("--tolerance", type=float, default=baseline_mod.DEFAULT_TOLERANCE,
+                         help="the slowdown that counts, as a fraction (default %(default)s)")
+    compare.set_defaults(func=cmd_compare)
     return parser
 
 
