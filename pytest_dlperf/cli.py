@@ -9,6 +9,7 @@
     dlperf baseline diff old.json new.json          # what changed between two baselines
     dlperf baseline update my.json --from results.json   # take the measured figures
     dlperf compare new.json old.json                # two results files, case by case, as the gate judges
+    dlperf bmf results.json -o bmf.json             # the Bencher Metric Format, for bencher run --adapter json
 
 Exit status, as diff(1) and grep(1) have it: 0 when all is well (valid, no differences,
 written); 1 when the answer is "no" (``validate``: a file is invalid; ``diff``: the
@@ -22,6 +23,7 @@ or an output that cannot be written.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ from . import __version__, jsonio
 from . import baseline as baseline_mod
 from .baseline.edit import diff_lines, merge_results, method_mismatches, updated_baseline
 from .history import command as history_command
+from .reporting import bmf as bmf_mod
 from .reporting import compare as compare_mod
 from .reporting import markdown as markdown_report
 from .results.case import cases_from
@@ -82,6 +85,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     _print(f"dlperf: {len(slower)} of {sum(c.decision is not None for c in found)} case(s) in both files slower in "
            f"{args.new} than in {args.old}" + (f": {', '.join(slower)}" if slower else ""))
     return NO if slower else OK
+
+
+def cmd_bmf(args: argparse.Namespace) -> int:
+    """A results file as Bencher Metric Format JSON (:mod:`pytest_dlperf.reporting.bmf`): to ``-o PATH`` or stdout."""
+    document = bmf_mod.document(cases_from(jsonio.load(args.results, "results")))
+    if args.output in (None, "-"):
+        jsonio.validate(document, "bmf")
+        print(json.dumps(document, indent=2))
+        return OK
+    jsonio.dump(args.output, document, "bmf")
+    _print(f"dlperf: wrote {args.output} ({len(document)} benchmark(s))")
+    return OK
 
 
 # --------------------------------------------------------------------------- baseline validate
@@ -214,12 +229,12 @@ def cmd_options(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``dlperf`` argument parser: ``report`` and ``baseline validate|diff|update``."""
+    """The ``dlperf`` argument parser: its subcommands."""
     parser = argparse.ArgumentParser(
         prog="dlperf", description="pytest-dlperf's reports and baseline maintenance.",
         epilog="Exit status: 0 ok; 1 invalid (validate), different (diff), a case slower (compare) or measured "
-               "with other step counts or CPU threads (update); 2 usage error, an input file that cannot be read or is not valid, or an "
-               "output that cannot be written.")
+               "with other step counts or CPU threads (update); 2 usage error, an input file that cannot be read "
+               "or is not valid, or an output that cannot be written.")
     parser.add_argument("--version", action="version", version=f"pytest-dlperf {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -230,6 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     options.set_defaults(func=cmd_options)
     add_dataset_command(commands)
     add_baseline_commands(commands)
+    add_result_commands(commands)
+    return parser
+
+
+def add_result_commands(commands) -> None:
+    """``dlperf compare`` and ``dlperf bmf``."""
     compare = commands.add_parser(
         "compare", help="judge the cases of one results file against another's",
         description="Judge each case of NEW against the same case of OLD (two --dlperf-json results files) as a "
@@ -241,7 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--tolerance", type=float, default=baseline_mod.DEFAULT_TOLERANCE,
                          help="the slowdown that counts, as a fraction (default %(default)s)")
     compare.set_defaults(func=cmd_compare)
-    return parser
+    bmf = commands.add_parser(
+        "bmf", help="write a results file in the Bencher Metric Format",
+        description="Write a --dlperf-json results file as Bencher Metric Format JSON (https://bencher.dev): each "
+                    "case a benchmark named by its id, its throughput with its interval, and a multi-GPU case's "
+                    "scaling efficiency. For bencher run --adapter json --file PATH.")
+    bmf.add_argument("results", metavar="RESULTS", help="the session results (--dlperf-json)")
+    bmf.add_argument("-o", "--output", metavar="PATH", help="write it here (default: stdout)")
+    bmf.set_defaults(func=cmd_bmf)
 
 
 def add_reading_commands(commands) -> None:

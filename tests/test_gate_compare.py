@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from pytest_dlperf import cli
 
 
@@ -54,3 +56,29 @@ def test_compare_judges_each_case_of_one_file_against_the_others(dlperf, capsys)
     # Bad input: one line naming the option and what is expected (status 2).
     assert cli.main(["compare", f"{folder}/old.json", f"{folder}/old.json", "--tolerance", "5"]) == 2
     assert "--tolerance 5.0: expected a fraction between 0 and 1" in capsys.readouterr().err
+
+
+def test_bmf_writes_bencher_metric_format(dlperf, capsys, tmp_path):
+    """``dlperf bmf`` (issue 51): each case a benchmark, its throughput and interval, checked against the schema
+    the package ships (Bencher's published one asks the same: a number value, optional lower and upper values)."""
+    import jsonschema
+
+    from pytest_dlperf import jsonio
+
+    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-runs", "2", "--dlperf-json", "results.json")
+    assert result.ret == 0
+    capsys.readouterr()
+    out = tmp_path / "bmf.json"
+    assert cli.main(["bmf", str(dlperf.path / "results.json"), "-o", str(out)]) == 0
+    document = json.loads(out.read_text())
+    case = json.loads((dlperf.path / "results.json").read_text())["cases"][0]
+    metric = document["tiny-fp32-bs32-gpu1"]["throughput"]
+    assert metric["value"] == case["throughput"]
+    assert metric["lower_value"] == case["evidence"]["estimate"]["low"] < metric["value"] < metric["upper_value"]
+    jsonschema.validate(document, jsonio.schema("bmf"))
+    # A metric without a value is not BMF: the schema refuses it.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"b": {"throughput": {"lower_value": 1.0}}}, jsonio.schema("bmf"))
+    capsys.readouterr()
+    assert cli.main(["bmf", str(dlperf.path / "results.json")]) == 0  # to stdout
+    assert json.loads(capsys.readouterr().out) == document
