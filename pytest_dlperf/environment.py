@@ -104,6 +104,26 @@ def cpu_isa() -> str | None:
     return None
 
 
+def cpu_signature() -> str | None:
+    """The CPU's family and model numbers from /proc/cpuinfo ("family 23 model 1"): what tells apart generations a
+    VM names alike ("AMD EPYC" is Zen 1 at family 23 model 1 and Zen 3 at family 25 model 1); None where not
+    given (not x86 Linux)."""
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("cpu family", "model") and key.strip() not in found:
+                    found[key.strip()] = value.strip()
+                if len(found) == 2 or not line.strip():
+                    break
+    except OSError:
+        return None
+    if len(found) < 2:
+        return None
+    return f"family {found['cpu family']} model {found['model']}"
+
+
 def os_name() -> str:
     """The distribution's pretty name ("Debian GNU/Linux 12 (bookworm)"), else Python's platform string."""
     try:
@@ -122,6 +142,7 @@ def host_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "cpu": cpu_model(),
         "cpu_isa": cpu_isa(),
+        "cpu_signature": cpu_signature(),
         "cpu_count": os.cpu_count(),
         "cpu_cores": psutil.cpu_count(logical=False),
         "memory_bytes": psutil.virtual_memory().total,

@@ -8,8 +8,9 @@ it was measured on.  :func:`load` picks, in this order:
 1. the folder's file whose hardware matches this machine (:meth:`Machine.matches`): on a GPU
    run the GPU model, whatever the count; on a CPU run the CPU model and, where the file
    gives ``cpu_count``, the number of logical CPUs and, where it gives ``cpu_isa``, the
-   training-relevant instruction set (a VM's "AMD EPYC" may or may not do bf16 arithmetic);
-   the most specific one when several match;
+   training-relevant instruction set (a VM's "AMD EPYC" may or may not do bf16 arithmetic) and,
+   where it gives ``cpu_signature``, the CPU's family and model numbers (one name covers
+   generations 5x apart); the most specific one when several match;
 2. else the file this machine recorded for the folder in an earlier session, in the record
    folder (``dlperf_baseline_record``, default ``.dlperf/baselines``, under the suite's name);
 3. else none: the cases of the folder's reference file (the only file, or the one that says
@@ -48,12 +49,14 @@ class Machine:
     model: str | None
     cpus: int | None = None
     isa: str | None = None  # "avx2 avx512f avx512_bf16"; None: not known
+    signature: str | None = None  # "family 23 model 1"; None: not known
 
     def describe(self) -> str:
         name = self.model or f"an unknown {'CPU' if self.kind == 'cpu' else 'GPU'}"
         if self.kind != "cpu":
             return name
-        return ", ".join([name, *([f"{self.cpus} CPUs"] if self.cpus else []), *([self.isa] if self.isa else [])])
+        return ", ".join([name, *([f"{self.cpus} CPUs"] if self.cpus else []), *([self.isa] if self.isa else []),
+                          *([self.signature] if self.signature else [])])
 
     def words(self) -> list[str]:
         normalize = hardware.normalize_cpu_name if self.kind == "cpu" else hardware.normalize_gpu_name
@@ -65,7 +68,9 @@ class Machine:
         if self.kind != "cpu":
             return text
         text = f"{text}-{self.cpus}cpus" if self.cpus else text
-        return f"{text}-{re.sub(r'[^a-z0-9]+', '-', self.isa.split()[-1])}" if self.isa else text
+        text = f"{text}-{re.sub(r'[^a-z0-9]+', '-', self.isa.split()[-1])}" if self.isa else text
+        return f"{text}-{re.sub(r'[^a-z0-9]+', '', self.signature.replace('family', 'f').replace('model', 'm'))}" \
+            if self.signature else text
 
     def matches(self, other: Machine | None) -> bool:
         """Whether a file measured on ``other`` describes this machine."""
@@ -76,6 +81,8 @@ class Machine:
                 return False
             if other.isa is not None and self.isa is not None and set(other.isa.split()) != set(self.isa.split()):
                 return False  # the same name, another CPU: bf16 at a tenth of the speed, say
+            if other.signature is not None and self.signature is not None and other.signature != self.signature:
+                return False  # the same name, another generation
             return hardware.same_cpu_model(self.model, other.model)
         return hardware.same_gpu_model(self.model, other.model)
 
@@ -90,7 +97,9 @@ def measured_on(loaded: Baseline) -> Machine | None:
         return Machine(kind, model)
     cpus = loaded.hardware.get("cpu_count")
     isa = loaded.cpu_isa
-    return Machine(kind, model, cpus if isinstance(cpus, int) else None, isa if isinstance(isa, str) else None)
+    signature = loaded.hardware.get("cpu_signature")
+    return Machine(kind, model, cpus if isinstance(cpus, int) else None, isa if isinstance(isa, str) else None,
+                   signature if isinstance(signature, str) else None)
 
 
 def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
@@ -99,7 +108,7 @@ def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
     host = env.get("host") or {}
     if device == "cuda" or (device == "auto" and gpus.get("count")):
         return Machine("cuda", gpus.get("model"))
-    return Machine("cpu", host.get("cpu"), host.get("cpu_count"), host.get("cpu_isa"))
+    return Machine("cpu", host.get("cpu"), host.get("cpu_count"), host.get("cpu_isa"), host.get("cpu_signature"))
 
 
 def shown(path: str | os.PathLike) -> str:
@@ -163,11 +172,13 @@ def _files(folder: Path) -> list[Baseline]:
 
 
 def _best(machine: Machine, candidates: Iterable[tuple[Baseline, Machine | None]]) -> Baseline | None:
-    """The most specific file whose machine matches (more words in its name, then a CPU count)."""
+    """The most specific file whose machine matches (more words in its name, then a CPU count, an instruction set,
+    a family and model)."""
     matching = [(b, m) for b, m in candidates if machine.matches(m)]
     if not matching:
         return None
-    return max(matching, key=lambda bm: (len(bm[1].words()), bm[1].cpus is not None, bm[1].isa is not None))[0]
+    return max(matching, key=lambda bm: (len(bm[1].words()), bm[1].cpus is not None, bm[1].isa is not None,
+                                         bm[1].signature is not None))[0]
 
 
 def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Baseline:

@@ -34,6 +34,8 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
         hardware["cpu"] = cpu
     if kind == "cpu" and host.get("cpu_isa"):
         hardware["cpu_isa"] = host["cpu_isa"]  # and this instruction set's
+    if kind == "cpu" and host.get("cpu_signature"):
+        hardware["cpu_signature"] = host["cpu_signature"]  # and this generation's
     if kind == "cpu" and host.get("cpu_count"):
         hardware["cpu_count"] = host["cpu_count"]  # a CPU run's figures are this many CPUs'
     if host.get("memory_bytes"):
