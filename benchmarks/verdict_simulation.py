@@ -26,6 +26,13 @@ saved baseline, ``dlperf_inconclusive_nights = 3`` failing a third inconclusive 
 
     python benchmarks/verdict_simulation.py --cv 0.02,0.05 --offset 0,0.05 --trials 2000
     python benchmarks/verdict_simulation.py --acceptance --trials 4000
+
+``--both-errors`` prints one table of both errors (issue 53), for verdicts against a stored baseline (the prior drift)
+and with a history of 10 nights, over CV 0.5/2/5% and session offsets 0/2/5%: the share of sessions that FAIL
+unchanged, and that FAIL, PASS or end INCONCLUSIVE at a slowdown of the tolerance and of twice it; a row meets the
+promise where unchanged code fails at most 1% and twice the tolerance passes at most 1% and fails at least 90%.
+
+    python benchmarks/verdict_simulation.py --both-errors --trials 200
 """
 
 from __future__ import annotations
@@ -154,6 +161,36 @@ def acceptance(trials: int, seed: int, out=print) -> list[tuple[str, float, floa
     return results
 
 
+#: The promise each row of ``--both-errors`` is held to: unchanged FAIL <= 1%; 2 x tolerance PASS <= 1%, FAIL >= 90%.
+PROMISE = (1.0, 1.0, 90.0)
+
+
+def both_errors(trials: int, seed: int, tolerance: float = 0.05, out=print) -> list[bool]:
+    """The table of both errors (see the module's text); returns whether each row met :data:`PROMISE`."""
+    rng = np.random.default_rng(seed)
+    out(f"both errors: tolerance {tolerance:g}, baseline of 10 runs, --dlperf-max-runs 10, {trials} trials a cell "
+        f"(seed {seed}); FAIL / PASS / INCONCLUSIVE in %")
+    head = f"{'verdict':<8} | {'CV':>4} | {'offset':>6} | {'unchanged FAIL':>14} | {'-tol F/P/I':>16} | " \
+           f"{'-2 tol F/P/I':>16} | promise"
+    out(head)
+    out("-" * len(head))
+    met = []
+    for history, name in ((0, "stored"), (10, "history")):
+        for cv in (0.005, 0.02, 0.05):
+            for offset in (0.0, 0.02, 0.05):
+                setting = Setting(cv, offset, tolerance, history=history)
+                cells = [shares(rng, setting, ratio, trials) for ratio in (1.0, 1 - tolerance, 1 - 2 * tolerance)]
+                ok = (cells[0]["fail"] <= PROMISE[0] and cells[2]["pass"] <= PROMISE[1]
+                      and cells[2]["fail"] >= PROMISE[2])
+                met.append(ok)
+                fpi = [f"{c['fail']:4.0f} /{c['pass']:4.0f} /{c['inconclusive']:4.0f}" for c in cells[1:]]
+                out(f"{name:<8} | {100 * cv:>3g}% | {100 * offset:>5g}% | {cells[0]['fail']:>14.1f} | {fpi[0]:>16} | "
+                    f"{fpi[1]:>16} | {'met' if ok else 'not met'}")
+    out(f"promise: unchanged FAIL <= {PROMISE[0]:g}%, twice the tolerance PASS <= {PROMISE[1]:g}% and FAIL >= "
+        f"{PROMISE[2]:g}%; met in {sum(met)} of {len(met)} rows")
+    return met
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cv", default="0.02,0.05", help="noise between runs, comma-separated (0.02,0.05)")
@@ -171,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=2000, help="trials per cell (2000)")
     parser.add_argument("--seed", type=int, default=0, help="the generator's seed (0)")
     parser.add_argument("--acceptance", action="store_true", help="print the issue 43 checks instead of the table")
+    parser.add_argument("--both-errors", action="store_true",
+                        help="print one table of both errors, stored and history verdicts (issue 53)")
     opts = parser.parse_args(argv)
     try:
         cvs = [float(v) for v in opts.cv.split(",")]
@@ -186,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     if opts.acceptance:
         met = acceptance(opts.trials, opts.seed)
         print(f"{sum(m[-1] for m in met)} of {len(met)} met; {time.monotonic() - started:.0f} s")
+        return 0
+    if opts.both_errors:
+        both_errors(opts.trials, opts.seed, opts.tolerance)
+        print(f"{time.monotonic() - started:.0f} s")
         return 0
     budget = sequential.Budget(first_runs=opts.first_runs, max_runs=opts.max_runs)
     rng = np.random.default_rng(opts.seed)

@@ -80,3 +80,16 @@ def test_bad_options_are_one_usage_line(capsys):
         with pytest.raises(SystemExit) as exited:
             script.main(args)
         assert exited.value.code == 2 and "error: " in capsys.readouterr().err
+
+
+def test_the_both_errors_table_has_a_row_per_verdict_noise_and_offset():
+    """Issue 53: one table of both errors (unchanged FAIL; FAIL / PASS / INCONCLUSIVE at 1 and 2 tolerances), for a
+    stored baseline and a history of 10 nights, at CV 0.5/2/5% and offsets 0/2/5%; each row held to the promise."""
+    module = load()
+    lines = []
+    met = module.both_errors(1, 0, out=lines.append)
+    assert len(met) == 18 and all(isinstance(m, bool) for m in met)
+    rows = [line for line in lines if line.startswith(("stored ", "history "))]
+    assert len(rows) == 18 and rows[0].startswith("stored   | 0.5% |     0% |")
+    assert rows[-1].startswith("history  |   5% |     5% |") and rows[-1].endswith(("| met", "| not met"))
+    assert lines[-1].startswith("promise: unchanged FAIL <= 1%, twice the tolerance PASS <= 1% and FAIL >= 90%; met in ")
