@@ -25,6 +25,7 @@ import psutil
 from ..gate import far as far_mod
 from ..gate.far import Cut, FarRule
 from ..protocol import Progress
+from ..worker.interference import cpu_seconds
 from .process import group_members, tagged_processes
 
 
@@ -43,7 +44,7 @@ class HostSample:
         t = psutil.cpu_times()
         total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
         iowait, steal = getattr(t, "iowait", 0.0), getattr(t, "steal", 0.0)
-        return cls(clock(), total - t.idle - iowait - steal, iowait, steal, own_cpu(own_processes(pid, run_id)))
+        return cls(clock(), total - t.idle - iowait - steal, iowait, steal, cpu_seconds(own_processes(pid, run_id)))
 
 
 def own_processes(pid: int, run_id: str) -> list[psutil.Process]:
@@ -57,18 +58,6 @@ def own_processes(pid: int, run_id: str) -> list[psutil.Process]:
         except (psutil.Error, OSError):
             continue
     return list(found.values())
-
-
-def own_cpu(procs: list[psutil.Process]) -> dict[int, float]:
-    """CPU seconds (user and system, with reaped children's) of each process still alive, by pid."""
-    out = {}
-    for proc in procs:
-        try:
-            t = proc.cpu_times()
-            out[proc.pid] = t.user + t.system + t.children_user + t.children_system
-        except (psutil.Error, OSError):
-            continue
-    return out
 
 
 def others_percent(then: HostSample, now: HostSample) -> tuple[float, float, float]:

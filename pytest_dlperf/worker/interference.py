@@ -71,7 +71,7 @@ def own_processes() -> list[psutil.Process]:
     return list(found.values())
 
 
-def _cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
+def cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
     """CPU seconds (user + system, with reaped children's) of each process still alive, by pid."""
     out = {}
     for proc in procs:
@@ -229,7 +229,7 @@ class Interference:
     def start(self) -> None:
         self._probe()  # before the CPU counters start: its own CPU time is the case's anyway
         procs = own_processes()
-        self._start = (time.perf_counter(), _machine(), _cpu_seconds(procs), procs)
+        self._start = (time.perf_counter(), _machine(), cpu_seconds(procs), procs)
         if self.then is not None:
             self.then.start()
 
@@ -242,7 +242,7 @@ class Interference:
         busy1, steal1 = _machine()
         seconds = time.perf_counter() - began
         procs = own_processes()
-        own1 = _cpu_seconds(procs)
+        own1 = cpu_seconds(procs)
         own = sum(own1[pid] - own0.get(pid, 0.0) for pid in own1)
         other = max(0.0, (busy1 - busy0) - own)
         self.figures = {
