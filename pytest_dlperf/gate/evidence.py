@@ -49,21 +49,19 @@ from .figures import HOST_PROBES, RunFigure
 
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2 = 1%.
 CONFIDENCE = 0.98
-#: A pass where the interval still reaches below the threshold needs it to rule out this many tolerances
-#: of slowdown (11.25% at 5%), and the estimate above the threshold: with runs that vary 5% (CV), a saved
-#: baseline of 10 runs and --dlperf-max-runs 10, unchanged cases pass in 2.4 runs (1.3% end inconclusive)
-#: and 0.1% of cases 15% slower pass; at 7%, 10% and 0.5% (benchmarks/verdict_simulation.py, 1,500 trials
-#: each; 2.0 left 28% of unchanged cases inconclusive at 7%, 2.5 passed 0.7% of 15% slowdowns at 5%).
+#: A pass where the interval still reaches below the threshold needs it to rule out this many tolerances of slowdown
+#: (11.25% at 5%), and the estimate above the threshold: with runs that vary 5% (CV), a saved baseline of 10 runs and
+#: --dlperf-max-runs 10, unchanged cases pass in 2.4 runs (1.3% end inconclusive) and 0.1% of cases 15% slower pass;
+#: at 7%, 10% and 0.5% (verdict_simulation.py, 1,500 trials each; 2.0 left 28% of unchanged cases inconclusive at 7%,
+#: 2.5 passed 0.7% of 15% slowdowns at 5%).
 RULED_OUT = 2.25
 #: A tolerance set by hand is taken to be about this many times the noise its author expects: the prior spread
 #: of a baseline that kept no runs (:func:`prior_sigma`).
 NOISE_SIGMAS = 3
 #: Weight of the prior spread, in runs' worth of degrees of freedom (only without the baseline's own runs).
 PRIOR_DOF = 3
-#: The baseline runs from which its measured spread replaces the prior.
-MEASURED_SPREAD_RUNS = 3
-#: Degrees of freedom beyond which t is the normal (and a results document keeps a number, not an infinity).
-MAX_DOF = 1e6
+MEASURED_SPREAD_RUNS = 3  # the baseline runs from which its measured spread replaces the prior
+MAX_DOF = 1e6  # degrees of freedom beyond which t is the normal (and a results document keeps a number)
 #: The least spread (CV between runs) the interval assumes, whatever the runs show.
 FLOOR_CV = 0.01
 
@@ -265,7 +263,8 @@ def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, lo
     estimate does and the interval rules out :func:`ruled_out`; else undecided.
 
     ``loose_pass`` False (an A/B case, :mod:`.paired`): the looser pass allows for a drift between sessions that
-    a stored baseline cannot see and interleaved pairs cancel, so a pass needs the whole interval above the threshold.
+    a stored baseline cannot see and interleaved pairs cancel, so a pass needs the whole interval above the threshold
+    at the look's boundary: a pass is spent over the looks as a regression is (issue 53).
 
     ``look`` of ``looks``: the regression's boundary is that of the look at its information fraction
     (:func:`information_fractions`, :func:`t_boundary`: the looks of a case spend :data:`ALPHA` together); one look
@@ -284,13 +283,15 @@ def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, lo
         if est.high < low:
             return Decision.IMPROVED
         return Decision.PASS if est.high <= high else Decision.UNDECIDED
-    top = est.bound(t_boundary(look, looks, est.dof, fractions=information_fractions(est, look, looks))) \
-        if est.se > 0 and looks > 1 else est.high
+    spent = t_boundary(look, looks, est.dof, fractions=information_fractions(est, look, looks)) if est.se > 0 \
+        and looks > 1 else None
+    top = est.bound(spent) if spent is not None else est.high
+    bottom = est.bound(-spent) if spent is not None and not loose_pass else est.low
     if top < low:
         return Decision.REGRESSION
     if est.low > high:
         return Decision.IMPROVED
-    if est.low >= low or (loose_pass and est.value >= low and est.low >= est.baseline * (1 - ruled_out(tolerance))):
+    if bottom >= low or (loose_pass and est.value >= low and est.low >= est.baseline * (1 - ruled_out(tolerance))):
         return Decision.PASS
     return Decision.UNDECIDED
 
