@@ -105,22 +105,21 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("PYTEST_ADDOPTS", " ".join(UNUSED_PLUGINS))
 
 
-#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-27 10:40, JUnit times under
-#: ``-n 3``, scaled by 0.6: the VM was shared, 10:16 in all against a fresh clone's 6:10; test_gpu_check,
-#: test_bisect and test_readme at what their cheaper versions took since; test_launchers less the 2-rank tiny case
-#: and its 1-rank reference its failing-rank test no longer runs, about 27 s of its 124 s in the 2026-11-28 run),
-#: for :func:`pytest_collection_modifyitems`.
+#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-28 13:22 and 13:37, two runs
+#: under CI=true, the mean of their JUnit times under ``-n 3``, scaled by 0.55 as the figures before them: the VM was
+#: shared, 10:40 and 11:53 in all), for :func:`pytest_collection_modifyitems`.
 #: A file not named here runs after these, in its usual order; a figure that has drifted only makes the schedule a
 #: little worse, never a test wrong.
 FILE_SECONDS = {
-    "test_gpu_check.py": 120, "test_fork_server.py": 101, "test_launchers.py": 65, "test_readme.py": 60,
-    "test_mlperf_commands.py": 57, "test_commands.py": 52, "test_bisect.py": 50, "test_sequential.py": 43,
-    "test_distributed.py": 40, "test_command_faults.py": 36, "test_verdict_quality.py": 33,
-    "test_nightly_examples.py": 32, "test_data.py": 27, "test_faults.py": 26, "test_history_site.py": 25,
-    "test_fuzz_baseline.py": 24, "test_measure.py": 22, "test_ab.py": 20, "test_bad_input.py": 19,
-    "test_markdown.py": 17, "test_cluster.py": 15, "test_cpu_threads.py": 14, "test_language_models.py": 14,
-    "test_max_batch.py": 10, "test_malloc.py": 9, "test_history.py": 8, "test_telemetry_flops.py": 8,
-    "test_environment.py": 6, "test_crash_messages.py": 6,
+    "test_gpu_check.py": 156, "test_fork_server.py": 79, "test_launchers.py": 76, "test_readme.py": 65,
+    "test_mlperf_commands.py": 50, "test_bisect.py": 46, "test_commands.py": 43, "test_distributed.py": 39,
+    "test_history_site.py": 30, "test_faults.py": 28, "test_command_faults.py": 27, "test_nightly_examples.py": 26,
+    "test_sequential.py": 24, "test_measure.py": 23, "test_data.py": 20, "test_cluster.py": 17,
+    "test_fuzz_baseline.py": 16, "test_language_models.py": 16, "test_verdict_quality.py": 16, "test_markdown.py": 15,
+    "test_ab.py": 14, "test_cpu_threads.py": 12, "test_max_batch.py": 12, "test_bad_input.py": 11,
+    "test_verdict_simulation.py": 11, "test_malloc.py": 10, "test_far_off.py": 9, "test_environment.py": 9,
+    "test_crash_messages.py": 8, "test_plots.py": 7, "test_compile_layout.py": 7, "test_history.py": 7,
+    "test_telemetry_flops.py": 7, "test_machine_baselines.py": 6,
 }
 
 
