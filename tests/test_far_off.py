@@ -81,8 +81,9 @@ def test_the_watch_cuts_only_a_run_far_off_for_long_enough_on_a_quiet_machine():
     assert watch(progress(1, 100.0, "compiling"), 1, "r") is None  # compiling: no pace yet
     assert watch(progress(1, 100.0), 1, "r") is None  # the start of its pace
     assert watch(progress(3, 101.0), 1, "r") is None  # 16 samples/s, but only a second
-    cut = watch(progress(5, 102.5), 1, "r")
-    assert cut is not None and cut.pace == pytest.approx(4 * 8 / 2.5) and cut.steps == 4
+    assert watch(progress(5, 102.5), 1, "r") is None  # 2.5 s, but only 4 steps
+    cut = watch(progress(9, 104.0), 1, "r")
+    assert cut is not None and cut.pace == pytest.approx(8 * 8 / 4.0) and cut.steps == 8
     # At the floor's pace or above: never cut, however long.
     watch = PaceWatch(rule, "cpu", sample=quiet())
     watch(progress(1, 0.0), 1, "r")
@@ -90,20 +91,20 @@ def test_the_watch_cuts_only_a_run_far_off_for_long_enough_on_a_quiet_machine():
     # Far off, but other processes used the machine: not cut (the run is judged as ever).
     watch = PaceWatch(rule, "cpu", sample=quiet(other=300.0))
     watch(progress(1, 0.0), 1, "r")
-    assert watch(progress(3, 5.0), 1, "r") is None
+    assert watch(progress(9, 5.0), 1, "r") is None
     # The same with the busy threshold off: cut.
     watch = PaceWatch(far.rule(800.0, 0.05, None), "cpu", sample=quiet(other=300.0))
     watch(progress(1, 0.0), 1, "r")
-    assert watch(progress(3, 5.0), 1, "r") is not None
+    assert watch(progress(9, 5.0), 1, "r") is not None
     # On a GPU where NVML cannot tell the other processes: not cut; where it lists none: cut.
     for listed, cut in ((None, False), (1, False), (0, True)):
         watch = PaceWatch(rule, "cuda", sample=quiet(), gpu=lambda own, n=listed: n)
         watch(progress(1, 0.0), 1, "r")
-        assert (watch(progress(3, 5.0), 1, "r") is not None) is cut
+        assert (watch(progress(9, 5.0), 1, "r") is not None) is cut
 
 
 def test_slow_steps_need_several_steps_at_the_floor_pace():
     rule = far.rule(8.0, 0.05, None)  # floor 3.8 samples/s: a step of 8 samples every 2.1 s
-    assert not far.long_enough(rule, 8.0, 5.0)
-    assert far.long_enough(rule, 8.0, 8.5)
+    assert not far.long_enough(rule, 8.0, 8, 5.0)
+    assert far.long_enough(rule, 8.0, 8, 8.5) and not far.long_enough(rule, 8.0, 7, 60.0)
     assert far.far_streak([False, True, True]) == 2 and far.far_streak([True, False]) == 0

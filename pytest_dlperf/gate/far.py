@@ -14,8 +14,8 @@ The rule, stated:
   autotuning, is left out) over the seconds between the worker's reports of them.  The worker writes its progress
   right after a step (about once a second in the warm-up, after each window), so the pace is measured, never
   guessed from steps that may or may not have happened since.
-* A run is **far off** once its pace is under the floor over at least :data:`MIN_SPAN` seconds and
-  :data:`SPAN_STEPS` steps at the floor's pace, while the machine was quiet: other processes (any not descending
+* A run is **far off** once its pace is under the floor over at least :data:`MIN_STEPS` steps, :data:`MIN_SPAN`
+  seconds and :data:`SPAN_STEPS` steps' time at the floor's pace, while the machine was quiet: other processes (any not descending
   from the run's own) used at most the busy threshold of CPU, the CPUs waited little on disks, and on a GPU no other
   process was listed on it (:mod:`pytest_dlperf.launch.pace` measures; where it cannot tell, it does not cut).
 * A cut run is no evidence for the estimate.  :data:`FAR_RUNS` far-off runs in a row fail the case (one, where the
@@ -36,6 +36,8 @@ from typing import Any
 FAR_RATIO = 0.5
 #: The least seconds of steps (after the first) before a run can be cut.
 MIN_SPAN = 2.0
+#: And the least steps: a short run (a test's dozen steps) slowed by the machine's load is never cut on a few.
+MIN_STEPS = 8
 #: And the least steps' worth of time at the floor's pace, for a case whose steps take long.
 SPAN_STEPS = 4
 #: Far-off runs in a row that fail a case.
@@ -64,10 +66,10 @@ def pace(steps: int, samples_per_step: float, seconds: float) -> float:
     return steps * samples_per_step / seconds
 
 
-def long_enough(far: FarRule, samples_per_step: float, seconds: float) -> bool:
-    """Whether ``seconds`` of steps are enough to cut on: :data:`MIN_SPAN`, and :data:`SPAN_STEPS` steps at the
-    floor's pace."""
-    return seconds >= max(MIN_SPAN, SPAN_STEPS * samples_per_step / far.floor)
+def long_enough(far: FarRule, samples_per_step: float, steps: int, seconds: float) -> bool:
+    """Whether ``steps`` steps in ``seconds`` are enough to cut on: :data:`MIN_STEPS`, :data:`MIN_SPAN`, and
+    :data:`SPAN_STEPS` steps' time at the floor's pace."""
+    return steps >= MIN_STEPS and seconds >= max(MIN_SPAN, SPAN_STEPS * samples_per_step / far.floor)
 
 
 @dataclasses.dataclass(frozen=True)

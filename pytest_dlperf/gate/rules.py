@@ -26,10 +26,10 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: The rules' version: 1, the rules of issue 43 (2026-11-27); 2, issue 53's first part (2026-11-28): a run's own
 #: processes are its descendants too, throttling is named and counted, the never-deciding nights survive their own FAIL;
 #: 3, a run far off its baseline is cut short and two such runs fail the case (gate/far.py, 2026-11-28); 4, an A/B
-#: case's pass is spent over its looks as its fail is (2026-11-28).
+#: case's pass is spent over its looks as its fail is, and a run is cut only after 8 steps (2026-11-28).
 VERDICT_RULES = 4
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "822a5d47a22c5641"
+FINGERPRINT = "e5bdfb92bb14ccec"
 #: The gate's modules that only word or list what the others decide: not in the fingerprint.
 WORDING = ("format.py", "rules.py")
 

@@ -111,7 +111,7 @@ class PaceWatch:
             return None
         first, then = self.start
         steps, seconds = progress.steps_done - first.steps_done, progress.time - first.time
-        if steps < 1 or seconds <= 0 or not far_mod.long_enough(self.far, progress.samples_per_step, seconds):
+        if steps < 1 or seconds <= 0 or not far_mod.long_enough(self.far, progress.samples_per_step, steps, seconds):
             return None
         pace = far_mod.pace(steps, progress.samples_per_step, seconds)
         if pace >= self.far.floor:
