@@ -69,10 +69,12 @@ class ThroughputKind:
 def measure_runs(plan: Plan, runner: Runner, measured: Case) -> tuple[Attempt, Evidence]:
     """One fresh run at a time until the evidence decides the case (:mod:`pytest_dlperf.gate.sequential`)."""
     opts, case, reference = runner.options, plan.case, plan.reference
-    # A run far slower than the baseline allows is cut short (pytest_dlperf.gate.far); never a run being saved.
+    # A run far slower than the baseline allows is cut short (pytest_dlperf.gate.far); never a run being saved, nor
+    # with dlperf_max_interference off: a cut needs a machine known to be quiet, and with the busy rule off a slow
+    # run may be the machine's (a loaded test host's runs were cut one at a time and left a slowdown undecided).
     expected = reference.expected
     cut = far.rule(expected.throughput, expected.tolerance, opts.max_interference) \
-        if expected is not None and not plan.save else None
+        if expected is not None and not plan.save and opts.max_interference is not None else None
     one_run = dataclasses.replace(plan.params, runs=1, far=cut)
     budget = Budget(opts.runs, opts.max_runs, opts.max_seconds, opts.max_interference,
                     opts.bandwidth_drop(runner.device), opts.core_drop(runner.device))
