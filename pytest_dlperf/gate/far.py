@@ -17,8 +17,8 @@ The rule, stated:
 * A run is **far off** once its pace is under the floor over at least :data:`MIN_STEPS` steps, :data:`MIN_SPAN`
   seconds and :data:`SPAN_STEPS` steps' time at the floor's pace, while the machine was quiet: other processes (any
   not descending from the run's own) used at most the busy threshold of CPU, the CPUs waited little on disks, and on
-  a GPU no other process was listed on it (:mod:`pytest_dlperf.launch.pace` measures; where it cannot tell, it does not cut, and with
-  ``dlperf_max_interference = off`` no run is cut: a slow run may then be the machine's).
+  a GPU no other process was listed on it (:mod:`pytest_dlperf.launch.pace` measures; where it cannot tell, it does
+  not cut, and with ``dlperf_max_interference = off`` no run is cut: a slow run may then be the machine's).
 * A cut run is no evidence for the estimate.  :data:`FAR_RUNS` far-off runs in a row fail the case (one, where the
   run budget allows no more), saying what the runs reached and when they were cut.  A far-off run followed by a run
   near the baseline (a stall of the first run's own) leaves the case to its other runs, as a busy run would.
