@@ -95,8 +95,8 @@ def test_the_watch_cuts_only_a_run_far_off_for_long_enough_on_a_quiet_machine():
     watch = PaceWatch(rule, "cpu", sample=quiet(other=300.0))
     watch(progress(1, 0.0), 1, "r")
     assert watch(progress(9, 5.0), 1, "r") is None
-    # The same with the busy threshold off: cut.
-    watch = PaceWatch(far.rule(800.0, 0.05, None), "cpu", sample=quiet(other=300.0))
+    # The same with the busy threshold above that load: cut.
+    watch = PaceWatch(far.rule(800.0, 0.05, 10000.0), "cpu", sample=quiet(other=300.0))
     watch(progress(1, 0.0), 1, "r")
     assert watch(progress(9, 5.0), 1, "r") is not None
     # On a GPU where NVML cannot tell the other processes: not cut; where it lists none: cut.
@@ -107,7 +107,7 @@ def test_the_watch_cuts_only_a_run_far_off_for_long_enough_on_a_quiet_machine():
 
 
 def test_slow_steps_need_several_steps_at_the_floor_pace():
-    rule = far.rule(8.0, 0.05, None)  # floor 3.8 samples/s: a step of 8 samples every 2.1 s
+    rule = far.rule(8.0, 0.05, 50.0)  # floor 3.8 samples/s: a step of 8 samples every 2.1 s
     assert not far.long_enough(rule, 8.0, 8, 5.0)
     assert far.long_enough(rule, 8.0, 8, 8.5) and not far.long_enough(rule, 8.0, 7, 60.0)
     assert far.far_streak([False, True, True]) == 2 and far.far_streak([True, False]) == 0

@@ -51,15 +51,20 @@ MAX_IOWAIT = 50.0
 @dataclasses.dataclass(frozen=True)
 class FarRule:
     """What a run of a case is cut against: its floor (samples per second) and the most CPU other processes may
-    have used meanwhile (percent of one CPU; None: the machine is not asked)."""
+    have used meanwhile (percent of one CPU, ``dlperf_max_interference``: with it off no rule is made)."""
 
     floor: float
-    max_other_cpu: float | None
+    max_other_cpu: float
 
 
-def rule(expected: float, tolerance: float, max_other_cpu: float | None) -> FarRule:
+def floor(expected: float, tolerance: float) -> float:
+    """The pace under which a run of a case whose baseline is ``expected`` at ``tolerance`` is far off."""
+    return FAR_RATIO * (1.0 - tolerance) * expected
+
+
+def rule(expected: float, tolerance: float, max_other_cpu: float) -> FarRule:
     """The rule of a case whose baseline is ``expected`` at ``tolerance``."""
-    return FarRule(FAR_RATIO * (1.0 - tolerance) * expected, max_other_cpu)
+    return FarRule(floor(expected, tolerance), max_other_cpu)
 
 
 def pace(steps: int, samples_per_step: float, seconds: float) -> float:

@@ -229,7 +229,7 @@ def _far_off(j: Judged, est: Estimate, expected: Expected) -> Judgement:
     base, tol = expected.throughput, expected.tolerance
     diff = est.value / base - 1.0
     cut = len(j.evidence.far)
-    floor = far.FAR_RATIO * base * (1 - tol)
+    floor = far.floor(base, tol)
     reasons = [Reason(f"{j.case_id}: {fmt_value(est.value)} {j.unit}, {fmt_pct(-diff)} below {fmt_value(base)} "
                       f"(tolerance {fmt_pct(tol)}): far off, {est.runs} run{'s' if est.runs != 1 else ''} in a row "
                       f"cut short", Why.HEADLINE, FAIL),

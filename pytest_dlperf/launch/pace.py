@@ -25,7 +25,7 @@ import psutil
 from ..gate import far as far_mod
 from ..gate.far import Cut, FarRule
 from ..protocol import Progress
-from ..worker.interference import cpu_seconds
+from ..worker.interference import cpu_seconds, machine_times
 from .process import group_members, tagged_processes
 
 
@@ -41,10 +41,7 @@ class HostSample:
 
     @classmethod
     def take(cls, pid: int, run_id: str, clock: Callable[[], float] = time.monotonic) -> HostSample:
-        t = psutil.cpu_times()
-        total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
-        iowait, steal = getattr(t, "iowait", 0.0), getattr(t, "steal", 0.0)
-        return cls(clock(), total - t.idle - iowait - steal, iowait, steal, cpu_seconds(own_processes(pid, run_id)))
+        return cls(clock(), *machine_times(), cpu_seconds(own_processes(pid, run_id)))
 
 
 def own_processes(pid: int, run_id: str) -> list[psutil.Process]:
@@ -119,8 +116,8 @@ class PaceWatch:
         now = self.sample(pid, run_id)
         other, iowait, steal = others_percent(then, now)
         limit = self.far.max_other_cpu
-        if limit is not None and (other > limit or steal > limit or iowait > far_mod.MAX_IOWAIT):
+        if other > limit or steal > limit or iowait > far_mod.MAX_IOWAIT:
             return None
-        if self.device == "cuda" and limit is not None and self.gpu(set(now.own)) != 0:
+        if self.device == "cuda" and self.gpu(set(now.own)) != 0:
             return None
         return Cut(pace, steps, seconds, self.far.floor, round(other, 1))

@@ -278,8 +278,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
             _live_runs[proc.pid] = run_id
         try:
             with NotedInterrupts() as interrupted:
-                timed_out, deadline, stopped = _watch(proc, run_id, start, deadline, timeout is not None,
-                                                      progress_path, on_progress, follow, interrupted, done, cut)
+                timed_out, deadline, stopped, why = _watch(proc, run_id, start, deadline, timeout is not None,
+                                                           progress_path, on_progress, follow, interrupted, done, cut)
         finally:
             # Normal exit, timeout, or an exception (KeyboardInterrupt) in the controller:
             # nothing of the run outlives this call.
@@ -292,9 +292,8 @@ def run_command(cmd: list[str], run_dir: Path, *, timeout: float | None, startup
                 _live_runs.pop(proc.pid, None)
     limit = timeout if timeout is not None else max(deadline - start, 0.0)
     return CommandOutcome(proc.returncode, timed_out, limit, run_dir, time.monotonic() - start,
-                          getattr(proc, "lost", None), stopped is True,
-                          "forked" if isinstance(proc, forkserver.ForkedProcess) else "fresh",
-                          None if isinstance(stopped, bool) else stopped)
+                          getattr(proc, "lost", None), stopped,
+                          "forked" if isinstance(proc, forkserver.ForkedProcess) else "fresh", why)
 
 
 def _child_env(extra_env: dict[str, str] | None) -> dict[str, str]:
@@ -310,11 +309,11 @@ def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start
            follow: Callable[[], tuple[float, Progress | None]] | None,
            interrupted: Callable[[], KeyboardInterrupt | None] = lambda: None,
            done: Callable[[], bool] | None = None,
-           cut: Callable[[Progress | None, int, str], Any] | None = None) -> tuple[bool, float, Any]:
+           cut: Callable[[Progress | None, int, str], Any] | None = None) -> tuple[bool, float, bool, Any]:
     """Wait for ``proc``, looking at its progress once a second; kill its run at the deadline (moved by each
     report unless the limit is ``fixed``), stop it (SIGINT first) once ``done()``, kill it once ``cut`` returns
-    something.  Returns whether it timed out, the deadline it ended with, and whether it was stopped (True) or what
-    ``cut`` returned (else False).
+    something.  Returns whether it timed out, the deadline it ended with, whether it was stopped, and what ``cut``
+    returned (None: not cut).
     ``interrupted()``: a KeyboardInterrupt raised meanwhile, raised again here (where it was lost)."""
     seen = 0.0
     with ExitWaiter(proc) as exited:
@@ -337,23 +336,23 @@ def _watch(proc: subprocess.Popen | forkserver.ForkedProcess, run_id: str, start
                     on_progress(last, time.monotonic() - start)
                 kill_run(proc.pid, run_id, first=signal.SIGINT)
                 proc.wait()
-                return False, deadline, True
+                return False, deadline, True, None
             if on_progress is not None:
                 on_progress(last, time.monotonic() - start)
             if cut is not None and (why := cut(last, proc.pid, run_id)) is not None:
                 kill_run(proc.pid, run_id)
                 proc.wait()
-                return False, deadline, why
+                return False, deadline, False, why
             if time.monotonic() > deadline:
                 kill_run(proc.pid, run_id)
                 proc.wait()
-                return True, deadline, False
+                return True, deadline, False, None
         if progress_path is not None and on_progress is not None:
             # The run's last progress (its windows done), which a run shorter than a poll leaves unread.
             fresh, seen = read_progress(progress_path, seen)
             if fresh is not None:
                 on_progress(fresh, time.monotonic() - start)
-    return False, deadline, False
+    return False, deadline, False, None
 
 
 def _read_results(run_dir: Path) -> tuple[dict[int, WorkerResult], dict[int, str]]:

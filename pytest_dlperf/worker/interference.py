@@ -83,12 +83,18 @@ def cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
     return out
 
 
-def _machine() -> tuple[float, float]:
-    """(busy CPU seconds other than steal, steal seconds) of the whole machine."""
+def machine_times() -> tuple[float, float, float]:
+    """(busy CPU seconds other than disk wait and steal, disk wait seconds, steal seconds) of the whole machine."""
     t = psutil.cpu_times()
     total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
-    steal = getattr(t, "steal", 0.0)
-    return total - t.idle - getattr(t, "iowait", 0.0) - steal, steal
+    iowait, steal = getattr(t, "iowait", 0.0), getattr(t, "steal", 0.0)
+    return total - t.idle - iowait - steal, iowait, steal
+
+
+def _machine() -> tuple[float, float]:
+    """(busy CPU seconds other than steal, steal seconds) of the whole machine."""
+    busy, _, steal = machine_times()
+    return busy, steal
 
 
 #: The probe's buffers: two of this size, larger than most L3 caches' share of one process, so a copy
