@@ -72,16 +72,26 @@ def software_versions() -> dict[str, str | None]:
 # --------------------------------------------------------------------------- host
 
 
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo ("AMD EPYC 7B13"), else what Python knows."""
+@functools.cache
+def cpuinfo() -> dict[str, str]:
+    """/proc/cpuinfo's fields, each at its first occurrence (the first processor's), read once; empty where it cannot
+    be read (not Linux)."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                key, sep, value = line.partition(":")
+                if sep:
+                    fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return fields
+
+
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo ("AMD EPYC 7B13"), else what Python knows."""
+    info = cpuinfo()
+    return info["model name"] if "model name" in info else platform.processor() or platform.machine()
 
 
 #: The CPU features that decide how fast training runs on a CPU, in /proc/cpuinfo's names: whether bf16 and
@@ -93,35 +103,21 @@ CPU_ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "a
 def cpu_isa() -> str | None:
     """The :data:`CPU_ISA_FLAGS` this CPU has, space-separated in that order ("avx2 avx512f avx512_bf16"), from
     /proc/cpuinfo's flags; None where they cannot be read (not Linux)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return " ".join(f for f in CPU_ISA_FLAGS if f in flags) or "none"
-    except OSError:
-        pass
-    return None
+    flags = cpuinfo().get("flags")
+    if flags is None:
+        return None
+    present = set(flags.split())
+    return " ".join(f for f in CPU_ISA_FLAGS if f in present) or "none"
 
 
 def cpu_signature() -> str | None:
     """The CPU's family and model numbers from /proc/cpuinfo ("family 23 model 1"): what tells apart generations a
     VM names alike ("AMD EPYC" is Zen 1 at family 23 model 1 and Zen 3 at family 25 model 1); None where not
     given (not x86 Linux)."""
-    found: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                if key.strip() in ("cpu family", "model") and key.strip() not in found:
-                    found[key.strip()] = value.strip()
-                if len(found) == 2 or not line.strip():
-                    break
-    except OSError:
+    info = cpuinfo()
+    if "cpu family" not in info or "model" not in info:
         return None
-    if len(found) < 2:
-        return None
-    return f"family {found['cpu family']} model {found['model']}"
+    return f"family {info['cpu family']} model {info['model']}"
 
 
 def os_name() -> str:
