@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Sequence
 
 from ..gate import evidence as ev
@@ -61,8 +62,8 @@ def compare(new: Sequence[CaseResult], old: Sequence[CaseResult], tolerance: flo
         a, b = news.get(case_id), olds.get(case_id)
         runs_a, runs_b = (runs_of(a) if a else []), (runs_of(b) if b else [])
         unit = (a or b).unit
-        figure_a = math.exp(sum(map(math.log, runs_a)) / len(runs_a)) if runs_a else None
-        figure_b = math.exp(sum(map(math.log, runs_b)) / len(runs_b)) if runs_b else None
+        figure_a = statistics.geometric_mean(runs_a) if runs_a else None
+        figure_b = statistics.geometric_mean(runs_b) if runs_b else None
         if not runs_a or not runs_b:
             out.append(Comparison(case_id, unit, figure_a, figure_b))
             continue
@@ -78,7 +79,7 @@ def table(comparisons: Sequence[Comparison], tolerance: float) -> list[str]:
     for c in comparisons:
         ratio = interval = "-"
         if c.estimate is not None:
-            ratio = fmt_signed(c.estimate.value / c.old - 1.0)
+            ratio = fmt_signed(c.estimate.difference)
             low, high = c.estimate.relative()
             interval = f"{fmt_signed(low, '')}..{fmt_signed(high)}"
         rows.append((c.case_id, "-" if c.new is None else f"{fmt_value(c.new)} {c.unit or ''}".strip(),
