@@ -159,7 +159,8 @@ def summarize_gpus(devices: list[dict[str, Any]], *, source: str | None, driver:
 
 
 def _nvml_device(nvml: Any, index: int) -> dict[str, Any]:
-    """Name, memory, UUID and compute capability of NVML device ``index``; a field NVML refuses is None."""
+    """Name, memory, UUID, compute capability, enforced power limit and highest SM clock of NVML device ``index``
+    (the last two tell apart boards of one name); a field NVML refuses is None."""
     handle = nvml.nvmlDeviceGetHandleByIndex(index)
 
     def read(fn, *args):
@@ -170,10 +171,13 @@ def _nvml_device(nvml: Any, index: int) -> dict[str, Any]:
 
     memory = read(nvml.nvmlDeviceGetMemoryInfo)
     capability = read(nvml.nvmlDeviceGetCudaComputeCapability)
+    power = read(nvml.nvmlDeviceGetEnforcedPowerLimit)  # milliwatts
     return {"index": index, "name": read(nvml.nvmlDeviceGetName),
             "memory_bytes": int(memory.total) if memory is not None else None,
             "uuid": read(nvml.nvmlDeviceGetUUID),
-            "compute_capability": ".".join(map(str, capability)) if capability else None}
+            "compute_capability": ".".join(map(str, capability)) if capability else None,
+            "power_limit_w": round(power / 1000) if power else None,
+            "max_sm_clock_mhz": read(nvml.nvmlDeviceGetMaxClockInfo, nvml.NVML_CLOCK_SM)}
 
 
 def nvml_gpus() -> dict[str, Any]:

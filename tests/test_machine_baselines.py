@@ -198,7 +198,8 @@ def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_i
     result = dlperf.run("--dlperf-baseline", folder, "-k", "bs32", "--dlperf-json", "results.json")
     result.assert_outcomes(passed=1)
     (line,) = lines_with(result, "run unjudged")
-    assert line == (f"{ONE_LINE}no baseline for this machine ({described}) in suite (other.json: {OTHER_CPU}): "
+    assert line == (f"{ONE_LINE}no baseline for this machine ({described}) in suite "
+                    f"(other.json: another CPU model ({OTHER_CPU})): "
                     f"the cases of other.json run unjudged and are recorded in .dlperf/baselines/suite/{slug}.json "
                     "for the next run")
     result.stdout.fnmatch_lines([
@@ -225,7 +226,8 @@ def test_a_new_machine_records_its_baseline_and_the_next_session_gates_against_i
     result.assert_outcomes(passed=2)
     (line,) = lines_with(result, "recorded on this machine")
     assert line.startswith(f"{ONE_LINE}baseline .dlperf/baselines/suite/{slug}.json: recorded on this machine "
-                           f"({described}) on ")
+                           f"({described}, core ")  # the file has host probes: this host's were read to compare
+    assert " GFLOP/s) on " in line
     assert line.endswith("; no file in suite matches it")
     result.stdout.fnmatch_lines([
         "  IMPROVED tiny-fp32-bs32-gpu1: * img/s, *% above 1.0 (tolerance *",

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -42,21 +43,28 @@ from .measured import from_measurements
 
 @dataclasses.dataclass(frozen=True)
 class Machine:
-    """A machine class: a GPU model, or a CPU model and (where known) its number of logical CPUs and its
-    training-relevant instruction set (:func:`pytest_dlperf.environment.cpu_isa`)."""
+    """A machine class: a GPU model (and where known its board: memory, power limit, clock), or a CPU model and
+    (where known) its number of logical CPUs, its training-relevant instruction set
+    (:func:`pytest_dlperf.environment.cpu_isa`), its family and model numbers and its host probes' figures."""
 
     kind: str  # "cuda" or "cpu"
     model: str | None
     cpus: int | None = None
     isa: str | None = None  # "avx2 avx512f avx512_bf16"; None: not known
     signature: str | None = None  # "family 23 model 1"; None: not known
+    #: A CPU run's host probes (:mod:`pytest_dlperf.worker.interference`): a file's, the median of its entries';
+    #: this host's, its best reading at the session's start (a neighbour only lowers a reading).
+    core_gflops: float | None = None
+    memory_gbs: float | None = None
+    board: hardware.Board | None = None
 
     def describe(self) -> str:
         name = self.model or f"an unknown {'CPU' if self.kind == 'cpu' else 'GPU'}"
         if self.kind != "cpu":
             return name
         return ", ".join([name, *([f"{self.cpus} CPUs"] if self.cpus else []), *([self.isa] if self.isa else []),
-                          *([self.signature] if self.signature else [])])
+                          *([self.signature] if self.signature else []),
+                          *([f"core {self.core_gflops:.3g} GFLOP/s"] if self.core_gflops else [])])
 
     def words(self) -> list[str]:
         normalize = hardware.normalize_cpu_name if self.kind == "cpu" else hardware.normalize_gpu_name
@@ -74,41 +82,82 @@ class Machine:
 
     def matches(self, other: Machine | None) -> bool:
         """Whether a file measured on ``other`` describes this machine."""
-        if other is None or other.kind != self.kind or not (self.model and other.model):
-            return False
-        if self.kind == "cpu":
-            if other.cpus is not None and self.cpus is not None and other.cpus != self.cpus:
-                return False
-            if other.isa is not None and self.isa is not None and set(other.isa.split()) != set(self.isa.split()):
-                return False  # the same name, another CPU: bf16 at a tenth of the speed, say
-            if other.signature is not None and self.signature is not None and other.signature != self.signature:
-                return False  # the same name, another generation
-            return hardware.same_cpu_model(self.model, other.model)
-        return hardware.same_gpu_model(self.model, other.model)
+        return other is not None and self.differs(other) is None
+
+    def differs(self, other: Machine) -> str | None:
+        """Why a file measured on ``other`` does not describe this machine, or None where it does."""
+        if other.kind != self.kind:
+            return "measured on the CPU" if other.kind == "cpu" else "measured on a GPU"
+        if not (self.model and other.model):
+            return "no model name"
+        if self.kind != "cpu":
+            if not hardware.same_gpu_model(self.model, other.model):
+                return "another GPU model"
+            return self.board.differs(other.board) if self.board and other.board else None
+        if other.cpus is not None and self.cpus is not None and other.cpus != self.cpus:
+            return "another number of CPUs"
+        if other.isa is not None and self.isa is not None and set(other.isa.split()) != set(self.isa.split()):
+            return "another instruction set"  # the same name, another CPU: bf16 at a tenth of the speed, say
+        if other.signature is not None and self.signature is not None and other.signature != self.signature:
+            return "another CPU family or model"  # the same name, another generation
+        if not hardware.same_cpu_model(self.model, other.model):
+            return "another CPU model"
+        return self.probe_gap(other)
+
+    def probe_gap(self, other: Machine) -> str | None:
+        """Where ``other``'s host figures are beyond :data:`.hardware.PROBE_FACTOR` of this host's: which, how far."""
+        for what, unit, mine, theirs in (("core speed", "GFLOP/s", self.core_gflops, other.core_gflops),
+                                         ("memory bandwidth", "GB/s", self.memory_gbs, other.memory_gbs)):
+            if mine and theirs and not 1 / hardware.PROBE_FACTOR <= (ratio := theirs / mine) <= hardware.PROBE_FACTOR:
+                times = f"{ratio:.2g}" if ratio < 10 else f"{ratio:,.0f}"
+                return (f"its host's {what} ({theirs:.3g} {unit}) is {times}x this host's ({mine:.3g} {unit}): "
+                        "another machine")
+        return None
+
+
+def file_figures(loaded: Baseline) -> tuple[float | None, float | None]:
+    """A file's host figures: the median of its entries' core and memory probes (None where none has one)."""
+    def median(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+    return (median([e.core_gflops for e in loaded.entries if e.core_gflops]),
+            median([e.memory_gbs for e in loaded.entries if e.memory_gbs]))
 
 
 def measured_on(loaded: Baseline) -> Machine | None:
-    """The machine a baseline file's figures were measured on, from its ``hardware`` (or environment)."""
+    """The machine a baseline file's figures were measured on, from its ``hardware`` (or environment) and, on a
+    CPU, its entries' host probes."""
     measured = loaded.measured_on
     if measured is None:
         return None
     kind, model = measured
     if kind != "cpu":
-        return Machine(kind, model)
+        return Machine(kind, model, board=hardware.Board.from_fields(loaded.hardware))
     cpus = loaded.hardware.get("cpu_count")
     isa = loaded.cpu_isa
     signature = loaded.hardware.get("cpu_signature")
+    core, memory = file_figures(loaded)
     return Machine(kind, model, cpus if isinstance(cpus, int) else None, isa if isinstance(isa, str) else None,
-                   signature if isinstance(signature, str) else None)
+                   signature if isinstance(signature, str) else None, core, memory)
 
 
 def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
-    """The machine this session's cases run on: ``--dlperf-device`` against what the environment found."""
+    """The machine this session's cases run on: ``--dlperf-device`` against what the environment found (its host
+    probes not read: :func:`probed`)."""
     gpus = env.get("gpus") or {}
     host = env.get("host") or {}
     if device == "cuda" or (device == "auto" and gpus.get("count")):
-        return Machine("cuda", gpus.get("model"))
+        first = (gpus.get("devices") or [{}])[0]
+        return Machine("cuda", gpus.get("model"), board=hardware.Board.from_fields(first or {}))
     return Machine("cpu", host.get("cpu"), host.get("cpu_count"), host.get("cpu_isa"), host.get("cpu_signature"))
+
+
+def probed(machine: Machine, files: Iterable[Baseline], measure=hardware.host_figures) -> Machine:
+    """``machine`` with this host's probe figures (``measure()``: core, memory), read only on a CPU and only where
+    a file has figures to compare them with."""
+    if machine.kind != "cpu" or machine.core_gflops or not any(any(file_figures(f)) for f in files):
+        return machine
+    core, memory = measure()
+    return dataclasses.replace(machine, core_gflops=core, memory_gbs=memory)
 
 
 def shown(path: str | os.PathLike) -> str:
@@ -125,7 +174,9 @@ class Selection:
 
     folder: str
     machine: Machine
-    how: str  # "matches": a file of the folder; "recorded": this machine's own; "none"
+    #: "matches": a file of the folder; "recorded": this machine's own; "none"; "another": a file named on its own
+    #: whose host figures say another machine (:func:`elsewhere`)
+    how: str
     chosen: Baseline | None  # the file picked (None: no file matches)
     reference: Baseline
     files: list[tuple[Baseline, Machine | None]]  # the folder's files, each with its machine
@@ -146,12 +197,18 @@ class Selection:
             date = str(self.chosen.data.get("provenance", {}).get("date", "?"))[:10]
             return (f"baseline {shown(self.chosen.path)}: recorded on this machine ({mine}) on {date}; no file "
                     f"in {self.folder} matches it")
-        files = "; ".join(f"{Path(b.path).name}: {m.describe() if m else 'no hardware'}" for b, m in self.files)
+        if self.how == "another":
+            return (f"baseline {self.folder} not judged against: {self.machine.differs(self.files[0][1])} "
+                    f"({self.machine.describe()}); its cases run unjudged")
+        files = "; ".join(f"{Path(b.path).name}: " + (f"{self.machine.differs(m)} ({m.describe()})" if m else
+                                                       "no hardware") for b, m in self.files)
         return (f"no baseline for this machine ({mine}) in {self.folder} ({files}): the cases of "
                 f"{Path(self.reference.path).name} run unjudged and are recorded in {self.recorded} for the next run")
 
     def missing_note(self) -> str:
         """A case's note when the picked file has no figure for it (or no file was picked)."""
+        if self.how == "another":
+            return f"not judged: {self.folder}: {self.machine.differs(self.files[0][1])}"
         if self.how == "none":
             return (f"not judged: no baseline for this machine ({self.machine.describe()}) in {self.folder}; "
                     f"recorded in {self.recorded} for the next run")
@@ -163,8 +220,22 @@ class Selection:
 def load(path: str, device: str, record_root: str | os.PathLike, root: str | os.PathLike | None) -> Baseline:
     """``--dlperf-baseline``: a file as it is, or the file of a folder that describes this machine."""
     if not Path(path).is_dir():
-        return baseline_doc.load(path)
+        return elsewhere(baseline_doc.load(path), this_machine(device, environment.collect(root)))
     return select(path, this_machine(device, environment.collect(root)), record_root)
+
+
+def elsewhere(loaded: Baseline, machine: Machine, measure=hardware.host_figures) -> Baseline:
+    """A file named on its own, unjudged where its host figures say another machine (:meth:`Machine.probe_gap`:
+    its cases run and are reported, and the session says why in one line); else as it is."""
+    theirs = measured_on(loaded)
+    if theirs is None or theirs.kind != "cpu" or machine.kind != "cpu":
+        return loaded
+    mine = probed(machine, [loaded], measure)
+    if mine.probe_gap(theirs) is None:
+        return loaded
+    selection = Selection(shown(loaded.path), mine, "another", loaded, loaded, [(loaded, theirs)])
+    entries = [dataclasses.replace(e, unjudged=selection.missing_note()) for e in loaded.entries]
+    return Baseline(loaded.path, loaded.data, entries, selection)
 
 
 def _files(folder: Path) -> list[Baseline]:
@@ -181,9 +252,10 @@ def _best(machine: Machine, candidates: Iterable[tuple[Baseline, Machine | None]
                                          bm[1].signature is not None))[0]
 
 
-def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Baseline:
-    """The baseline of ``folder`` for ``machine`` (see the module's text); raises ``jsonio.DocumentError``
-    for a file that cannot be read and :class:`OptionError` for a folder without a reference."""
+def select(folder: str, machine: Machine, record_root: str | os.PathLike, measure=hardware.host_figures) -> Baseline:
+    """The baseline of ``folder`` for ``machine`` (see the module's text; ``measure``: this host's probe figures,
+    :func:`.hardware.host_figures`); raises ``jsonio.DocumentError`` for a file that cannot be read and
+    :class:`OptionError` for a folder without a reference."""
     loaded = _files(Path(folder))
     if not loaded:
         raise OptionError(f"--dlperf-baseline: {folder}: a folder without baseline files (*.json)")
@@ -192,8 +264,9 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike) -> Bas
         raise OptionError(f"--dlperf-baseline: {folder}: {len(marked)} of its {len(loaded)} files say "
                           '"reference": true; exactly one must (its cases run on a machine that no file describes)')
     reference = marked[0] if marked else loaded[0]
-    files = [(b, measured_on(b)) for b in loaded]
     record_dir = Path(record_root) / Path(folder).resolve().name
+    machine = probed(machine, [*loaded, *_files(record_dir)], measure)
+    files = [(b, measured_on(b)) for b in loaded]
     record_path = record_dir / f"{machine.slug()}.json"
     chosen, how = _best(machine, files), "matches"
     if chosen is None:

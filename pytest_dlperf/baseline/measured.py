@@ -29,6 +29,10 @@ def hardware_from(environment: Mapping[str, Any]) -> dict[str, Any]:
         hardware["gpu"] = device.get("name") or gpus.get("model") or "unknown GPU"
         if gpus.get("count"):
             hardware["gpus_per_node"] = gpus["count"]
+        first = (gpus.get("devices") or [{}])[0] or {}
+        board = {"gpu_memory_gib": round(first["memory_bytes"] / 2**30, 1) if first.get("memory_bytes") else None,
+                 "gpu_power_limit_w": first.get("power_limit_w"), "gpu_sm_clock_mhz": first.get("max_sm_clock_mhz")}
+        hardware.update((key, value) for key, value in board.items() if value)  # what tells boards of one name apart
     cpu = device.get("name") if kind == "cpu" and device.get("name") else host.get("cpu")
     if cpu:
         hardware["cpu"] = cpu

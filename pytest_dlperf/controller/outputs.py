@@ -289,6 +289,8 @@ def terminal_summary(pipeline: Pipeline, outputs: Outputs, terminalreporter) -> 
     label = pipeline.baseline.path if pipeline.baseline else None
     if selection is not None and selection.how == "none":
         label = f"{selection.folder} for this machine"
+    elif selection is not None and selection.how == "another":
+        label = f"{selection.folder}, measured on another machine"
     # Split to fit a terminal; a log (CI's) has no width to fit, and keeps one table per model.
     width = shutil.get_terminal_size().columns if terminalreporter.isatty() else None
     for line in summary.summary_lines(pipeline.results, label, width=width) + ab_report.summary_lines(pipeline.results):
