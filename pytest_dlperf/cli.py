@@ -4,6 +4,7 @@
     dlperf plot results.json -o plots/              # PNGs: throughput vs GPUs, measured vs baseline
     dlperf dataset DIR                              # a small JPEG ImageFolder for smoke runs
     dlperf history sqlite:///history.db --plot hist/  # trends and change points of a --dlperf-history store
+    dlperf history import sqlite:///history.db r.json  # earlier nights' results files into the store
     dlperf dataset --learnable --classes 4 --out DIR   # a learnable set, train/ and val/ splits
     dlperf baseline validate baselines/v100.json    # is it a usable baseline?
     dlperf baseline diff old.json new.json          # what changed between two baselines
@@ -367,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``dlperf`` with ``argv`` (default: the command line); returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(history_command.routed(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # --help, --version and usage errors (2)
         return int(exc.code or 0)
     try:

@@ -32,7 +32,7 @@ import jsonschema
 
 from .atomic import OutputError, check_output, check_writable, write_atomic  # noqa: F401  (re-exported)
 
-SCHEMAS = ("baseline", "bmf", "result", "results")
+SCHEMAS = ("baseline", "bmf", "history-export", "result", "results")
 MAX_DEPTH = 64  # levels of nested objects and arrays a document may have; ours have about 8
 FINITE = "expected a finite number"
 DEEP = f"nested deeper than {MAX_DEPTH} levels of objects and arrays; expected a flatter document"

@@ -20,7 +20,7 @@ from ..gate.evidence import Drift
 from ..gate.rules import VERDICT_RULES
 from ..results.case import CaseResult, Expected
 from ..history import analysis, changepoints, text
-from ..history.records import CaseRow, Point, case_rows, machine_class, session_row
+from ..history.records import CaseRow, Point, case_rows, machine_class, results_session_row
 from ..history.store import StoreError, store_for
 
 if TYPE_CHECKING:
@@ -151,9 +151,8 @@ def record(opts: Options, device: str, results: list[CaseResult], env: Mapping[s
     each case's history (trend, change points, newest step) in the results ``document`` and apply the gate.
     Raises OSError."""
     against = document.get("against")
-    reference = against and against["reference"]
-    row = session_row(env, device, against=reference and f"{reference['kind']} {reference['given']}",
-                      verdict_rules=VERDICT_RULES)
+    # The row made from the results document, as `dlperf history import` makes it from the document's file.
+    row = results_session_row({**document, "environment": env, "verdict_rules": VERDICT_RULES}, device)
     cases = case_rows(results)
     done = Recorded()
     try:

@@ -11,6 +11,8 @@
 - :mod:`.text` and :mod:`.plot`: ``dlperf history`` lines, the report's section, the PNGs;
 - :mod:`.dashboard`, :mod:`.charts` and :mod:`.html`: the history site (what it shows as typed records, its
   Plotly charts, its pages written whole);
-- :mod:`.command`: ``dlperf history``;
+- :mod:`.exchange`: ``dlperf history import`` (results files of earlier nights into a store, each session once)
+  and ``dlperf history export`` (every night as CSV or JSON);
+- :mod:`.command`: ``dlperf history`` and its parsers;
 - :mod:`pytest_dlperf.controller.history`: what the pytest session does with them (options, writing, the gate).
 """

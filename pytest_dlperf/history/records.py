@@ -156,6 +156,28 @@ def session_row(env: Mapping[str, Any], device: str, *, created: _dt.datetime | 
         against=against, verdict_rules=verdict_rules)
 
 
+def results_device(document: Mapping[str, Any]) -> str:
+    """The device the cases of a results document (``--dlperf-json``) ran on, as its session gave it to
+    :func:`session_row`: ``--dlperf-device`` unless ``auto``, else the device of the environment's ``device``."""
+    asked = (document.get("options") or {}).get("device") or "auto"
+    if asked != "auto":
+        return asked
+    found = ((document.get("environment") or {}).get("device") or {}).get("type")
+    return found if found in ("cuda", "cpu") else "auto"
+
+
+def results_session_row(document: Mapping[str, Any], device: str | None = None, *,
+                        created: _dt.datetime | None = None) -> SessionRow:
+    """The session row of the session whose results document (``--dlperf-json``) is ``document``: its environment,
+    A/B reference and verdict rules, its cases run on ``device`` (default: :func:`results_device`).  The session
+    writes it so at its end, and ``dlperf history import`` from its file (with the file's ``created``)."""
+    against = document.get("against")
+    reference = against and against["reference"]
+    return session_row(document.get("environment") or {}, device or results_device(document), created=created,
+                       against=reference and f"{reference['kind']} {reference['given']}",
+                       verdict_rules=document.get("verdict_rules"))
+
+
 def case_rows(results: Iterable[CaseResult]) -> list[CaseRow]:
     """The judged cases of a session's results (typed :class:`~pytest_dlperf.results.case.CaseResult`): measured,
     inconclusive or failed ones (:data:`WRITTEN_VERDICTS`); skipped, remote and data-only cases are no figure

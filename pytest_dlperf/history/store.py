@@ -127,14 +127,29 @@ class Store:
 
     def append(self, session: SessionRow, cases: Sequence[CaseRow]) -> None:
         """Write a session and its cases in one transaction: all of them or none."""
-        def write(cursor) -> None:
-            cursor.execute(self._sql(f"INSERT INTO dlperf_sessions ({', '.join(_SESSION_COLUMNS)}) VALUES "
-                                     f"({', '.join('?' * len(_SESSION_COLUMNS))})"), _session_values(session))
-            sql = self._sql(f"INSERT INTO dlperf_cases ({', '.join(_CASE_COLUMNS)}) VALUES "
-                            f"({', '.join('?' * len(_CASE_COLUMNS))})")
-            cursor.executemany(sql, [_case_values(session.id, case) for case in cases])
+        self.append_sessions([(session, cases)])
 
-        self._guarded(lambda: self._transaction(write, write_lock=True))
+    def append_sessions(self, sessions: Sequence[tuple[SessionRow, Sequence[CaseRow]]], *,
+                        unless: Callable[[SessionRow, SessionRow], bool] | None = None) -> list[SessionRow]:
+        """Write sessions and their cases in one transaction: all of them or none.  With ``unless(stored, new)``,
+        a session it holds for a session of its machine class already stored (or written before it here) is left
+        out, under the write lock.  Returns the sessions written."""
+        def write(cursor) -> list[SessionRow]:
+            stored = self._sessions(cursor, {s.machine for s, _ in sessions}) if unless is not None else []
+            written = []
+            for session, cases in sessions:
+                if unless is not None and any(unless(old, session) for old in stored):
+                    continue
+                cursor.execute(self._sql(f"INSERT INTO dlperf_sessions ({', '.join(_SESSION_COLUMNS)}) VALUES "
+                                         f"({', '.join('?' * len(_SESSION_COLUMNS))})"), _session_values(session))
+                sql = self._sql(f"INSERT INTO dlperf_cases ({', '.join(_CASE_COLUMNS)}) VALUES "
+                                f"({', '.join('?' * len(_CASE_COLUMNS))})")
+                cursor.executemany(sql, [_case_values(session.id, case) for case in cases])
+                stored.append(session)
+                written.append(session)
+            return written
+
+        return self._guarded(lambda: self._transaction(write, write_lock=True))
 
     def points(self, *, machine: str | None = None, case_ids: Iterable[str] | None = None,
                ab: bool = False) -> list[Point]:
@@ -168,6 +183,15 @@ class Store:
         return self._guarded(lambda: self._transaction(read))
 
     # -- inside
+
+    def _sessions(self, cursor, machines: set[str]) -> list[SessionRow]:
+        """The stored sessions of these machine classes, without their environment documents."""
+        if not machines:
+            return []
+        columns = [c for c in _SESSION_COLUMNS if c != "environment"]
+        cursor.execute(self._sql(f"SELECT {', '.join(columns)} FROM dlperf_sessions WHERE machine IN "
+                                 f"({', '.join('?' * len(machines))})"), sorted(machines))
+        return [SessionRow(**dict(zip(columns, row))) for row in cursor.fetchall()]
 
     def _sql(self, sql: str) -> str:
         return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
