@@ -31,6 +31,8 @@ class AB:
     reference_version: str | None
     forkable: bool  # both sides' runs forked by a server of their own (else both start fresh)
     differences: tuple[str, ...]
+    #: Where the reference was chosen for the session, a line of the header (``--dlperf-against last-good``).
+    chosen: str | None = None
 
     @property
     def stack(self) -> str:
@@ -64,7 +66,8 @@ def header_lines(ab: AB | None) -> list[str]:
     if ab is None:
         return []
     how = "runs forked by a server of each side" if ab.forkable else "every run a fresh process"
-    return [f"dlperf: A/B against {ab.reference.describe()} ({ab.reference.kind}; seed {ab.seed}; {how}): {ab.stack}",
+    return [*([ab.chosen] if ab.chosen else []),
+            f"dlperf: A/B against {ab.reference.describe()} ({ab.reference.kind}; seed {ab.seed}; {how}): {ab.stack}",
             "dlperf: what differs: " + ("; ".join(ab.differences) or "nothing the environment captures")]
 
 

@@ -20,8 +20,8 @@ from ..gate.evidence import Drift
 from ..gate.rules import VERDICT_RULES
 from ..results.case import CaseResult, Expected
 from ..history import analysis, changepoints, text
-from ..history.records import CaseRow, Point, case_rows, machine_class, results_session_row
-from ..history.store import StoreError, store_for
+from ..history.records import CaseRow, Point, SessionRow, case_rows, machine_class, results_session_row
+from ..history.store import StoreError, redact, store_for
 
 if TYPE_CHECKING:
     from ..options import Options
@@ -34,6 +34,8 @@ SESSION_WINDOW = 60
 #: A baseline being saved compares its host probes with the median of each case's last this many sessions in
 #: the history store (:func:`save_references`).
 SAVE_REFERENCE_SESSIONS = 5
+#: ``--dlperf-against last-good``: the reference is the commit of the newest night that passed here.
+LAST_GOOD = "last-good"
 
 
 @dataclasses.dataclass
@@ -50,6 +52,8 @@ class HistoryBaselines:
     nights: dict[str, list[tuple[float, tuple[float, ...]]]] = dataclasses.field(default_factory=dict)
     #: Every night's row of each case, oldest first (its verdict, whether it decided, its tolerance).
     verdicts: dict[str, list[CaseRow]] = dataclasses.field(default_factory=dict)
+    #: The newest session whose night passed on this machine class (``--dlperf-against last-good``).
+    last_good: SessionRow | None = None
 
     def drift(self, case_id: str, tolerance: float) -> Drift:
         """The case's drift between sessions: its own nights, else its machine class's, else the prior."""
@@ -93,7 +97,8 @@ def check(options: Options, root: Path) -> HistoryBaselines | None:
     url = options.history_url
     if not url:
         for flag, value in (("--dlperf-baseline-from-history", options.baseline_from_history),
-                            ("--dlperf-history-gate", options.history_gate)):
+                            ("--dlperf-history-gate", options.history_gate),
+                            (f"--dlperf-against {LAST_GOOD}", options.against == LAST_GOOD)):
             if value:
                 raise OptionError(f"{flag}: needs a history store: give --dlperf-history URL")
         return None
@@ -103,9 +108,12 @@ def check(options: Options, root: Path) -> HistoryBaselines | None:
         with store_for(url).open() as store:
             machine = machine_class(options.device, environment.collect(root))
             points = store.points(machine=machine)
+            pairs = store.points(machine=machine, ab=True) if options.against == LAST_GOOD else []
     except StoreError as exc:
         raise OptionError(f"--dlperf-history: {exc}") from None
-    return from_points(points, options.baseline_from_history or 0, machine)
+    found = from_points(points, options.baseline_from_history or 0, machine)
+    found.last_good = analysis.last_good([*points, *pairs])  # a night of pairs that passed moves it on too
+    return found
 
 
 def from_points(points: list[Point], count: int, machine: str) -> HistoryBaselines:
@@ -117,6 +125,20 @@ def from_points(points: list[Point], count: int, machine: str) -> HistoryBaselin
     for point in points:
         verdicts.setdefault(point.case.case_id, []).append(point.case)
     return HistoryBaselines(count, machine, analysis.baselines(points, count) if count else {}, nights, verdicts)
+
+
+def last_good(history: HistoryBaselines | None, url: str) -> tuple[str, str]:
+    """``--dlperf-against last-good``: the commit of the newest night that passed on this machine class
+    (:func:`pytest_dlperf.history.analysis.last_good`), and the header's line that says which.  Raises
+    :class:`OptionError` in one line where no night has passed."""
+    found = history.last_good if history is not None else None
+    if found is None:
+        machine = history.machine if history is not None else "this machine"
+        raise OptionError(f"--dlperf-against {LAST_GOOD}: no night in {redact(url)} passed on {machine} (a clean "
+                          "commit, a case passed, none failed); gate the first nights against a baseline "
+                          "(--dlperf-baseline) until one does")
+    return found.git_commit, (f"dlperf: {LAST_GOOD}: {found.short_commit}, whose night of {found.date} passed on "
+                              f"{found.machine} ({redact(url)})")
 
 
 def save_references(options: Options, root: Path) -> HistoryBaselines | None:

@@ -11,6 +11,8 @@ judges the cases; the items it collects are handed that pipeline, so nothing loo
 
 from __future__ import annotations
 
+import dataclasses
+
 import signal
 
 import pytest
@@ -47,11 +49,16 @@ class DlperfSession:
         options.check_outputs()
         baseline = machines.load(options.baseline_path, options.device, options.baseline_record,
                                  config.rootpath) if options.baseline_path else None
-        pipeline = Pipeline(config, options, baseline, history=history_hooks.check(options, config.rootpath),
+        history = history_hooks.check(options, config.rootpath)
+        pipeline = Pipeline(config, options, baseline, history=history,
                             history_references=history_hooks.save_references(options, config.rootpath))
         if options.against and not config.getoption("collectonly"):
             # The reference can run the worker, or one line says what it lacks.
-            pipeline.ab = ab.start(options.against, options.against_seed, config.rootpath, not options.no_fork_server)
+            given, chosen = options.against, None
+            if given == history_hooks.LAST_GOOD:
+                given, chosen = history_hooks.last_good(history, options.history_url)
+            started = ab.start(given, options.against_seed, config.rootpath, not options.no_fork_server)
+            pipeline.ab = dataclasses.replace(started, chosen=chosen)
         return cls(config, pipeline)
 
     @property

@@ -124,3 +124,25 @@ def baselines(points: Iterable[Point], count: int) -> dict[str, HistoryBaseline]
                                        f"history: last {len(last)} session(s) on {machine} ({span})",
                                        *(statistics.median(v) if v else None for v in probes.values()))
     return out
+
+
+#: A night that failed nothing: no case of it failed or crashed.
+FAILING_VERDICTS = ("fail", "error")
+#: ... and judged something: at least one case passed or improved against its reference.
+PASSING_VERDICTS = ("pass", "improved")
+
+
+def last_good(points: Iterable[Point]) -> SessionRow | None:
+    """The newest session of ``points`` whose night passed (``--dlperf-against last-good``): its commit known and
+    clean (no ``+dirty``), at least one case passed or improved and none failed or crashed.  An A/B night counts
+    (its candidate passed against the last good one before it), so each night that passes moves it on."""
+    verdicts: dict[str, list[str]] = {}
+    sessions: dict[str, SessionRow] = {}
+    for point in points:
+        sessions[point.session.id] = point.session
+        verdicts.setdefault(point.session.id, []).append(point.case.verdict)
+    good = [s for s in sessions.values()
+            if s.git_commit and not s.git_commit.endswith("+dirty")
+            and not any(v in FAILING_VERDICTS for v in verdicts[s.id])
+            and any(v in PASSING_VERDICTS for v in verdicts[s.id])]
+    return max(good, key=lambda s: s.created, default=None)

@@ -181,7 +181,8 @@ OPTIONS = (
     Option("against", "an A/B session: every throughput case runs in this environment (the candidate) and in REF (the "
                       "reference), in interleaved pairs of fresh runs in random order, and is judged on the paired "
                       "ratios against the tolerance. REF: another Python interpreter (a venv's), a command that starts "
-                      "one ('docker run --rm IMAGE python'), or a git revision of this project (docs/ab.md).", "REF"),
+                      "one ('docker run --rm IMAGE python'), a git revision, or last-good: the commit of the last night "
+                      "that passed here in --dlperf-history (docs/ab.md).", "REF"),
     Option("against-seed", "the seed of an A/B session's pair orders (default: drawn, and recorded in the results).",
            "N", integer(0), cli=False),
     _switch("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image files "
