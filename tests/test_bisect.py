@@ -1,4 +1,4 @@
-"""``--dlperf-bisect-exit``: the exit status ``git bisect run`` reads (docs/triage.md), as a table of
+"""``dlperf_bisect_exit``: the exit status ``git bisect run`` reads (docs/triage.md), as a table of
 verdicts, and a real bisection: a git repository of a conftest model whose third commit gives its step eight
 times the layers, a baseline saved at the first, and ``git bisect run`` with the option names the third."""
 
@@ -95,7 +95,7 @@ def test_git_bisect_run_finds_the_commit_that_made_training_slower(dlperf, tmp_p
     git("bisect", "start", bad, good)
     run = subprocess.run(["git", "bisect", "run", sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                           "-m", "dlperf", *CHEAP, "--dlperf-baseline", str(baseline), "--dlperf-max-runs", "8",
-                          "--dlperf-bisect-exit"], cwd=repo, capture_output=True, text=True, timeout=600,
+                          "-o", "dlperf_bisect_exit=true"], cwd=repo, capture_output=True, text=True, timeout=600,
                          env=dict(os.environ, PYTEST_ADDOPTS=" ".join(UNUSED_PLUGINS)))  # pytester dropped the suite's
     out = run.stdout + run.stderr
     verdicts = "\n".join(line for line in out.splitlines()

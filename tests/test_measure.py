@@ -41,9 +41,9 @@ def test_no_baseline_passes_unless_one_is_required(dlperf):
     result = dlperf.run("--dlperf-model", "tiny", "-v")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*tiny-fp32-bs32-gpu1 PASSED (no baseline)*", "no baseline (1):"])
-    result = dlperf.run("--dlperf-model", "tiny", "--dlperf-require-baseline")
+    result = dlperf.run("--dlperf-model", "tiny", "-o", "dlperf_require_baseline=true")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["  FAIL tiny-fp32-bs32-gpu1: * img/s, no baseline and --dlperf-require-baseline is set"])
+    result.stdout.fnmatch_lines(["  FAIL tiny-fp32-bs32-gpu1: * img/s, no baseline and dlperf_require_baseline is set"])
 
 
 SLOW_FIRST = textwrap.dedent("""

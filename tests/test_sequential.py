@@ -457,7 +457,7 @@ def test_no_baseline_passes_unless_required():
     e = evidence_of([500.0, 510.0], expected=None)
     assert judge_evidence("c", e, "img/s", None).status is Status.NO_BASELINE
     v = judge_evidence("c", e, "img/s", None, require_baseline=True)
-    assert v.status is Status.FAIL and v.message == "FAIL c: 505.0 img/s (2 runs), no baseline and --dlperf-require-baseline is set"
+    assert v.status is Status.FAIL and v.message == "FAIL c: 505.0 img/s (2 runs), no baseline and dlperf_require_baseline is set"
 
 
 # -- what a saved baseline's noise lets its tolerance decide

@@ -1,4 +1,4 @@
-"""The session's exit status for ``git bisect run`` (``--dlperf-bisect-exit``).
+"""The session's exit status for ``git bisect run`` (``dlperf_bisect_exit``).
 
 ``git bisect run CMD`` reads CMD's exit status as the commit's mark: 0 good, 125 "cannot test this
 commit" (skip), 1 to 127 but 125 bad, anything else aborts the bisection

@@ -80,7 +80,7 @@ def judge_time(case_id: str, runs: Sequence[RunFigures], expected: ExpectedTime 
     noise = f"; noisy: CV {fmt_pct(times.cv)} over {times.n} runs" if times.n > 1 and times.cv > max_cv else ""
     if expected is None:
         status = Status.FAIL if require_baseline else Status.NO_BASELINE
-        tail = " and --dlperf-require-baseline is set" if require_baseline else ""
+        tail = " and dlperf_require_baseline is set" if require_baseline else ""
         return _judged(status, f"{what}, no time-to-target baseline{tail}{noise}")
     est = ev.estimate(seconds, expected.tolerance, baseline=expected.seconds)
     diff = est.value / expected.seconds - 1.0

@@ -206,7 +206,7 @@ def _all_busy(j: Judged) -> Judgement:
 
 def _no_baseline(j: Judged, est: Estimate) -> Judgement:
     status = FAIL if j.require_baseline else NO_BASELINE
-    tail = " and --dlperf-require-baseline is set" if j.require_baseline else ""
+    tail = " and dlperf_require_baseline is set" if j.require_baseline else ""
     runs = f" ({est.runs} runs)" if est.runs > 1 else ""
     reasons = [Reason(f"{j.case_id}: {fmt_value(est.value)} {j.unit}{runs}, no baseline{tail}", Why.HEADLINE,
                       FAIL if j.require_baseline else None)]

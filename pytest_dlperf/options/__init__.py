@@ -43,8 +43,8 @@ MAX_RUNS = 10
 OUTPUTS = {"json": "json_path", "report": "report_path", "save-baseline": "save_baseline"}
 
 
-def _switch(name: str, help: str) -> Option:
-    return Option(name, help, read=switch, ini="bool", action="store_true")
+def _switch(name: str, help: str, cli: bool = True) -> Option:
+    return Option(name, help, read=switch, ini="bool", action="store_true", cli=cli)
 
 
 #: Every option, in the order ``pytest --help`` and docs/options.md list them.
@@ -110,7 +110,7 @@ OPTIONS = (
                            "fail (all).", "POLICY", choice(INCONCLUSIVE_POLICIES, "pass")),
     _switch("bisect-exit", "end the session with the exit status git bisect run reads: 0 when every judged case "
                            "passed, 1 when one failed, 125 (skip this commit) when one is inconclusive (busy "
-                           "included), errored or has no baseline entry (docs/triage.md)."),
+                           "included), errored or has no baseline entry (docs/triage.md).", cli=False),
     Option("max-interference", "a run during whose windows other processes used more than this much CPU (percent of "
                                "one CPU, on a saturated machine; or any other process on the GPU) is busy: not "
                                "counted, and a second busy run in a row ends the case inconclusive (default 50; off: "
@@ -119,7 +119,7 @@ OPTIONS = (
                       "step time).", "SECONDS", number(0), cli=False),
     Option("tolerance", "relative tolerance when the baseline gives none, as a fraction (default 0.05).", "FRACTION",
            number(0, 1)),
-    _switch("require-baseline", "fail cases that have no baseline entry."),
+    _switch("require-baseline", "fail cases that have no baseline entry.", cli=False),
     _switch("allow-missing", "in a session that gates (a baseline, --dlperf-baseline-from-history, --dlperf-against), "
                              "skip the selected cases that cannot be measured here; without it the session stops "
                              "before any case runs, naming each and why, and under CI a session that judged nothing "
