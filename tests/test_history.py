@@ -314,12 +314,12 @@ def test_a_session_row_keeps_why_busy_nights_scaling_mfu_and_time_to_target():
     a, b, c, e = rows["a"], rows["b"], rows["c"], rows["e"]
     assert (a.message, a.busy, a.busy_runs, a.scaling_efficiency, a.mfu) == ("a: why", None, 1, 0.825, 0.41)
     assert (a.baseline, a.tolerance, a.on_trend) == (1000.0, 0.05, True)
-    assert (b.verdict, b.busy, b.on_trend) == ("inconclusive", None, False)
+    assert (b.verdict, b.busy, b.on_trend) == ("inconclusive", None, True)  # undecided, on counted runs: on the trend
     assert (c.busy, c.busy_runs, c.on_trend) == ("other processes used 180% CPU", 1, False)
     assert (e.throughput, e.time_to_target, e.baseline, e.tolerance, e.on_trend) == (None, 7.5, 8.0, 0.5, False)
     session = SessionRow(id="s", created="2026-11-01T00:00:00", machine=MACHINE)
     points = [analysis.Point(session, row) for row in rows.values()]
-    assert [p.case.case_id for (_, _), group in analysis.series(points).items() for p in group] == ["a"]
+    assert [p.case.case_id for (_, _), group in analysis.series(points).items() for p in group] == ["a", "b"]
 
 
 def test_the_split_cost_is_ruptures_l2_and_finds_its_split():

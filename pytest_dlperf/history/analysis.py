@@ -53,7 +53,7 @@ class CaseHistory:
 
 def series(points: Iterable[Point]) -> dict[tuple[str, str], list[Point]]:
     """The points of each case's trend grouped by (machine class, case id), oldest first: measured figures,
-    less those of inconclusive and busy nights (:attr:`~.records.CaseRow.on_trend`)."""
+    decided or not, less the nights whose every run was busy (:attr:`~.records.CaseRow.on_trend`)."""
     out: dict[tuple[str, str], list[Point]] = {}
     for point in points:
         if point.case.on_trend:

@@ -9,9 +9,9 @@ runs (its spread), its verdict and the line that says why, unit, settings and th
 judged against; where the session had them, its scaling efficiency, MFU and time to target, and
 whether its runs were measured on a busy machine.
 
-A case's *trend* is made of its measured figures, less those of nights that decided nothing: an
-``inconclusive`` verdict, or a night whose every run was measured on a busy machine
-(:attr:`CaseRow.on_trend`).
+A case's *trend* is made of every night's measured figure, decided or not, less a night whose every run was
+measured on a busy machine (:attr:`CaseRow.on_trend`): a night a slowdown left undecided is exactly the one the
+trend and the drift between nights must see.
 """
 
 from __future__ import annotations
@@ -107,8 +107,9 @@ class CaseRow:
 
     @property
     def on_trend(self) -> bool:
-        """Whether this figure is a point of the case's trend: measured, and decided on counted runs."""
-        return finite(self.throughput) and self.verdict != "inconclusive" and not self.busy
+        """Whether this figure is a point of the case's trend: measured on counted runs (an undecided night too;
+        not one whose every run was busy, whose figure is the machine's)."""
+        return finite(self.throughput) and not self.busy
 
 
 @dataclasses.dataclass(frozen=True)
