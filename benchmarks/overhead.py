@@ -46,6 +46,8 @@ Reading the output:
   the time a case costs beyond its measured windows (process start, imports, model
   build, warm-up); they do not enter the throughput figure.  The bare column shows how
   much of it any fresh PyTorch process pays anyway;
+* ``phases``: where a harness step's time went, the median over its runs of each phase's share of a step
+  (``pytest_dlperf.worker.phases``: data, forward, backward, optimizer, other), timed in every window;
 * ``per-run fixed cost``: each side's ``setup`` (process start to the first warm-up step),
   its median and every run's, side by side, and the fork server's own start (its imports),
   which a session pays once: in the first run that needs the server, left out of that side's
@@ -82,6 +84,7 @@ from pytest_dlperf.cases import PRECISIONS, Case
 from pytest_dlperf.models import get_model_spec
 from pytest_dlperf.launch import forkserver
 from pytest_dlperf.launch.workers import CaseError, RunParams, measure
+from pytest_dlperf.worker import phases as step_phases
 
 SIDES = ("bare", "harness", "harness-notel", "harness-exec")
 # side: (telemetry on, started by the fork server unless --start exec)
@@ -186,6 +189,7 @@ class Run:
     settings: dict[str, Any]
     device: dict[str, Any] | None = None
     server_seconds: float | None = None  # the fork server this run started first: its start (imports)
+    phases: dict[str, float] | None = None  # harness: each phase's share of a step, its windows pooled
 
     @property
     def median(self) -> float:
@@ -239,9 +243,10 @@ def run_harness(case: Case, params: RunParams, workdir: Path, pair: int, side: s
         raise RunFailed(f"the {side} run {'lacks' if params.telemetry else 'has'} telemetry")
     started = [server.start_seconds for server in forkserver.servers() if server.pid not in before]
     timing = record.timing
+    pooled = step_phases.pooled(record.windows)
     return Run(pair, side, [w["throughput"] for w in record.windows], timing["setup_seconds"],
                record.wall_seconds, timing["measured_seconds"], record.settings or {}, record.device,
-               started[0] if started else None)
+               started[0] if started else None, pooled.shares() if pooled is not None else None)
 
 
 def check_same_settings(bare: Run, harness: Run) -> None:
@@ -364,6 +369,15 @@ def print_fixed_costs(summary: dict[str, Any], sides: tuple[str, ...], fork: boo
                   f"above): {summary['sides'][side]['server_seconds']:.2f} s")
 
 
+def print_phases(runs: list[Run]) -> None:
+    """Each harness side's phases: the median over its runs of each phase's share of a step."""
+    for side in dict.fromkeys(r.side for r in runs if r.phases is not None):
+        shares = [r.phases for r in runs if r.side == side and r.phases is not None]
+        names = dict.fromkeys(name for share in shares for name in share)
+        medians = ", ".join(f"{name} {statistics.median(s.get(name, 0.0) for s in shares):.1%}" for name in names)
+        print(f"phases of a {side} step (median share over {len(shares)} runs): {medians}")
+
+
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     # Unwind like Ctrl-C: the running worker's group and bare process are killed, the temp dir removed.
     raise SystemExit(128 + signum)
@@ -436,6 +450,7 @@ def main(argv: list[str] | None = None) -> int:
     for side, figures in summary["harness"].items():
         print(f"ratio {side}/bare: {figures['ratio']:.4f} "
               f"(overhead {figures['overhead']:+.2%}, limit {args.max_overhead:.2%})")
+    print_phases(runs)
     if "telemetry_ratio" in summary:
         print(f"telemetry on/off (harness/harness-notel): {summary['telemetry_ratio']:.4f} "
               f"(cost of sampling {1 - summary['telemetry_ratio']:+.2%}; pairs "

@@ -11,22 +11,19 @@ One run of a case is one worker process per rank, started by the controller
     RUN_DIR/result-rank{R}.json (WorkerResult) <- each rank, once, when it ends
     exit status                                  EXIT_OK (0), EXIT_ERROR (1), EXIT_OOM (3)
 
-:class:`WorkerSpec` says what to run: the case, the device, the warm-up and windows, where
-the model was registered and the run's options.  The controller builds it from its run
-parameters (:meth:`WorkerSpec.from_params`) and places it in the run folder
-(:meth:`WorkerSpec.placed`) just before it starts the process.
+:class:`WorkerSpec` says what to run: the case, the device, the warm-up and windows, where the model was registered
+and the run's options.  The controller builds it from its run parameters (:meth:`WorkerSpec.from_params`) and
+places it in the run folder (:meth:`WorkerSpec.placed`) just before it starts the process.
 
 :class:`Progress` is rank 0's report of its step time and the steps it has left (without ``dlperf_timeout`` the
 controller moves its deadline to ``3 x step_seconds x remaining_steps + 60`` seconds from it) and of its pace.
 
-:class:`WorkerResult` is what a rank measured, or why it could not (``status`` is one of
-:class:`WorkerStatus`).  On disk it is a ``dlperf-worker-result`` document: schema
-``pytest_dlperf/schemas/result.schema.json``, every field documented in
-``docs/worker-result.md``.
+:class:`WorkerResult` is what a rank measured, or why it could not (``status`` is one of :class:`WorkerStatus`).
+On disk it is a ``dlperf-worker-result`` document: schema ``pytest_dlperf/schemas/result.schema.json``, every field
+documented in ``docs/worker-result.md``.
 
-This module is the only one both sides import for the contract: it imports
-:mod:`pytest_dlperf.cases` and the standard library, nothing of the controller
-(process, runs, launchers, plugin, reporting) and nothing of the worker.
+This module is the only one both sides import for the contract: it imports :mod:`pytest_dlperf.cases` and the
+standard library, nothing of the controller (process, runs, launchers, plugin, reporting) and nothing of the worker.
 """
 
 from __future__ import annotations
@@ -44,7 +41,7 @@ SPEC_FILE = "spec.json"
 PROGRESS_FILE = "progress.json"
 RESULT_PREFIX = "result-rank"  # + the rank + ".json"
 RESULT_KIND = "dlperf-worker-result"
-RESULT_SCHEMA_VERSION = 1
+RESULT_SCHEMA_VERSION = 2  # 2 adds the windows' phases and phase_timing (issue 49); 1 still reads
 
 EXIT_OK, EXIT_ERROR, EXIT_OOM = 0, 1, 3
 
@@ -109,12 +106,11 @@ METRICS = {"top1": True, "top5": True, "loss": False}
 
 @dataclasses.dataclass(frozen=True)
 class ConvergenceSpec:
-    """What a convergence run trains to (:mod:`pytest_dlperf.worker.convergence`): its target,
-    budget and recipe.  ``lr`` is the peak learning rate per 256 samples of global batch,
-    scaled linearly with the global batch after ``warmup_epochs`` of linear warm-up
-    (Goyal et al. 2017, https://arxiv.org/abs/1706.02677).  The run evaluates on the
-    validation split every ``eval_every`` steps (None: every epoch) and stops at the
-    target, after ``max_epochs`` or after ``max_seconds`` of training."""
+    """What a convergence run trains to (:mod:`pytest_dlperf.worker.convergence`): its target, budget and recipe.
+    ``lr`` is the peak learning rate per 256 samples of global batch, scaled linearly with the global batch after
+    ``warmup_epochs`` of linear warm-up (Goyal et al. 2017, https://arxiv.org/abs/1706.02677).  The run evaluates on
+    the validation split every ``eval_every`` steps (None: every epoch) and stops at the target, after
+    ``max_epochs`` or after ``max_seconds`` of training."""
 
     metric: str  # one of METRICS
     target: float
@@ -142,9 +138,8 @@ class WorkerSpec:
     """``spec.json``: what one worker runs.  Fields in the order they are written.
 
     The fields from ``device`` to ``max_memory`` carry the controller's run parameters
-    (:class:`pytest_dlperf.launch.workers.RunParams`) under the same names (:meth:`run_fields`).
-    ``result_dir``, ``progress_path`` and ``launched_at`` are set when the controller
-    places the spec in its run folder (:meth:`placed`).
+    (:class:`pytest_dlperf.launch.workers.RunParams`) under the same names (:meth:`run_fields`).  ``result_dir``,
+    ``progress_path`` and ``launched_at`` are set as the controller places the spec in its run folder (:meth:`placed`).
     """
 
     case: Case  # batch_size always a number: the controller resolves "max" first
@@ -180,9 +175,8 @@ class WorkerSpec:
     def from_params(cls, case: Case, model: Any, params: Any, distributed: bool = False) -> WorkerSpec:
         """The spec of one run of ``case``.
 
-        ``model`` is the case's model spec (its ``source`` and ``module`` say where it was
-        registered); ``params`` the run parameters (a ``runs.RunParams``): every field of
-        :meth:`run_fields` is read from it under the same name.
+        ``model`` is the case's model spec (its ``source`` and ``module`` say where it was registered); ``params``
+        the run parameters (a ``runs.RunParams``): every field of :meth:`run_fields` is read from it by name.
         """
         missing = [name for name in cls.run_fields() if not hasattr(params, name)]
         if missing:
@@ -306,13 +300,18 @@ class ForkRequest:
 
 # --------------------------------------------------------------------------- worker -> controller
 
-class Window(TypedDict):
-    """One measured window: ``steps`` steps timed between device synchronizations."""
-
+class WindowFigures(TypedDict):
+    """What every measured window has: ``steps`` steps timed between device synchronizations."""
     steps: int
     samples: int
     seconds: float
     throughput: float  # samples / seconds
+
+
+class Window(WindowFigures, total=False):
+    """A measured window, with its phases where the worker timed them (result schema version 2)."""
+
+    phases: dict[str, float]  # seconds per step of each phase (pytest_dlperf.worker.phases)
 
 
 class ErrorInfo(TypedDict, total=False):
@@ -325,10 +324,9 @@ class ErrorInfo(TypedDict, total=False):
 class WorkerResult:
     """``result-rank{RANK}.json``: what one rank of one run measured (``docs/worker-result.md``).
 
-    The worker fills it in as it goes and writes it whatever happens, so a failed run says
-    how far it got.  A field left None is not written (the schema makes it optional),
-    except ``final_loss``: with status ``ok`` it is always written, ``null`` when the loss
-    was not finite.  :meth:`to_dict` writes the keys in the order of :data:`RESULT_KEYS`.
+    The worker fills it in as it goes and writes it whatever happens, so a failed run says how far it got.  A field
+    left None is not written (the schema makes it optional), except ``final_loss``: with status ``ok`` it is always
+    written, ``null`` when the loss was not finite.  :meth:`to_dict` writes the keys in :data:`RESULT_KEYS`'s order.
     """
 
     case: dict[str, Any]  # the spec's case, as given
@@ -353,6 +351,7 @@ class WorkerResult:
     flops: dict[str, Any] | None = None  # rank 0: FLOPs per sample, TFLOP/s, peak, MFU
     convergence: dict[str, Any] | None = None  # a convergence run, rank 0: target, curve, time to target
     interference: dict[str, Any] | None = None  # what else used the machine during the windows
+    phase_timing: dict[str, Any] | None = None  # how the windows' phases were timed, or why not (worker.phases)
     error: ErrorInfo | None = None  # status oom or error: type, message, traceback
     versions: dict[str, str | None] | None = None  # torch, torchvision, cuda
     schema_version: int = RESULT_SCHEMA_VERSION
@@ -396,5 +395,6 @@ class WorkerResult:
 #: A worker result's keys in the order the worker writes them (``docs/worker-result.md``).
 RESULT_KEYS = ("schema_version", "kind", "status", "case", "rank", "world_size", "device", "warmup_steps", "steps",
         "repeats", "windows", "warnings", "settings", "unit", "samples_per_step", "memory_cap", "telemetry",
-        "ranks", "data", "timing", "final_loss", "flops", "convergence", "interference", "error", "versions")
+        "ranks", "data", "timing", "final_loss", "flops", "convergence", "interference", "phase_timing",
+        "error", "versions")
 assert set(RESULT_KEYS) == {f.name for f in dataclasses.fields(WorkerResult)}

@@ -5,5 +5,7 @@ the warm-up and the measured windows and writes one JSON result (:mod:`pytest_dl
 describes both documents).  Its pieces: :mod:`.training` (one training step per
 precision), :mod:`.distributed` (ranks and the process group), :mod:`.memory` (the memory
 cap of the largest-batch search), :mod:`.telemetry` (NVML and host sampler, the host part in
-:mod:`.host`), :mod:`.flops` (FLOPs per sample and MFU).  Nothing here imports the controller.
+:mod:`.host`), :mod:`.flops` (FLOPs per sample and MFU), :mod:`.phaseclock` (the phases of the
+steps in each window; their figures, which the controller reads too: :mod:`.phases`).  Nothing here
+imports the controller.
 """

@@ -158,11 +158,15 @@ def rank_identity(ranks: Ranks, device_info: dict[str, Any]) -> dict[str, Any]:
 
 
 def global_windows(per_rank: list[list[dict[str, Any]]], world_size: int) -> list[dict[str, Any]]:
-    """Combine the ranks' windows: global samples over the slowest rank's seconds."""
+    """Combine the ranks' windows: global samples over the slowest rank's seconds, with the slowest rank's phases
+    (where it has them: :mod:`.phases`)."""
     combined = []
     for windows in zip(*per_rank):
-        seconds = max(w["seconds"] for w in windows)
+        slowest = max(windows, key=lambda w: w["seconds"])
+        seconds = slowest["seconds"]
         samples = sum(w["samples"] for w in windows)
         combined.append({"steps": windows[0]["steps"], "samples": samples, "seconds": seconds,
                          "throughput": samples / seconds})
+        if "phases" in slowest:
+            combined[-1]["phases"] = slowest["phases"]
     return combined

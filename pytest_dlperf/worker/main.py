@@ -6,20 +6,20 @@ writes the spec (:class:`~pytest_dlperf.protocol.WorkerSpec`); the worker writes
 ``result_dir`` and exits 0 (``ok``), 3 (``oom``) or 1 (``error``).  :mod:`pytest_dlperf.protocol`
 describes both files and the progress file; ``docs/worker-result.md`` every field.
 
-Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each
-window timed between device synchronizations.  A window's throughput is its samples over
-its elapsed seconds (total over total, never a mean of per-step rates).
+Measurement: ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each window timed between device
+synchronizations.  A window's throughput is its samples over its elapsed seconds (total over total, never a mean of
+per-step rates).  A training step also marks its phases in each window (:mod:`pytest_dlperf.worker.phaseclock`):
+the window's ``phases``, and the result's ``phase_timing``.
 
 With the ``compile`` setting, the model is ``torch.compile``d and two steps run before the
 warm-up (:func:`compile_steps`): the first compiles, the second is a normal step; neither
 counts as warm-up or in a window, and ``timing.compile_seconds`` is the first one's time
 minus the second's.
 
-Telemetry (:mod:`pytest_dlperf.worker.telemetry`): a sampler thread runs from just before the
-first window to just after the last one, on every rank, for the rank's own GPU (host
-metrics only on the CPU).  FLOPs (:mod:`pytest_dlperf.worker.flops`): counted on rank 0 of a
-case's first run (``run_index`` 0), after the windows, never inside the timed part; the count
-is the same in every run, and the controller takes it from the first.
+Telemetry (:mod:`pytest_dlperf.worker.telemetry`): a sampler thread runs from just before the first window to just
+after the last one, on every rank, for the rank's own GPU (host metrics only on the CPU).  FLOPs
+(:mod:`pytest_dlperf.worker.flops`): counted on rank 0 of a case's first run (``run_index`` 0), after the windows,
+never inside the timed part; the count is the same in every run, and the controller takes it from the first.
 
 Data (:mod:`pytest_dlperf.data`): with ``data=torchvision`` or ``dali`` every step fetches
 its batch from the loader inside the windows, and the result gets a ``data`` object (the
@@ -60,30 +60,32 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
 
     With ``barrier`` (several ranks), every window starts on all ranks together.
 
-    ``sampler`` (a :class:`~pytest_dlperf.worker.telemetry.Telemetry`) is started after the
-    warm-up, once the device is synchronized and before the first window's barrier (so a
-    slow NVML start on one rank does not skew the ranks' first window), and stopped right
-    after the last window's synchronization.  Neither call is inside a timed window.
+    ``sampler`` (a :class:`~pytest_dlperf.worker.telemetry.Telemetry`) is started after the warm-up, once the device
+    is synchronized and before the first window's barrier (so a slow NVML start on one rank does not skew the ranks'
+    first window), and stopped right after the last window's synchronization.  Neither call is inside a window.
 
-    ``between()`` is called after each window but the last, once every rank's window is over (a
-    barrier) and before the next one's barrier: the memory probe of
-    :class:`~pytest_dlperf.worker.interference.Interference`, which must not slow a rank still
-    inside its window.  With ``between``, the last window is followed by that barrier too, before
-    ``sampler.stop()`` probes once more.
+    ``between()`` is called after each window but the last, once every rank's window is over (a barrier) and before
+    the next one's barrier: the memory probe of :class:`~pytest_dlperf.worker.interference.Interference`, which must
+    not slow a rank still inside its window.  With ``between``, the last window is followed by that barrier too,
+    before ``sampler.stop()`` probes once more.
 
-    ``on_progress(step_seconds, remaining_steps, **where)`` (a :class:`ProgressFile`) is told
-    the time of a step after the first step, after the warm-up and after the first window, so
-    the controller can set a time limit that fits the case; and where the worker is (phase,
-    warm-up steps and windows done, the last window's figure), during the warm-up at most
-    once a second and after each window, never inside one.
+    ``on_progress(step_seconds, remaining_steps, **where)`` (a :class:`ProgressFile`) is told the time of a step
+    after the first step, after the warm-up and after the first window, so the controller can set a time limit that
+    fits the case; and where the worker is (phase, warm-up steps and windows done, the last window's figure), during
+    the warm-up at most once a second and after each window, never inside one.
+
+    A ``step`` with a ``clock`` (:class:`~pytest_dlperf.worker.phaseclock.Clock`) marks its phases in each window
+    (unless the clock, prepared after the warm-up, is off); they are read after the window's synchronization.
     """
     report = on_progress or (lambda *args, **where: None)
     measured_total = steps * repeats
     marks: dict[str, float] = {"first_step": time.time()}
-    if warmup_steps:
-        warm_up(step, warmup_steps, measured_total, report)
+    step_seconds = warm_up(step, warmup_steps, measured_total, report) if warmup_steps else None
     report(None, measured_total, phase="measuring", warmup_done=warmup_steps, windows_done=0)
     marks["warmup_done"] = time.time()
+    clock = getattr(step, "clock", None)  # a TrainingStep's: the phases of its steps (worker/phaseclock.py)
+    if clock is not None:
+        clock.prepare(steps, step_seconds)
     windows = []
     for index in range(repeats):
         step.sync()
@@ -92,13 +94,13 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
         if barrier is not None:
             barrier()
         start = time.perf_counter()
-        for _ in range(steps):
-            step()
+        run_steps(step, steps, clock)
         step.sync()
         seconds = time.perf_counter() - start
         samples = samples_per_step * steps
-        windows.append({"steps": steps, "samples": samples, "seconds": seconds,
-                        "throughput": samples / seconds})
+        phases = clock.close(steps, seconds) if clock is not None else None  # read after the synchronization
+        windows.append({"steps": steps, "samples": samples, "seconds": seconds, "throughput": samples / seconds,
+                        **({"phases": phases} if phases is not None else {})})
         report(seconds / steps if index == 0 else None, measured_total - steps * (index + 1),
                windows_done=index + 1, last_throughput=samples / seconds)
         if between is not None:
@@ -112,9 +114,22 @@ def time_windows(step, *, warmup_steps: int, steps: int, repeats: int, samples_p
     return windows, marks
 
 
-def warm_up(step, warmup_steps: int, measured_total: int, report) -> None:
+def run_steps(step, steps: int, clock) -> None:
+    """A window's ``steps`` steps; with a ``clock`` that is on, each marks its phases."""
+    if clock is None or clock.off:
+        for _ in range(steps):
+            step()
+        return
+    clock.open()
+    mark = clock.mark
+    for _ in range(steps):
+        step(mark)
+
+
+def warm_up(step, warmup_steps: int, measured_total: int, report) -> float | None:
     """``warmup_steps`` steps, telling ``report`` the first step's time, then where the warm-up is at most once a
-    second, then the time of a step of its second half (past autotuning and allocator growth)."""
+    second, then the time of a step of its second half (past autotuning and allocator growth), which it returns
+    (None for a warm-up of one step)."""
     start = time.perf_counter()
     step()
     step.sync()
@@ -131,8 +146,11 @@ def warm_up(step, warmup_steps: int, measured_total: int, report) -> None:
             shown = time.perf_counter()
             report(None, warmup_steps - 1 - i + measured_total, warmup_done=i + 1)
     step.sync()
-    if warmup_steps > 1:
-        report((time.perf_counter() - t_half) / (warmup_steps - half), measured_total)
+    if warmup_steps < 2:
+        return None
+    step_seconds = (time.perf_counter() - t_half) / (warmup_steps - half)
+    report(step_seconds, measured_total)
+    return step_seconds
 
 
 def compile_steps(step, on_progress=None) -> dict[str, float]:
@@ -291,6 +309,8 @@ def _measure(spec: WorkerSpec, result: WorkerResult, held: Held, model_spec, set
                                   barrier=held.group.barrier if held.group else None, sampler=busy,
                                   between=busy.between)
     result.interference = busy.summary()
+    if getattr(held.step, "clock", None) is not None:
+        result.phase_timing = held.step.clock.timing().to_dict()
     if device_info.get("type") == "cuda" and not spec.data_only:  # after the windows: the host's part of a step
         marks["host_seconds_per_step"] = held.step.host_seconds()
     _gather(spec, result, held, meter, windows, device_info, ranks)

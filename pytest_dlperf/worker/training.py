@@ -10,7 +10,8 @@ CNNs train in channels_last under ``amp`` and ``bf16`` unless the case's
 by default: one batch made on the device once and reused every step (NVIDIA's
 ``--data-backend synthetic``).  With a ``source`` (:mod:`pytest_dlperf.data`), every step
 fetches its batch from it, so the loader's time is part of the step.  A step never
-synchronizes with the host by itself; timing code does.
+synchronizes with the host by itself; timing code does.  Inside a measured window a step
+marks the end of each of its phases on its :attr:`TrainingStep.clock` (:mod:`.phaseclock`).
 
 The ``compile`` setting ``torch.compile``s the model (after the DDP wrapper, if any; in
 ``compile_mode``'s mode, e.g. ``reduce-overhead``: CUDA graphs): its
@@ -27,6 +28,7 @@ import torch
 
 from ..cases import Case
 from ..models import ModelSpec
+from . import phaseclock
 
 AUTOCAST = {"amp": torch.float16, "bf16": torch.bfloat16}
 
@@ -75,6 +77,10 @@ def _to_channels_last(batch):
     return batch
 
 
+def _unmarked() -> None:
+    """A step's mark outside the measured windows: none."""
+
+
 class TrainingStep:
     """Callable that runs one training step of ``case`` on ``device``."""
 
@@ -89,6 +95,8 @@ class TrainingStep:
             model = model.to(memory_format=torch.channels_last)
         model.train()
         self.model = wrap(model) if wrap else model
+        self.clock = phaseclock.make(device)  # the phases of the steps in a window (time_windows)
+        phaseclock.time_comm(self.model, self.clock)
         if settings.get("compile"):
             mode = settings.get("compile_mode")
             self.model = torch.compile(self.model, mode=None if mode in (None, "default") else mode)
@@ -109,21 +117,29 @@ class TrainingStep:
             return self.batch
         return self._layout(self.source.next())
 
-    def __call__(self) -> None:
+    def __call__(self, mark=_unmarked) -> None:
+        """One step; inside a measured window, ``mark`` (the :attr:`clock`'s) marks its start and the end of each
+        phase: data, forward (the model and the loss), backward, optimizer (its step and ``zero_grad``)."""
+        mark()
         batch = self.next_batch()
+        mark()
         if self.dtype is not None:
             with torch.autocast(self.device.type, dtype=self.dtype):
                 loss = self.loss_fn(self.model, batch)
         else:
             loss = self.loss_fn(self.model, batch)
+        mark()
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
+            mark()
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             loss.backward()
+            mark()
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        mark()
         self.last_loss = loss.detach()
 
     def sync(self) -> None:
