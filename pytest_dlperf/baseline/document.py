@@ -38,7 +38,8 @@ STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 #: compares a later session's probes with, to name a host that reads far from it (:mod:`pytest_dlperf.gate.figures`).
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
-VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads", "start", "host_cpu", "compile")
+VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads", "start", "host_cpu", "compile",
+                    "phases")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +79,13 @@ class Entry:
     host_cpu: str | None = None
     #: How a GPU case's runs trained: "eager" or the ``torch.compile`` mode (version 2; None: not recorded).
     compile: str | None = None
+    #: Seconds per step of each phase its runs measured (version 2; :mod:`pytest_dlperf.gate.attribution`).
+    phases: Mapping[str, float] | None = None
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
         return Expected(self.throughput, self.unit or unit, tolerance, self.source, memory_gbs=self.memory_gbs,
-                        core_gflops=self.core_gflops)
+                        core_gflops=self.core_gflops, phases=self.phases)
 
 
 @dataclasses.dataclass
@@ -279,6 +282,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             cpu_threads=int(raw["cpu_threads"]) if "cpu_threads" in raw else None,  # 2.0 is an integer to JSON
             threads_as_before="cpu_threads" not in raw and not on_gpu,
             start=raw.get("start"), host_cpu=raw.get("host_cpu"), compile=raw.get("compile"),
+            phases={k: float(v) for k, v in raw["phases"].items()} if "phases" in raw else None,
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .. import baseline as baseline_mod
@@ -64,6 +64,8 @@ class CaseReference:
     scaling: Callable[..., ScalingFigure | None] = dataclasses.field(default=lambda *a, **k: None, repr=False)
     #: Why its 1-rank reference could not be measured, once ``scaling`` said None.
     scaling_error: Callable[[], str] = dataclasses.field(default=lambda: "?", repr=False)
+    #: The phases of its 1-rank reference, where they are known (:meth:`References.one_rank_phases`).
+    one_rank_phases: Callable[[], Mapping[str, float] | None] = dataclasses.field(default=lambda: None, repr=False)
 
     @property
     def own_runs(self) -> tuple[float, ...]:
@@ -125,7 +127,15 @@ class References:
             {"min_scaling_efficiency": self.gate_minimum(entry, "min_scaling_efficiency", opts.min_efficiency),
              "min_gpu_utilization": self.gate_minimum(entry, "min_gpu_utilization", opts.min_gpu_utilization)},
             self.baseline, functools.partial(self.scaling_reference, case, entry),
-            lambda: self.scaling.errors.get(case.with_gpus(1), "?"))
+            lambda: self.scaling.errors.get(case.with_gpus(1), "?"), functools.partial(self.one_rank_phases, case))
+
+    def one_rank_phases(self, case: Case) -> Mapping[str, float] | None:
+        """The phases of ``case``'s 1-rank reference: this session's 1-rank case's, else the baseline's entry's."""
+        for result in reversed(self.results):
+            if result.measured and result.case.gpus == 1 and result.case.same_config(case):
+                return result.phases
+        one_rank = self.baseline.reference(case) if self.baseline is not None else None
+        return one_rank.phases if one_rank is not None else None
 
     def scaling_reference(self, case: Case, entry: baseline_mod.Entry | None,
                           params: RunParams) -> ScalingFigure | None:

@@ -30,8 +30,8 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 VERDICT_RULES = 4
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
 FINGERPRINT = "e7a26f2d2629d398"
-#: The gate's modules that only word or list what the others decide: not in the fingerprint.
-WORDING = ("format.py", "rules.py")
+#: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
+WORDING = ("attribution.py", "format.py", "rules.py")
 
 #: Every rule, (what, where): the decision's five, far off's one, the busy runs' four, the save's five, the notes'
 #: one, the policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's own slowdown) and added

@@ -54,6 +54,8 @@ class Expected:
     memory_gbs: float | None = None
     #: The core speed (GFLOP/s) the baseline's runs' core probe measured, likewise; None where none was kept.
     core_gflops: float | None = None
+    #: The seconds per step of each phase the baseline's runs measured (:mod:`pytest_dlperf.gate.attribution`).
+    phases: Mapping[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"throughput": self.throughput, "tolerance": self.tolerance, "source": self.source, "unit": self.unit}
@@ -63,13 +65,16 @@ class Expected:
             out["memory_gbs"] = self.memory_gbs
         if self.core_gflops is not None:
             out["core_gflops"] = self.core_gflops
+        if self.phases is not None:
+            out["phases"] = dict(self.phases)
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Expected:
         figures = data.get("figures")
         return cls(data["throughput"], data.get("unit") or "", data.get("tolerance", 0.0), data.get("source"),
-                   None if figures is None else tuple(figures), data.get("memory_gbs"), data.get("core_gflops"))
+                   None if figures is None else tuple(figures), data.get("memory_gbs"), data.get("core_gflops"),
+                   data.get("phases"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +139,7 @@ class GateResult:
 
 
 #: Fields written only when set (absent from skipped and failed cases' records).
-_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence", "start", "compile")
+_OPTIONAL = ("parameters", "max_batch", "duration", "device", "ranks", "convergence", "start", "compile", "phases")
 #: Fields of a judged case, written even when null.
 _JUDGED = ("throughput_verdict", "evidence", "scaling", "flops", "telemetry", "data", "compile_seconds",
            "gpu_utilization_gate", "hardware_mismatch")
@@ -166,6 +171,8 @@ class Figures:
     #: An A/B session's case (``--dlperf-against``): its pairs, their estimate and decision (gate.paired).
     paired: PairedEvidence | None = None
     convergence: dict[str, Any] | None = None  # a convergence case: pytest_dlperf.convergence.figures.pooled
+    #: Seconds per step of each phase over its counted runs' windows (:func:`pytest_dlperf.gate.attribution.of_runs`)
+    phases: dict[str, float] | None = None
 
     def figures(self) -> dict[str, Any]:
         """The figures by name (:data:`FIGURES`), which a case's result copies from a measurement."""
@@ -291,7 +298,7 @@ class CaseResult(Figures):
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
             evidence=typed("evidence", Evidence.from_dict), paired=typed("paired", PairedEvidence.from_dict),
             start=data.get("start"), host_bound=typed("host_bound", HostBound.from_dict), compile=data.get("compile"),
-            judgement=judgement_from(data),
+            judgement=judgement_from(data), phases=data.get("phases"),
         )
 
 

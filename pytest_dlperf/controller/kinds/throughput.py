@@ -22,7 +22,7 @@ import statistics
 
 from ... import baseline as baseline_mod
 from ... import data
-from ...gate import far
+from ...gate import attribution, far
 from ...gate.policy import Policy
 from ...gate.sequential import SAVE_RUNS, Budget, Evidence, measure_until_decided
 from ...gate.verdict import combine, judge_evidence, scaling, scaling_message, utilization_gate
@@ -44,6 +44,12 @@ class Judged:
     label: str
     scaling_note: str | None
     notes: tuple[str, ...]
+    #: Where its step's time went against its baseline's (:mod:`pytest_dlperf.gate.attribution`): said on a FAIL
+    #: or an IMPROVED, which it explains; None without phases on both sides.
+    shift: attribution.Shift | None = None
+    #: A multi-rank case's scaling loss in parts (:func:`pytest_dlperf.gate.attribution.scaling_parts`): said where
+    #: its scaling gate failed.
+    parts: str | None = None
 
 
 class ThroughputKind:
@@ -62,8 +68,11 @@ class ThroughputKind:
         judged: Judged = measurement.value
         verdict = judge_evidence(judged.label, measurement.evidence, measurement.unit, measurement.baseline,
                                  require_baseline=policy.require_baseline, max_runs=policy.max_runs)
-        return combine(verdict, measurement.scaling, judged.scaling_note, measurement.gpu_utilization_gate,
-                       judged.notes)
+        moved = judged.shift is not None and verdict.status in (Status.FAIL, Status.IMPROVED)
+        notes = (judged.shift.line(), *judged.notes) if moved else judged.notes
+        if judged.parts and measurement.scaling is not None and measurement.scaling.failed:
+            notes = (judged.parts, *notes)
+        return combine(verdict, measurement.scaling, judged.scaling_note, measurement.gpu_utilization_gate, notes)
 
 
 def measure_runs(plan: Plan, runner: Runner, measured: Case) -> tuple[Attempt, Evidence]:
@@ -125,6 +134,7 @@ def figures_of(plan: Plan, runner: Runner, last: Attempt, evidence: Evidence, sc
                             opts.no_telemetry)
     compiled = compile_seconds(last)
     loader, ranks = last.data(), last.ranks()
+    phases = attribution.of_runs(last.runs, {f.index for f in evidence.counted})
     host = host_facts(runner)
     mismatch = (plan.reference.baseline.device_mismatch(last.device, host.get("cpu_isa"))
                 if expected is not None and entry and plan.reference.baseline is not None else None)
@@ -151,8 +161,11 @@ def figures_of(plan: Plan, runner: Runner, last: Attempt, evidence: Evidence, sc
         last.summary.median, stats=last.summary.to_dict(), baseline=expected, device=last.device, ranks=ranks,
         telemetry=telemetry, flops=last.flops(case.gpus), data=loader, compile_seconds=compiled, start=last.start,
         compile=last.compile, max_batch=max_batch, scaling=scale, gpu_utilization_gate=gate,
-        hardware_mismatch=mismatch, host_bound=bound, evidence=evidence,
-        value=Judged(runner.label(case), scaling_note, tuple(notes)))
+        hardware_mismatch=mismatch, host_bound=bound, evidence=evidence, phases=phases,
+        value=Judged(runner.label(case), scaling_note, tuple(notes),
+                     attribution.compare(phases, expected.phases if expected is not None else None),
+                     attribution.scaling_parts(case.gpus, phases, plan.reference.one_rank_phases())
+                     if scale is not None else None))
 
 
 def host_facts(runner: Runner) -> dict:
