@@ -76,12 +76,18 @@ def saved(dlperf):
 @pytest.mark.parametrize("where", ["backward", "forward"])
 def test_a_fail_names_the_phase_the_slowdown_was_put_in(saved, monkeypatch, where):
     monkeypatch.setenv("SLOW_PHASE", where)
-    result = saved.run("--dlperf-model", "phasenet", "--dlperf-baseline", "base.json", "--dlperf-json", "r.json")
+    result = saved.run("--dlperf-model", "phasenet", "--dlperf-baseline", "base.json", "--dlperf-json", "r.json",
+                       "--dlperf-history", "h.db")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     assert f"where the time went: {where} +" in out, out
     (case,) = saved.results("r.json")["cases"]
     assert case["phases"][where] > 0.02 and case["baseline"]["phases"][where] < 0.02
+    from pytest_dlperf.history.store import open_store
+
+    with open_store(str(saved.path / "h.db")) as store:  # the night keeps them too
+        (night,) = store.points()
+    assert night.case.phases == pytest.approx(case["phases"])
 
 
 def test_a_scaling_loss_in_parts_computation_all_reduce_and_the_rest():

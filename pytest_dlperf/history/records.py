@@ -99,6 +99,8 @@ class CaseRow:
     #: Schema version 6: whether the night's runs decided its verdict (False: undecided, whatever a policy made of
     #: it, as a night the never-deciding rule failed); None where it is not known (a crash, a row of an older store).
     decided: bool | None = None
+    #: Schema version 8: seconds per step of each phase of its step (:mod:`pytest_dlperf.gate.attribution`).
+    phases: Mapping[str, float] | None = None
 
     @property
     def undecided(self) -> bool:
@@ -209,7 +211,8 @@ def case_rows(results: Iterable[CaseResult]) -> list[CaseRow]:
             busy_runs=len(busy) if evidence is not None else None,
             scaling_efficiency=None if result.scaling is None else result.scaling.efficiency,
             mfu=(result.flops or {}).get("mfu"), time_to_target=convergence.get("seconds_to_target"),
-            decided=None if verdict == "error" or result.judgement is None else not result.judgement.undecided))
+            decided=None if verdict == "error" or result.judgement is None else not result.judgement.undecided,
+            phases=result.phases))
     return rows
 
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from .records import CaseRow, Point, SessionRow
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: What each version adds to the one before it, applied in order to an older store when it is opened.
 MIGRATIONS = {
     2: ("ALTER TABLE dlperf_cases ADD COLUMN memory_gbs DOUBLE PRECISION",),  # the runs' memory probe, GB/s
@@ -36,6 +36,7 @@ MIGRATIONS = {
     5: ("ALTER TABLE dlperf_sessions ADD COLUMN against TEXT",),  # an A/B session's reference (--dlperf-against)
     6: ("ALTER TABLE dlperf_cases ADD COLUMN decided INTEGER",),  # whether its runs decided (1) or not (0)
     7: ("ALTER TABLE dlperf_sessions ADD COLUMN verdict_rules INTEGER",),  # the rules it was judged by
+    8: ("ALTER TABLE dlperf_cases ADD COLUMN phases TEXT",),  # seconds per step of each phase, JSON
 }
 #: Seconds a writer waits for another's lock before it gives up (SQLite's busy timeout).
 BUSY_TIMEOUT = 60.0
@@ -44,7 +45,7 @@ _SESSION_COLUMNS = ("id", "created", "machine", "hostname", "gpu", "gpu_count", 
                     "cudnn", "nccl", "git_commit", "git_branch", "environment", "against", "verdict_rules")
 _CASE_COLUMNS = ("session_id", "case_id", "case_json", "unit", "throughput", "runs", "verdict", "baseline",
                  "tolerance", "memory_gbs", "core_gflops", "message", "busy", "busy_runs", "scaling_efficiency",
-                 "mfu", "time_to_target", "decided")
+                 "mfu", "time_to_target", "decided", "phases")
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS dlperf_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     ("CREATE TABLE IF NOT EXISTS dlperf_sessions (id TEXT PRIMARY KEY, created TEXT NOT NULL, "
@@ -55,7 +56,8 @@ SCHEMA = (
      "case_id TEXT NOT NULL, case_json TEXT NOT NULL, unit TEXT, throughput DOUBLE PRECISION, runs TEXT NOT NULL, "
      "verdict TEXT NOT NULL, baseline DOUBLE PRECISION, tolerance DOUBLE PRECISION, memory_gbs DOUBLE PRECISION, "
      "core_gflops DOUBLE PRECISION, message TEXT, busy TEXT, busy_runs INTEGER, scaling_efficiency DOUBLE PRECISION, "
-     "mfu DOUBLE PRECISION, time_to_target DOUBLE PRECISION, decided INTEGER, PRIMARY KEY (session_id, case_id))"),
+     "mfu DOUBLE PRECISION, time_to_target DOUBLE PRECISION, decided INTEGER, phases TEXT, "
+     "PRIMARY KEY (session_id, case_id))"),
     "CREATE INDEX IF NOT EXISTS dlperf_sessions_machine ON dlperf_sessions (machine, created)",
     "CREATE INDEX IF NOT EXISTS dlperf_cases_case ON dlperf_cases (case_id)",
 )
@@ -371,7 +373,8 @@ def _case_values(session_id: str, case: CaseRow) -> tuple:
     return (session_id, case.case_id, json.dumps(case.case, sort_keys=True), case.unit, case.throughput,
             json.dumps(list(case.runs)), case.verdict, case.baseline, case.tolerance, case.memory_gbs,
             case.core_gflops, case.message, case.busy, case.busy_runs, case.scaling_efficiency, case.mfu,
-            case.time_to_target, None if case.decided is None else int(case.decided))
+            case.time_to_target, None if case.decided is None else int(case.decided),
+            None if case.phases is None else json.dumps(dict(case.phases), sort_keys=True))
 
 
 def _point(row: Sequence[Any], sessions: dict[tuple, SessionRow], settings: dict[str, dict]) -> Point:
@@ -391,4 +394,5 @@ def _point(row: Sequence[Any], sessions: dict[tuple, SessionRow], settings: dict
     case["case"] = settings[text]
     case["runs"] = tuple(json.loads(case["runs"]))
     case["decided"] = None if case["decided"] is None else bool(case["decided"])
+    case["phases"] = None if case["phases"] is None else json.loads(case["phases"])
     return Point(session, CaseRow(**case))
