@@ -30,6 +30,14 @@ def test_the_phase_that_moved_most_is_named_with_its_time_and_the_others_bound()
     assert faster.line().startswith("where the time went: optimizer -67% (-1.0 ms a step)")
 
 
+def test_a_step_slower_in_every_phase_alike_names_no_one_place():
+    slower = {name: value * 1.3 for name, value in THEN.items()}  # a machine a third slower: every phase alike
+    assert attribution.compare(slower, THEN).line() == (
+        "where the time went: every phase alike, +30% (a slower machine, clock or common cause: no one place)")
+    mostly = {**slower, "backward": THEN["backward"] * 2.0, "step": 0.0165}  # one place beyond the rest
+    assert attribution.compare(mostly, THEN).line().startswith("where the time went: backward +100%")
+
+
 @pytest.mark.parametrize("then", [None, {}, {"step": 0.01, "data": 0.0, "forward": 0.01}, {**THEN, "comm": 0.001}])
 def test_no_line_without_phases_on_both_sides_or_with_other_phases(then):
     assert attribution.compare(THEN, then) is None  # an older baseline, one rank against several

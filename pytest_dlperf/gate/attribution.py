@@ -43,6 +43,9 @@ class Shift:
     after: float
     step: float  # the baseline's step time
     others: float  # the largest move of another phase, seconds per step (absolute)
+    #: Every phase of a tenth of the step or more moved alike (within half the step's own change): a slower machine,
+    #: clock or common cause, not one place; the step's relative change.
+    alike: float | None = None
 
     @property
     def change(self) -> float:
@@ -50,6 +53,9 @@ class Shift:
 
     def line(self) -> str:
         """``where the time went: backward +31% (+4.1 ms a step); the others within 0.2 ms a step``."""
+        if self.alike is not None:
+            return (f"where the time went: every phase alike, {self.alike:+.0%} (a slower machine, clock or common "
+                    "cause: no one place)")
         name = "outside the timed phases" if self.phase == OTHER else self.phase
         ms = f"{self.change * 1e3:+,.1f} ms a step"
         if self.before >= SMALL * self.step:
@@ -69,9 +75,24 @@ def compare(now: Mapping[str, float] | None, then: Mapping[str, float] | None) -
         return None
     phase = max(moves, key=lambda name: abs(moves[name]))
     others = max((abs(v) for name, v in moves.items() if name != phase), default=0.0)
-    return Shift(phase, then[phase], now[phase], then[STEP], others)
+    return Shift(phase, then[phase], now[phase], then[STEP], others, alike(now, then))
 
 
+def alike(now: Mapping[str, float], then: Mapping[str, float]) -> float | None:
+    """The step's relative change where every phase of :data:`ALIKE_SHARE` of the step or more changed by it, within
+    :data:`ALIKE_SPREAD` of it (and it is 5% or more); else None."""
+    overall = now[STEP] / then[STEP] - 1
+    big = [name for name in then if name != STEP and then[name] >= ALIKE_SHARE * then[STEP]]
+    if abs(overall) < 0.05 or len(big) < 2:
+        return None
+    spread = ALIKE_SPREAD * abs(overall)
+    return overall if all(abs(now[name] / then[name] - 1 - overall) <= spread for name in big) else None
+
+
+#: :func:`alike`: the phases it compares (this share of the step or more), and how far from the step's own change
+#: each may be (this share of it) for the line to say the whole step slowed, not one place.
+ALIKE_SHARE = 0.10
+ALIKE_SPREAD = 0.5
 #: The phases of a step's computation (the rest: waiting for data, the exposed all-reduce, the loop).
 COMPUTE = ("forward", "backward", "optimizer")
 
