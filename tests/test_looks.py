@@ -132,7 +132,7 @@ def test_the_history_gives_each_case_its_drift_and_its_streak_of_inconclusive_ni
     found = hooks.from_points(rows, 0, "m")
     assert found.baselines == {} and found.inconclusive_streak("c") == 2 and found.inconclusive_streak("d") == 0
     drift = found.drift("c", 0.05)
-    assert drift.source == "history: this case's 10 sessions" and 0.02 < drift.tau < 0.08  # the on-trend nights
+    assert drift.source == "history: this case's 12 sessions" and 0.02 < drift.tau < 0.08  # undecided nights too
     steady = hooks.from_points([dataclasses.replace(p, case=dataclasses.replace(p.case, throughput=1000.0))
                                 for p in rows], 0, "m")
     assert steady.drift("c", 0.05).tau == dr.prior(0.05).tau  # never below the prior

@@ -198,7 +198,7 @@ class Selection:
             return (f"baseline {shown(self.chosen.path)}: recorded on this machine ({mine}) on {date}; no file "
                     f"in {self.folder} matches it")
         if self.how == "another":
-            return (f"baseline {self.folder} not judged against: {self.machine.differs(self.files[0][1])} "
+            return (f"baseline {self.folder} not judged against: {self.machine.probe_gap(self.files[0][1])} "
                     f"({self.machine.describe()}); its cases run unjudged")
         files = "; ".join(f"{Path(b.path).name}: " + (f"{self.machine.differs(m)} ({m.describe()})" if m else
                                                        "no hardware") for b, m in self.files)
@@ -208,7 +208,7 @@ class Selection:
     def missing_note(self) -> str:
         """A case's note when the picked file has no figure for it (or no file was picked)."""
         if self.how == "another":
-            return f"not judged: {self.folder}: {self.machine.differs(self.files[0][1])}"
+            return f"not judged: {self.folder}: {self.machine.probe_gap(self.files[0][1])}"
         if self.how == "none":
             return (f"not judged: no baseline for this machine ({self.machine.describe()}) in {self.folder}; "
                     f"recorded in {self.recorded} for the next run")
@@ -228,8 +228,8 @@ def elsewhere(loaded: Baseline, machine: Machine, measure=hardware.host_figures)
     """A file named on its own, unjudged where its host figures say another machine (:meth:`Machine.probe_gap`:
     its cases run and are reported, and the session says why in one line); else as it is."""
     theirs = measured_on(loaded)
-    if theirs is None or theirs.kind != "cpu" or machine.kind != "cpu":
-        return loaded
+    if theirs is None or theirs.kind != "cpu" or machine.kind != "cpu" or not theirs.model:
+        return loaded  # a file that does not name its CPU says nothing of the machine its probes read
     mine = probed(machine, [loaded], measure)
     if mine.probe_gap(theirs) is None:
         return loaded
