@@ -3,22 +3,20 @@
 The fixtures and shared helpers live in ``tests/fixtures.py`` (``dlperf``, ``make_tiny_case``,
 ``FAST``); the private SLURM cluster and mpirun in ``tests/cluster.py``; a private PostgreSQL
 server in ``tests/postgres.py``; a headless Chromium in ``tests/browser.py``.
+
+torch, torchvision and matplotlib are imported where tests run, before the first of them
+(``tests/fixtures.py``, ``pytest_sessionstart``), not here: xdist's controller runs no test and
+would spend seconds importing them before it starts its workers.
 """
 
-# pytester's in-process runs remove the modules an inner session imported, and torch's C
-# extension cannot be imported a second time in one process: import it once, out here.
-import torch  # noqa: F401  isort: skip
-import torchvision  # noqa: F401  isort: skip
+import os
+import sys
 
-# Likewise matplotlib: an inner session that imported it first had it removed after, and the next import made
-# classes of its own beside the old ones that pyplot still held ("Single argument to subplot must be a
-# three-digit integer, not GridSpec(1, 1)[0:1, 0:1]" in a later test of the same worker).
-try:
-    import matplotlib  # isort: skip
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401  isort: skip
-except ImportError:  # the plot extra is not installed: its tests skip
-    pass
+# The sessions, scripts and workers the tests start write the bytecode of what they import (this checkout's
+# modules, an inner session's rewritten test files) and the next one reads it: where the environment says
+# PYTHONDONTWRITEBYTECODE (the CI machine's does), each of the suite's hundreds of Python processes compiled the
+# package again, about 0.4 s of CPU for a pytest start alone.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 pytest_plugins = ("pytester", "tests.fixtures", "tests.cluster", "tests.postgres", "tests.browser")

@@ -105,21 +105,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("PYTEST_ADDOPTS", " ".join(UNUSED_PLUGINS))
 
 
-#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-28 13:22 and 13:37, two runs
-#: under CI=true, the mean of their JUnit times under ``-n 3``, scaled by 0.55 as the figures before them: the VM was
-#: shared, 10:40 and 11:53 in all), for :func:`pytest_collection_modifyitems`.
+#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-28 16:18, under CI=true, the sum
+#: of their JUnit times under ``-n 3``, scaled by 0.5 as the figures before them: the VM was shared, 14:03 in all),
+#: for :func:`pytest_collection_modifyitems`.
 #: A file not named here runs after these, in its usual order; a figure that has drifted only makes the schedule a
 #: little worse, never a test wrong.
 FILE_SECONDS = {
-    "test_gpu_check.py": 156, "test_fork_server.py": 79, "test_launchers.py": 76, "test_readme.py": 65,
-    "test_mlperf_commands.py": 50, "test_bisect.py": 46, "test_commands.py": 43, "test_distributed.py": 39,
-    "test_history_site.py": 30, "test_faults.py": 28, "test_command_faults.py": 27, "test_nightly_examples.py": 26,
-    "test_sequential.py": 24, "test_measure.py": 23, "test_data.py": 20, "test_cluster.py": 17,
-    "test_fuzz_baseline.py": 16, "test_language_models.py": 16, "test_verdict_quality.py": 16, "test_markdown.py": 15,
-    "test_ab.py": 14, "test_cpu_threads.py": 12, "test_max_batch.py": 12, "test_bad_input.py": 11,
-    "test_verdict_simulation.py": 11, "test_malloc.py": 10, "test_far_off.py": 9, "test_environment.py": 9,
-    "test_crash_messages.py": 8, "test_plots.py": 7, "test_compile_layout.py": 7, "test_history.py": 7,
-    "test_telemetry_flops.py": 7, "test_machine_baselines.py": 6,
+    "test_gpu_check.py": 154, "test_fork_server.py": 75, "test_launchers.py": 71, "test_readme.py": 66,
+    "test_bisect.py": 63, "test_commands.py": 59, "test_mlperf_commands.py": 52, "test_attribution.py": 41,
+    "test_history_site.py": 36, "test_command_faults.py": 27, "test_sequential.py": 27, "test_distributed.py": 25,
+    "test_verdict_simulation.py": 23, "test_last_good.py": 23, "test_faults.py": 23, "test_nightly_examples.py": 20,
+    "test_verdict_quality.py": 18, "test_compile_layout.py": 16, "test_measure.py": 16, "test_max_batch.py": 16,
+    "test_machine_identity.py": 16, "test_plots.py": 15, "test_phases.py": 15, "test_data.py": 14,
+    "test_machine_baselines.py": 14, "test_telemetry_flops.py": 14, "test_far_off.py": 13, "test_malloc.py": 11,
+    "test_crash_messages.py": 11, "test_markdown.py": 11, "test_cluster.py": 10, "test_collection.py": 10,
+    "test_cpu_threads.py": 10, "test_ab.py": 10, "test_fuzz_baseline.py": 10, "test_host_work.py": 9,
+    "test_language_models.py": 9, "test_environment.py": 9, "test_history.py": 9, "test_convergence.py": 9,
+    "test_benchmark_json.py": 8, "test_trust.py": 7, "test_custom_models.py": 7, "test_save_slow_host.py": 7,
+    "test_gate_compare.py": 6, "test_bad_input.py": 6,
 }
 
 
@@ -138,8 +141,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Where this process runs tests (not xdist's controller): torch imported now, and everything imported so
-    far left out of the garbage collector's full passes (``gc.freeze``).
+    """Where this process runs tests (not xdist's controller): torch and matplotlib imported now, and everything
+    imported so far left out of the garbage collector's full passes (``gc.freeze``).
 
     Each in-process inner session ends with pytest's own ``gc.collect()`` (twice), and long test files
     trigger full collections of their own: with torch, torchvision and ``torch._dynamo`` in the heap each
@@ -150,8 +153,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return
     import gc
 
+    # pytester's in-process runs remove the modules an inner session imported, and torch's C extension cannot be
+    # imported a second time in one process: imported once, here, before the first test.
     import torch  # noqa: F401 - imported by the first inner session anyway
     import torchvision  # noqa: F401
+
+    # Likewise matplotlib: an inner session that imported it first had it removed after, and the next import made
+    # classes of its own beside the old ones that pyplot still held ("Single argument to subplot must be a
+    # three-digit integer, not GridSpec(1, 1)[0:1, 0:1]" in a later test of the same worker).
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+    except ImportError:  # the plot extra is not installed: its tests skip
+        pass
 
     # hypothesis runs its plugins as it is imported: trio's registers its random generator, and checks that trio
     # holds it, which a check after the freeze could not see.  Not where its pytest plugin is left out (the

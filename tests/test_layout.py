@@ -9,6 +9,7 @@ the packages above what it imports (not on its own).
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,10 +43,16 @@ def modules() -> dict[str, Path]:
 MODULES = modules()
 
 
+@functools.cache
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of the module at ``path``, in ``ast.walk``'s order: parsed once for the tests that read it."""
+    return tuple(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+
+
 def imports(name: str, path: Path) -> Iterator[tuple[str, str, int]]:
     """(module imported, name imported from it or "", line) for every import of the package's in ``path``."""
     here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == NAME:
@@ -217,7 +224,7 @@ def test_no_function_over_60_lines_without_a_note():
     long = []
     for name, path in MODULES.items():
         text = path.read_text(encoding="utf-8").splitlines()
-        for node in ast.walk(ast.parse("\n".join(text))):
+        for node in nodes(path):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 noted = any(LONG_NOTE in text[i - 1] for i in (first - 1, node.lineno) if i >= 1)
@@ -232,10 +239,10 @@ def test_no_private_name_from_another_module():
         for source, imported, line in imports(name, path):
             if imported.startswith("_") and not imported.startswith("__"):
                 private.append(f"{name}:{line}: {imported} from {source}")
-        aliases = {alias.asname or alias.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        aliases = {alias.asname or alias.name for node in nodes(path)
                    if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(NAME))
                    for alias in node.names}
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases \
                     and node.attr.startswith("_") and not node.attr.startswith("__"):
                 private.append(f"{name}:{node.lineno}: {node.value.id}.{node.attr}")
