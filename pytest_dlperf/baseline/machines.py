@@ -151,10 +151,11 @@ def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
     return Machine("cpu", host.get("cpu"), host.get("cpu_count"), host.get("cpu_isa"), host.get("cpu_signature"))
 
 
-def probed(machine: Machine, files: Iterable[Baseline], measure=hardware.host_figures) -> Machine:
+def probed(machine: Machine, theirs: Iterable[Machine | None], measure=hardware.host_figures) -> Machine:
     """``machine`` with this host's probe figures (``measure()``: core, memory), read only on a CPU and only where
-    a file has figures to compare them with."""
-    if machine.kind != "cpu" or machine.core_gflops or not any(any(file_figures(f)) for f in files):
+    a file's machine (``theirs``: :func:`measured_on`'s) has figures to compare them with."""
+    if machine.kind != "cpu" or machine.core_gflops or not any(
+            m is not None and (m.core_gflops or m.memory_gbs) for m in theirs):
         return machine
     core, memory = measure()
     return dataclasses.replace(machine, core_gflops=core, memory_gbs=memory)
@@ -230,7 +231,7 @@ def elsewhere(loaded: Baseline, machine: Machine, measure=hardware.host_figures)
     theirs = measured_on(loaded)
     if theirs is None or theirs.kind != "cpu" or machine.kind != "cpu" or not theirs.model:
         return loaded  # a file that does not name its CPU says nothing of the machine its probes read
-    mine = probed(machine, [loaded], measure)
+    mine = probed(machine, [theirs], measure)
     if mine.probe_gap(theirs) is None:
         return loaded
     selection = Selection(shown(loaded.path), mine, "another", loaded, loaded, [(loaded, theirs)])
@@ -265,12 +266,12 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike, measur
                           '"reference": true; exactly one must (its cases run on a machine that no file describes)')
     reference = marked[0] if marked else loaded[0]
     record_dir = Path(record_root) / Path(folder).resolve().name
-    machine = probed(machine, [*loaded, *_files(record_dir)], measure)
     files = [(b, measured_on(b)) for b in loaded]
+    recorded = [(b, measured_on(b)) for b in _files(record_dir)]
+    machine = probed(machine, [m for _, m in (*files, *recorded)], measure)
     record_path = record_dir / f"{machine.slug()}.json"
     chosen, how = _best(machine, files), "matches"
     if chosen is None:
-        recorded = [(b, measured_on(b)) for b in _files(record_dir)]
         chosen, how = _best(machine, recorded), "recorded"
         if chosen is not None:
             record_path = Path(chosen.path)

@@ -129,11 +129,16 @@ class References:
             self.baseline, functools.partial(self.scaling_reference, case, entry),
             lambda: self.scaling.errors.get(case.with_gpus(1), "?"), functools.partial(self.one_rank_phases, case))
 
+    def session_one_rank(self, case: Case) -> CaseResult | None:
+        """The 1-rank case of ``case``'s config this session measured last, if any."""
+        return next((r for r in reversed(self.results)
+                     if r.measured and r.case.gpus == 1 and r.case.same_config(case)), None)
+
     def one_rank_phases(self, case: Case) -> Mapping[str, float] | None:
-        """The phases of ``case``'s 1-rank reference: this session's 1-rank case's, else the baseline's entry's."""
-        for result in reversed(self.results):
-            if result.measured and result.case.gpus == 1 and result.case.same_config(case):
-                return result.phases
+        """The phases of ``case``'s 1-rank reference (:meth:`scaling_reference`'s, measured now aside): this
+        session's 1-rank case's, else the baseline's entry's."""
+        if (result := self.session_one_rank(case)) is not None:
+            return result.phases
         one_rank = self.baseline.reference(case) if self.baseline is not None else None
         return one_rank.phases if one_rank is not None else None
 
@@ -142,9 +147,8 @@ class References:
         """The 1-rank throughput of the same config, where it comes from and how it was measured: measured
         in this session (a plain process, or a one-rank DDP job under a launcher that starts ranks), else
         the baseline's, else measured now (a plain process; ``entry``: the case's, for its CPU threads)."""
-        for result in reversed(self.results):
-            if result.measured and result.case.gpus == 1 and result.case.same_config(case):
-                return result.throughput, "this session", ONE_RANK_DDP if result.ranks else PLAIN_PROCESS
+        if (result := self.session_one_rank(case)) is not None:
+            return result.throughput, "this session", ONE_RANK_DDP if result.ranks else PLAIN_PROCESS
         one_rank = self.baseline.reference(case) if self.baseline is not None else None
         if one_rank is not None:
             return one_rank.throughput, "baseline", None
