@@ -27,37 +27,27 @@ from pytest_dlperf.gate.figures import RunFigure
 from pytest_dlperf.gate.paired import MAX_PAIRS, MIN_PAIRS, Pair, judge
 
 
-#: The spread of a pair's log memory-probe ratio (measured: 0.10-0.19 on the 2-core VM's A/B sessions).
-PROBE_SPREAD = 0.15
-
-
 def session(change: float, noise: float, max_pairs: int, min_pairs: int, tolerance: float,
-            rng: random.Random, probe_share: float = 0.0) -> tuple[Decision, int]:
-    """One session: pairs drawn until the paired verdict decides or ``max_pairs`` (the decision, pairs taken).
-
-    ``probe_share``: the share of a pair's variance that its memory probes' ratio explains (the host's memory
-    busier during one side's run); each pair's runs carry the probes, as the worker's do."""
+            rng: random.Random) -> tuple[Decision, int]:
+    """One session: pairs drawn until the paired verdict decides or ``max_pairs`` (the decision, pairs taken)."""
     pairs: list[Pair] = []
     needed = min(min_pairs, max_pairs)
-    slope = noise * math.sqrt(probe_share) / PROBE_SPREAD
     while True:
-        probe = rng.gauss(0.0, PROBE_SPREAD)
-        ratio = math.exp(math.log1p(change) + slope * probe + rng.gauss(0.0, noise * math.sqrt(1 - probe_share)))
+        ratio = math.exp(math.log1p(change) + rng.gauss(0.0, noise))
         index = len(pairs)
-        pairs.append(Pair(index, "candidate", RunFigure(index, ratio, bandwidth=10 * math.exp(probe)),
-                          RunFigure(index, 1.0, bandwidth=10.0)))
+        pairs.append(Pair(index, "candidate", RunFigure(index, ratio), RunFigure(index, 1.0)))
         _, decision = judge(pairs, tolerance, len(pairs), max_pairs, needed)
         if decision is not Decision.UNDECIDED or len(pairs) >= max_pairs:
             return decision, len(pairs)
 
 
 def shares(change: float, noise: float, max_pairs: int, min_pairs: int, tolerance: float, trials: int,
-           rng: random.Random, probe_share: float = 0.0) -> tuple[dict[Decision, float], float]:
+           rng: random.Random) -> tuple[dict[Decision, float], float]:
     """Of ``trials`` sessions: the share of each decision, and the mean pairs a session took."""
     counts: Counter = Counter()
     taken = 0
     for _ in range(trials):
-        decision, pairs = session(change, noise, max_pairs, min_pairs, tolerance, rng, probe_share)
+        decision, pairs = session(change, noise, max_pairs, min_pairs, tolerance, rng)
         counts[decision] += 1
         taken += pairs
     return {d: counts[d] / trials for d in Decision}, taken / trials
@@ -74,19 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-pairs", type=lambda t: numbers(t, int), default=[2, MIN_PAIRS])
     parser.add_argument("--changes", type=numbers, default=[-1 / 11, 0.0, -0.04],
                         help="true changes of the candidate (default: 10%% more work, none, 4%% slower)")
-    parser.add_argument("--probe-shares", type=numbers, default=[0.0, 0.5],
-                        help="shares of a pair's variance its memory probes explain (measured A/A: about 0.5)")
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--seed", type=int, default=2)
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
-    print(f"{'noise':>5} {'max':>4} {'min':>4} {'probe':>5} {'change':>7}  {'fail':>6} {'pass':>6} {'improved':>8} "
+    print(f"{'noise':>5} {'max':>4} {'min':>4} {'change':>7}  {'fail':>6} {'pass':>6} {'improved':>8} "
           f"{'undecided':>9}  pairs")
-    grid = itertools.product(args.noise, args.max_pairs, args.min_pairs, args.probe_shares, args.changes)
-    for noise, max_pairs, min_pairs, probe_share, change in grid:
-        share, pairs = shares(change, noise, max_pairs, min_pairs, args.tolerance, args.trials, rng, probe_share)
-        print(f"{noise:5.2f} {max_pairs:4d} {min_pairs:4d} {probe_share:5.2f} {change:+7.1%}  "
+    grid = itertools.product(args.noise, args.max_pairs, args.min_pairs, args.changes)
+    for noise, max_pairs, min_pairs, change in grid:
+        share, pairs = shares(change, noise, max_pairs, min_pairs, args.tolerance, args.trials, rng)
+        print(f"{noise:5.2f} {max_pairs:4d} {min_pairs:4d} {change:+7.1%}  "
               f"{share[Decision.REGRESSION]:6.1%} {share[Decision.PASS]:6.1%} {share[Decision.IMPROVED]:8.1%} "
               f"{share[Decision.UNDECIDED]:9.1%}  {pairs:5.1f}")
     return 0

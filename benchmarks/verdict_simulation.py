@@ -27,10 +27,13 @@ saved baseline, ``dlperf_inconclusive_nights = 3`` failing a third inconclusive 
     python benchmarks/verdict_simulation.py --cv 0.02,0.05 --offset 0,0.05 --trials 2000
     python benchmarks/verdict_simulation.py --acceptance --trials 4000
 
-``--both-errors`` prints one table of both errors (issue 53), for verdicts against a stored baseline (the prior drift)
-and with a history of 10 nights, over CV 0.5/2/5% and session offsets 0/2/5%: the share of sessions that FAIL
-unchanged, and that FAIL, PASS or end INCONCLUSIVE at a slowdown of the tolerance and of twice it; a row meets the
-promise where unchanged code fails at most 1% and twice the tolerance passes at most 1% and fails at least 90%.
+``--both-errors`` prints one table of both errors (issue 53), for verdicts against a stored baseline (the prior drift),
+with a history of 10 nights, and of pairs (``--dlperf-against``: each pair a run of each side in one session, so
+the session's offset reaches both; the plugin's own loop, :func:`pytest_dlperf.ab.pairs.measure_pairs`, with its
+default of at most 30 pairs; the candidate's memory probe moved by the change, as a change of its own would move
+it), over CV 0.5/2/5% and session offsets 0/2/5%: the share of sessions that FAIL unchanged, and that FAIL, PASS
+or end INCONCLUSIVE at a slowdown of the tolerance and of twice it; a row meets the promise where unchanged code
+fails at most 1% and twice the tolerance passes at most 1% and fails at least 90%.
 
     python benchmarks/verdict_simulation.py --both-errors --trials 200
 """
@@ -45,8 +48,12 @@ import time
 
 import numpy as np
 
+from pytest_dlperf.ab.pairs import measure_pairs
 from pytest_dlperf.gate import drift as drift_mod
+from pytest_dlperf.gate import paired
 from pytest_dlperf.gate import sequential
+from pytest_dlperf.gate.evidence import Decision
+from pytest_dlperf.gate.figures import RunFigure
 from pytest_dlperf.gate.policy import Policy, settle
 from pytest_dlperf.gate.verdict import judge_evidence
 from pytest_dlperf.results.case import Expected
@@ -161,6 +168,31 @@ def acceptance(trials: int, seed: int, out=print) -> list[tuple[str, float, floa
     return results
 
 
+def paired_trial(rng: np.random.Generator, s: Setting, ratio: float) -> str:
+    """One A/B session of pairs ('fail', 'inconclusive', 'pass'): each run's log figure the session's offset (both
+    sides alike), the side's truth and the run's noise; the candidate's memory probe moved by ``ratio`` too."""
+    sigma, offset = log_sd(s.cv), rng.normal(0.0, log_sd(s.offset))
+
+    def run(index: int, truth: float) -> RunFigure:
+        probe = 10.0 * truth * math.exp(rng.normal(0.0, 0.1))
+        return RunFigure(index, 1000.0 * math.exp(offset + math.log(truth) + rng.normal(0.0, sigma)), bandwidth=probe)
+
+    def measure_pair(index: int, order: tuple[str, str]) -> paired.Pair:
+        return paired.Pair(index, order[0], run(index, ratio), run(index, 1.0))
+
+    found = measure_pairs(measure_pair, sequential.Budget(max_runs=paired.MAX_PAIRS), s.tolerance, 1,
+                          sleep=lambda seconds: None)
+    return {Decision.REGRESSION: "fail", Decision.UNDECIDED: "inconclusive"}.get(found.decision, "pass")
+
+
+def paired_shares(rng: np.random.Generator, s: Setting, ratio: float, trials: int) -> dict[str, float]:
+    """Percent of ``trials`` A/B sessions that failed, ended inconclusive, passed (or improved)."""
+    counts = {"fail": 0, "inconclusive": 0, "pass": 0}
+    for _ in range(trials):
+        counts[paired_trial(rng, s, ratio)] += 1
+    return {k: 100 * v / trials for k, v in counts.items()}
+
+
 #: The promise each row of ``--both-errors`` is held to: unchanged FAIL <= 1%; 2 x tolerance PASS <= 1%, FAIL >= 90%.
 PROMISE = (1.0, 1.0, 90.0)
 
@@ -168,18 +200,20 @@ PROMISE = (1.0, 1.0, 90.0)
 def both_errors(trials: int, seed: int, tolerance: float = 0.05, out=print) -> list[bool]:
     """The table of both errors (see the module's text); returns whether each row met :data:`PROMISE`."""
     rng = np.random.default_rng(seed)
-    out(f"both errors: tolerance {tolerance:g}, baseline of 10 runs, --dlperf-max-runs 10, {trials} trials a cell "
+    out(f"both errors: tolerance {tolerance:g}, baseline of 10 runs, --dlperf-max-runs 10 (pairs: at most "
+        f"{paired.MAX_PAIRS}), {trials} trials a cell "
         f"(seed {seed}); FAIL / PASS / INCONCLUSIVE in %")
     head = f"{'verdict':<8} | {'CV':>4} | {'offset':>6} | {'unchanged FAIL':>14} | {'-tol F/P/I':>16} | " \
            f"{'-2 tol F/P/I':>16} | promise"
     out(head)
     out("-" * len(head))
     met = []
-    for history, name in ((0, "stored"), (10, "history")):
+    for history, name in ((0, "stored"), (10, "history"), (0, "paired")):
         for cv in (0.005, 0.02, 0.05):
             for offset in (0.0, 0.02, 0.05):
                 setting = Setting(cv, offset, tolerance, history=history)
-                cells = [shares(rng, setting, ratio, trials) for ratio in (1.0, 1 - tolerance, 1 - 2 * tolerance)]
+                share = paired_shares if name == "paired" else shares
+                cells = [share(rng, setting, ratio, trials) for ratio in (1.0, 1 - tolerance, 1 - 2 * tolerance)]
                 ok = (cells[0]["fail"] <= PROMISE[0] and cells[2]["pass"] <= PROMISE[1]
                       and cells[2]["fail"] >= PROMISE[2])
                 met.append(ok)

@@ -9,6 +9,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "verdict_simulation.py"
@@ -84,12 +85,23 @@ def test_bad_options_are_one_usage_line(capsys):
 
 def test_the_both_errors_table_has_a_row_per_verdict_noise_and_offset():
     """Issue 53: one table of both errors (unchanged FAIL; FAIL / PASS / INCONCLUSIVE at 1 and 2 tolerances), for a
-    stored baseline and a history of 10 nights, at CV 0.5/2/5% and offsets 0/2/5%; each row held to the promise."""
+    stored baseline, a history of 10 nights and pairs, at CV 0.5/2/5% and offsets 0/2/5%; each row held to the
+    promise."""
     module = load()
     lines = []
     met = module.both_errors(1, 0, out=lines.append)
-    assert len(met) == 18 and all(isinstance(m, bool) for m in met)
-    rows = [line for line in lines if line.startswith(("stored ", "history "))]
-    assert len(rows) == 18 and rows[0].startswith("stored   | 0.5% |     0% |")
-    assert rows[-1].startswith("history  |   5% |     5% |") and rows[-1].endswith(("| met", "| not met"))
+    assert len(met) == 27 and all(isinstance(m, bool) for m in met)
+    rows = [line for line in lines if line.startswith(("stored ", "history ", "paired "))]
+    assert len(rows) == 27 and rows[0].startswith("stored   | 0.5% |     0% |")
+    assert rows[-1].startswith("paired   |   5% |     5% |") and rows[-1].endswith(("| met", "| not met"))
     assert lines[-1].startswith("promise: unchanged FAIL <= 1%, twice the tolerance PASS <= 1% and FAIL >= 90%; met in ")
+
+
+def test_a_paired_session_cancels_its_offset_and_ignores_the_candidate_s_own_probe():
+    """Pairs see one session's offset on both sides; a candidate whose change also lowers its memory probe is
+    judged on its throughput alone."""
+    module = load()
+    rng = np.random.default_rng(4)
+    steady = module.Setting(0.005, 0.3)  # a 30% session offset: against a stored baseline, a certain false alarm
+    assert [module.paired_trial(rng, steady, 1.0) for _ in range(3)] == ["pass"] * 3
+    assert [module.paired_trial(rng, steady, 0.85) for _ in range(3)] == ["fail"] * 3

@@ -9,13 +9,12 @@ then every other version that differs).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..gate.evidence import Decision, StopReason
 from ..gate.format import fmt_pct, fmt_value
-from ..gate.paired import CANDIDATE, PairedEvidence, adjustment
+from ..gate.paired import CANDIDATE, PairedEvidence
 from ..history.records import environment_changes, session_row
 from ..results.case import CaseResult, Status
 
@@ -76,14 +75,6 @@ def lines(case_id: str, found: PairedEvidence, stack: str, changes: Sequence[str
         lines.append(f"{len(busy)} of {len(found.pairs)} pair(s) not counted: {busy[-1].busy}")
     if found.decision is Decision.UNDECIDED:
         lines.append(f"{STOPPED[found.stopped]} ({len(found.pairs)} pairs)")
-    adjusted = adjustment(found.pairs)
-    if adjusted.applied:
-        change = math.expm1(adjusted.probe_difference)
-        lines.append(f"adjusted for the host's memory bandwidth: the candidate's runs saw {abs(100 * change):.1f}% "
-                     f"{'less' if change < 0 else 'more'} than the reference's; the estimate is read at equal "
-                     f"bandwidth (slope {adjusted.slope:.2f}, docs/ab.md)")
-    elif adjusted.probe_difference is not None:
-        lines.append(f"not adjusted for the host's memory bandwidth: {adjusted.reason}")
     lines.append("what differs: " + ("; ".join(changes) if changes else "nothing the environment captures"))
     return lines
 

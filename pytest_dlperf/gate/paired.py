@@ -17,14 +17,10 @@ https://doi.org/10.1145/3358960.3379132).  So:
   ``mean +- q * sigma / sqrt(n)`` with ``q`` Student's t at the pooled degrees of freedom, two-sided
   :data:`.evidence.CONFIDENCE` as every verdict; no drift between sessions in it (both sides run in this session,
   side by side: the pairing cancels it);
-* **the host's memory probe** (:func:`adjustment`): where every counted pair has both runs' memory probe (timed by
-  the worker between windows: a ``memcpy``, the same code whatever the side) and there are :data:`ADJUST_MIN_PAIRS`,
-  the estimate is the pairs' regression on the probes' log ratio, read where both sides' probes are equal (an
-  analysis of covariance; controlled experiments call it CUPED): a pair whose candidate ran while the host's memory
-  was busier reads slower for the host, not for the candidate.  On the project's 2-core VM the A/A pairs' log
-  ratios varied 6.4% about their mean, 4.2% about that line (benchmarks/results/2026-11-27-ab-probe.md).  Not
-  where the sides' probes differ beyond chance (a side's own effect on the probe, such as a container's memory
-  binding, is not the host's): there the plain estimate, said so;
+* **no covariate**: the worker's memory probe is timed inside each side's own process, where the candidate's code can
+  move it (its own threads or helper processes, its memory binding): a regression on it would read the
+  candidate's own slowdown as the host's.  The pairing is what cancels the host (the estimate's regression on the
+  probe was removed in ``verdict_rules`` 5: benchmarks/results/2026-11-28-issue-53-paired-rows.md);
 * **the decision** is :func:`.evidence.decide`'s, the reference being 1: regression when the interval's top at
   look ``k``'s boundary (:func:`.evidence.t_boundary`: the looks of a case spend the 1% together, as for a stored
   baseline) lies below ``1 - tolerance``, improved above ``1 + tolerance``, pass only with the whole interval
@@ -68,11 +64,6 @@ MIN_PAIRS = 4
 #: 2-core VM) decide a 9% slower candidate (tolerance 5%) in 94-99% of sessions by 30, in 53-68% by 10
 #: (simulated; measured: 7 of 11 at 10).
 MAX_PAIRS = 30
-#: Counted pairs before the memory probe adjusts the estimate: the regression's spread keeps n - 2 degrees of freedom.
-ADJUST_MIN_PAIRS = 6
-#: Two-sided level at which the sides' probes differing refuses the adjustment (an A/A session: 1% of them).
-PROBE_DIFFERENCE_LEVEL = 0.99
-
 
 def pair_order(seed: int, index: int) -> tuple[str, str]:
     """The sides of pair ``index`` in the order they run: drawn from ``seed`` and ``index`` alone (a string seed:
@@ -107,13 +98,6 @@ class Pair:
     def ratio(self) -> float:
         return self.candidate.value / self.reference.value
 
-    @property
-    def probe_log_ratio(self) -> float | None:
-        """``log(candidate's memory probe / reference's)``, None where a run has no probe."""
-        if not self.candidate.bandwidth or not self.reference.bandwidth:
-            return None
-        return math.log(self.candidate.bandwidth / self.reference.bandwidth)
-
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "first": self.first, "ratio": self.ratio, "busy": self.busy,
                 "candidate": self.candidate.to_dict(), "reference": self.reference.to_dict()}
@@ -124,85 +108,30 @@ class Pair:
                    RunFigure.from_dict(data["reference"]))
 
 
-@dataclasses.dataclass(frozen=True)
-class Adjustment:
-    """The estimate's regression on the memory probe: ``log ratio = mu + slope x log(probe ratio)``, ``mu`` the
-    estimate; ``probe_difference`` the sides' mean log probe ratio; ``applied`` False: the plain estimate, and why."""
-
-    applied: bool
-    reason: str | None = None
-    slope: float | None = None
-    probe_difference: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def adjustment(pairs: Sequence[Pair]) -> Adjustment:
-    """Whether and how the counted ``pairs``' memory probes adjust their estimate (the module's rule)."""
-    counted = [p for p in pairs if not p.busy]
-    if len(counted) < ADJUST_MIN_PAIRS:
-        return Adjustment(False, f"fewer than {ADJUST_MIN_PAIRS} counted pairs")
-    z = [p.probe_log_ratio for p in counted]
-    if None in z:
-        return Adjustment(False, "a run without its memory probe")
-    d = [math.log(p.ratio) for p in counted]
-    n, z_mean, d_mean = len(z), statistics.fmean(z), statistics.fmean(d)
-    szz = sum((v - z_mean) ** 2 for v in z)
-    if szz <= 0:
-        return Adjustment(False, "the probes' ratio never varied", probe_difference=z_mean)
-    limit = ev.t_quantile(0.5 + PROBE_DIFFERENCE_LEVEL / 2, n - 1) * math.sqrt(szz / (n - 1) / n)
-    if abs(z_mean) > limit:
-        return Adjustment(False, f"the sides' memory probes differ by {math.expm1(z_mean):+.1%} (beyond chance: a "
-                                 "side's own effect on the probe is not the host's)", probe_difference=z_mean)
-    slope = sum((a - z_mean) * (b - d_mean) for a, b in zip(z, d)) / szz
-    return Adjustment(True, slope=slope, probe_difference=z_mean)
-
-
-def estimate(ratios: Sequence[float], tolerance: float, confidence: float = CONFIDENCE,
-             probes: Sequence[float] | None = None, slope: float | None = None) -> Estimate:
+def estimate(ratios: Sequence[float], tolerance: float, confidence: float = CONFIDENCE) -> Estimate:
     """The geometric mean of the pairs' ``ratios`` (candidate / reference) with its interval, as an
-    :class:`~.evidence.Estimate` against a reference of 1 (``difference``: the candidate's relative change).
-
-    With ``probes`` (each pair's log memory-probe ratio) and the regression's ``slope`` (:func:`adjustment`): the
-    regression's value where the probes' ratio is 1, its spread the residuals' (n - 2 degrees of freedom) pooled
-    with the prior, its standard error ``sigma sqrt(1/n + mean(z)^2 / Szz)``."""
+    :class:`~.evidence.Estimate` against a reference of 1 (``difference``: the candidate's relative change)."""
     if not ratios:
         raise ValueError("no pair to estimate from")
     logs = [math.log(r) for r in ratios]
-    n = len(logs)
-    if probes is None or slope is None:
-        sigma, dof = ev.pooled_sigma(logs, (), tolerance, prior_scale=PAIR_PRIOR_SCALE)
-        center, se = statistics.fmean(logs), sigma / math.sqrt(n)
-    else:
-        z_mean = statistics.fmean(probes)
-        szz = sum((v - z_mean) ** 2 for v in probes)
-        residuals = [d - slope * (z - z_mean) for d, z in zip(logs, probes)]
-        mean = statistics.fmean(residuals)  # the logs' own mean: the residuals are taken about z's
-        center = mean - slope * z_mean
-        squares = sum((r - mean) ** 2 for r in residuals)
-        prior = PAIR_PRIOR_SCALE * ev.prior_sigma(tolerance)
-        dof = ev.PRIOR_DOF + n - 2
-        sigma = max(math.log1p(ev.FLOOR_CV), math.sqrt((ev.PRIOR_DOF * prior ** 2 + squares) / dof))
-        se = sigma * math.sqrt(1 / n + z_mean ** 2 / szz)
+    sigma, dof = ev.pooled_sigma(logs, (), tolerance, prior_scale=PAIR_PRIOR_SCALE)
+    se = sigma / math.sqrt(len(logs))
+    center = statistics.fmean(logs)
     half = ev.t_quantile(0.5 + confidence / 2, dof) * se
-    return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), n, sigma, dof,
+    return Estimate(math.exp(center), math.exp(center - half), math.exp(center + half), len(logs), sigma, dof,
                     1.0, 0, confidence, se=se)
 
 
 def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int = 1,
-          min_pairs: int = 1, adjust: bool = True) -> tuple[Estimate | None, Decision]:
+          min_pairs: int = 1) -> tuple[Estimate | None, Decision]:
     """The estimate from the counted pairs and what it decides; fewer than ``min_pairs`` counted pairs
     (:data:`MIN_PAIRS`) decide nothing: one pair can be an outlier, and its interval would be
-    the prior's alone (a stored baseline's single run pools the baseline's measured spread; a pair has none).
-    ``adjust`` False: the plain estimate, never the memory probe's (:func:`adjustment`; a replay's comparison)."""
+    the prior's alone (a stored baseline's single run pools the baseline's measured spread; a pair has none)."""
     counted = [p for p in pairs if not p.busy]
     if not counted:
         return None, Decision.UNDECIDED
     ratios = [p.ratio for p in counted]
-    adjusted = adjustment(counted) if adjust else Adjustment(False, "not asked")
-    probes = [p.probe_log_ratio for p in counted] if adjusted.applied else None
-    est = estimate(ratios, tolerance, probes=probes, slope=adjusted.slope)
+    est = estimate(ratios, tolerance)
     # No loose pass: a reference 10% faster passed at 4 pairs (CI -9.3..+15.2%) under the stored baseline's.
     decision = ev.decide(est, tolerance, look=look, looks=max_looks, loose_pass=False)
     if len(ratios) < min_pairs:
@@ -237,7 +166,7 @@ class PairedEvidence:
                 "stopped": StopReason(self.stopped).value,
                 "estimate": None if self.estimate is None else self.estimate.to_dict(),
                 "candidate": self.side_mean(CANDIDATE), "reference": self.side_mean(REFERENCE),
-                "adjustment": adjustment(self.pairs).to_dict(), "pairs": [p.to_dict() for p in self.pairs]}
+                "pairs": [p.to_dict() for p in self.pairs]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PairedEvidence:

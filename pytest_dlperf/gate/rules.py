@@ -26,10 +26,11 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: The rules' version: 1, the rules of issue 43 (2026-11-27); 2, issue 53's first part (2026-11-28): a run's own
 #: processes are its descendants too, throttling is named and counted, the never-deciding nights survive their own FAIL;
 #: 3, a run far off its baseline is cut short and two such runs fail the case (gate/far.py, 2026-11-28); 4, an A/B
-#: case's pass is spent over its looks as its fail is, and a run is cut only after 8 steps (2026-11-28).
-VERDICT_RULES = 4
+#: case's pass is spent over its looks as its fail is, and a run is cut only after 8 steps (2026-11-28); 5, an A/B
+#: case's estimate is the pairs' own, never adjusted by the memory probe each side times in its own process.
+VERDICT_RULES = 5
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "e7a26f2d2629d398"
+FINGERPRINT = "e7c8efc49de9e3e3"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
