@@ -549,3 +549,20 @@ def test_views_of_many_cases_are_the_same_from_a_process_pool(tmp_path):
     assert [v.history.change_points for v in alone] == [v.history.change_points for v in pooled]
     stepped = [v for v in alone if int(v.case_id[4:]) % 3 == 0]
     assert len(stepped) == 9 and all(v.state is dashboard.StepState.OPEN for v in stepped)
+
+
+def test_a_case_chart_marks_where_the_verdict_rules_changed(tmp_path):
+    """Issue 51: the night the rules changed is marked, so that no one compares the verdicts across it unaware."""
+    go = pytest.importorskip("plotly.graph_objects")
+    points = []
+    for night, rules in enumerate((4, 4, 5, 5)):
+        row = dataclass_replace(session(EPYC, night), verdict_rules=rules)
+        points.append(Point(row, CaseRow(TINY, case_json("tiny", "fp32", 32, 1), "img/s", 2000.0 + night, (2000.0,),
+                                         "pass", 2000.0, 0.05)))
+    view, = dashboard.case_views(points, workers=1)
+    figure = html.trend_figure(view, tmp_path)
+    marks = [a for a in figure["layout"]["annotations"] if a["text"].startswith("verdict rules")]
+    assert [m["text"] for m in marks] == ["verdict rules 4 → 5"]
+    middle = (START + _dt.timedelta(days=1.5)).strftime("%Y-%m-%d %H:%M:%S")
+    assert marks[0]["x"] == middle and any(s.get("x0") == middle for s in figure["layout"]["shapes"])
+    go.Figure(figure)  # a valid Plotly figure

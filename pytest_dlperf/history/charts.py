@@ -136,6 +136,7 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
         annotations.append({"x": when(trend[-1]), "y": num(trend[-1].value), "xref": "x", "yref": "y", "ax": -40,
                             "ay": -40, "showarrow": True, "arrowcolor": DOWN, "font": {"color": DOWN, "size": 11},
                             "text": f"newest figures start a step of {pct(step.change)}"})
+    _rules_marks(nights, shapes, annotations)
     data += _verdict_strip(nights, page_dir)
     layout = {
         "height": 540, "margin": {"l": 70, "r": 24, "t": 30, "b": 50}, "hovermode": "closest",
@@ -150,6 +151,23 @@ def trend_figure(view: CaseView, page_dir: Path) -> dict[str, Any]:
         "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12},
     }
     return {"data": data, "layout": layout}
+
+
+def _rules_marks(nights: Sequence[Night], shapes: list[dict[str, Any]], annotations: list[dict[str, Any]]) -> None:
+    """A grey line between two nights judged by different verdict rules (``verdict_rules``), labelled with both:
+    the verdicts on either side of it were decided by different rules (docs/verdicts.md, the rules, counted)."""
+    for before, after in zip(nights, nights[1:]):
+        old, new = before.session.verdict_rules, after.session.verdict_rules
+        if old == new:
+            continue
+        x = (before.when + (after.when - before.when) / 2).strftime("%Y-%m-%d %H:%M:%S")
+        text = f"verdict rules {old or 'unrecorded'} → {new or 'unrecorded'}"
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0.13, "y1": 1,
+                       "line": {"color": "#757575", "width": 1, "dash": "dot"}})
+        annotations.append({"x": x, "y": 0.15, "xref": "x", "yref": "paper", "yanchor": "bottom",
+                            "xanchor": "right", "textangle": -90, "showarrow": False,
+                            "font": {"color": "#616161", "size": 10}, "text": text,
+                            "hovertext": f"{text}: the verdicts on either side were judged by different rules"})
 
 
 def _baseline_traces(judged: list[Night], unit: str) -> list[dict[str, Any]]:
