@@ -2,7 +2,8 @@
 
 The nightly gate that cancels the drift between sessions by design: each night's build runs in interleaved pairs
 with the last build whose night passed, read from the history store, checked out in a worktree as a git revision
-is.  A night of pairs that passes moves it on; a failing, crashed or dirty night never becomes it.
+is.  A night of pairs that passes moves it on; a failing, crashed or dirty night never becomes it.  Before any night
+has passed, a session given a baseline is judged against it (the recipe's first nights).
 """
 
 from __future__ import annotations
@@ -48,6 +49,40 @@ def test_last_good_needs_a_store_and_a_night_that_passed(dlperf):
     result.stderr.fnmatch_lines(["*--dlperf-against last-good: no night in h.db passed on * (a clean commit, a case "
                                  "passed, none failed); gate the first nights against a baseline (--dlperf-baseline) "
                                  "until one does"])
+
+
+def test_the_first_nights_are_judged_against_the_baseline_until_one_passes(dlperf, monkeypatch):
+    """One recipe from the first night: with a baseline and no night passed, the session gates against the
+    baseline and says so; its night, once committed clean and passed, is the next session's reference."""
+    for pair in environment.COMMIT_VARIABLES:  # the repository's HEAD is the commit, not a CI job's
+        for name in pair:
+            monkeypatch.delenv(name, raising=False)
+    git = ["git", "-C", str(dlperf.path), "-c", "user.email=t@t", "-c", "user.name=t"]
+    (dlperf.path / "conftest.py").write_text(MODEL.format(layers=1))
+    dlperf.baseline([{"model": "abnet", "precision": "fp32", "batch_size": 64, "gpus": 1, "unit": "samples/s",
+                      "throughput": 1.0, "tolerance": 0.05}])  # far below what abnet trains: improved
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "conftest.py", "baseline.json"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "the first night's code"], check=True)
+    first = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    machine = machine_class("cpu", environment.collect(dlperf.path))
+    night_args = ("--dlperf-baseline", "baseline.json", "--dlperf-against", "last-good", "--dlperf-history",
+                  "history.db")
+    result = dlperf.run(*night_args, "--dlperf-max-runs", "1")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines([f"dlperf: last-good: no night in history.db has passed on {machine} yet: this "
+                                 "night is judged against baseline.json",
+                                 "*IMPROVED abnet-fp32-bs64-gpu1*"])
+    assert "A/B against" not in result.stdout.str()
+    with open_store(str(dlperf.path / "history.db")) as store:
+        (kept,) = store.points()  # a night of its own, not an A/B session
+    assert kept.session.against is None and kept.session.git_commit == first and kept.case.verdict == "improved"
+    # The next night pairs against it (its cases deselected: the reference checked out and started is the point).
+    result = dlperf.run(*night_args, "-k", "no_such_case")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
+    result.stdout.fnmatch_lines([f"dlperf: last-good: {first[:7]}, whose night of * passed on {machine} (history.db)",
+                                 f"dlperf: A/B against git {first} (*"])
+    assert "judged against baseline.json" not in result.stdout.str()
 
 
 def test_a_night_against_the_last_good_commit_fails_a_slower_working_copy(dlperf):

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_dlperf import environment
+
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "examples" / "ci"
 WORKFLOW = CI / "github" / "dlperf-nightly.yml"
@@ -88,6 +90,13 @@ def test_the_workflow_matches_githubs_schema():
 def test_the_schema_rejects_a_broken_workflow(tmp_path):
     result = schema_check("vendor.github-workflows", broken_copy(tmp_path, WORKFLOW, "runs-on:", "runs_on:"))
     assert result.returncode != 0 and "runs_on" in result.stdout, result.stdout
+
+
+def test_the_checkouts_keep_the_history_the_last_good_worktree_needs():
+    steps = WORKFLOW.read_text()
+    assert "uses: actions/checkout@v6\n        with:\n          fetch-depth: 0" in steps
+    assert 'GIT_DEPTH: "0"' in GITLAB.read_text()
+    assert "git rev-parse --is-shallow-repository" in SBATCH.read_text()
 
 
 def test_the_workflow_runs_nightly_and_by_hand_and_keeps_every_output():
@@ -181,6 +190,8 @@ TINY_BASELINE = {
 # them): the CPU, short windows, and no busy runs, so the failing night fails beside other tests' load.
 ON_THE_CPU = ["--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5", "-o", "dlperf_repeats=2",
               "-o", "dlperf_max_interference=off", "--dlperf-max-runs", "3"]
+# The night's commit is the folder's (none: no git), not the CI job's that runs these tests (GITHUB_SHA and the like).
+NO_CI_COMMIT = {name: "" for pair in environment.COMMIT_VARIABLES for name in pair}
 # The script asks for 8 GPUs a node; the test cluster has none, so the submission asks for none.
 NO_GPUS = ["--gpus-per-node=0"]
 
@@ -204,7 +215,8 @@ def submit(cluster, folder: Path, throughput: float) -> tuple[subprocess.Complet
     baseline.write_text(json.dumps(document))
     before = set((folder / "nights").glob("*")) if (folder / "nights").exists() else set()
     env = {"HOME": str(folder), "DLPERF_VENV": sys.prefix, "OMP_NUM_THREADS": "1",
-           "PYTEST_XDIST_WORKER": "", "PYTEST_XDIST_WORKER_COUNT": "", "PYTEST_XDIST_TESTRUNUID": ""}
+           "PYTEST_XDIST_WORKER": "", "PYTEST_XDIST_WORKER_COUNT": "", "PYTEST_XDIST_TESTRUNUID": "",
+           **NO_CI_COMMIT}
     # The test cluster's partition and no accounting, for the script's own --partition and --account lines.
     result = cluster.run(["sbatch", "--wait", f"--chdir={folder}", f"--partition={cluster.partition}", *NO_GPUS,
                           str(SBATCH), *ON_THE_CPU],
@@ -254,12 +266,16 @@ def test_the_batch_script_runs_a_night_under_slurm_and_gates_on_it(slurm_cluster
         assert db.execute("SELECT count(*) FROM dlperf_sessions").fetchone() == (1,)
     assert "dlperf inconclusive: none" in log
     assert "dlperf judged: 1 of 1 case(s) against a baseline" in log  # the night's coverage, counted (issue 51)
+    # --dlperf-against last-good: no night of a commit passed (the folder is no git checkout): the baseline judges.
+    assert log.count(" yet: this night is judged against baselines/my-gpu.json") == 2, log
 
 
 # --------------------------------------------------------------------------- one command everywhere
 
-NIGHT_FLAGS = {"-p no:cacheprovider", "-m dlperf", "--dlperf-baseline", "--dlperf-json", "--dlperf-report",
-               "--dlperf-plot", "--junitxml", "--dlperf-history"}
+NIGHT_FLAGS = {"-p no:cacheprovider", "-m dlperf", "--dlperf-baseline", "--dlperf-against", "--dlperf-json",
+               "--dlperf-report", "--dlperf-plot", "--junitxml", "--dlperf-history"}
+#: README.md's short command may leave out pairs against the last good night (docs/nightly.md has them).
+README_MAY_LACK = {"--dlperf-against"}
 #: The dashboard, drawn from the store after the session (issue 50 removed --dlperf-history-html).
 SITE = re.compile(r"dlperf\"? history \S+(?:\s*\\\n)?\s+--html \S*history-site")
 
@@ -277,7 +293,10 @@ def test_the_nightly_command_is_the_same_in_the_docs_and_every_job_file():
     places = {"README.md": ROOT / "README.md", "docs/nightly.md": ROOT / "docs" / "nightly.md",
               "github": WORKFLOW, "gitlab": GITLAB, "slurm": SBATCH}
     found = {name: night_flags(path.read_text().replace(">-\n", "\n")) for name, path in places.items()}
+    found["README.md"] |= README_MAY_LACK
     assert all(flags == NIGHT_FLAGS for flags in found.values()), found
+    # The job files gate against the baseline until a night passes, then in pairs against the last good night.
+    assert all("--dlperf-against last-good" in places[name].read_text() for name in places if name != "README.md")
     without_site = [name for name, path in places.items() if not SITE.search(path.read_text())]
     assert not without_site, f"no `dlperf history URL --html .../history-site` in {without_site}"
 

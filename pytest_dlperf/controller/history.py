@@ -127,13 +127,17 @@ def from_points(points: list[Point], count: int, machine: str) -> HistoryBaselin
     return HistoryBaselines(count, machine, analysis.baselines(points, count) if count else {}, nights, verdicts)
 
 
-def last_good(history: HistoryBaselines | None, url: str) -> tuple[str, str]:
+def last_good(history: HistoryBaselines | None, url: str, baseline: str | None = None) -> tuple[str | None, str]:
     """``--dlperf-against last-good``: the commit of the newest night that passed on this machine class
-    (:func:`pytest_dlperf.history.analysis.last_good`), and the header's line that says which.  Raises
-    :class:`OptionError` in one line where no night has passed."""
+    (:func:`pytest_dlperf.history.analysis.last_good`), and the header's line that says which.  Where no night has
+    passed yet, None and the line that says this night is judged against ``baseline`` (``--dlperf-baseline``), so
+    that one recipe runs from the first night; without one, raises :class:`OptionError` in one line."""
     found = history.last_good if history is not None else None
     if found is None:
         machine = history.machine if history is not None else "this machine"
+        if baseline:
+            return None, (f"dlperf: {LAST_GOOD}: no night in {redact(url)} has passed on {machine} yet: this night "
+                          f"is judged against {baseline}")
         raise OptionError(f"--dlperf-against {LAST_GOOD}: no night in {redact(url)} passed on {machine} (a clean "
                           "commit, a case passed, none failed); gate the first nights against a baseline "
                           "(--dlperf-baseline) until one does")

@@ -39,6 +39,8 @@ class DlperfSession:
         self.old_sigterm = None
         #: Selected cases that cannot be measured here, skipped under ``--dlperf-allow-missing`` (:mod:`.coverage`).
         self.gaps: list[coverage.Gap] = []
+        #: Lines of pytest's header this session adds (``--dlperf-against last-good`` before any night passed).
+        self.header: list[str] = []
 
     @classmethod
     def start(cls, config: pytest.Config, options) -> DlperfSession:
@@ -52,14 +54,19 @@ class DlperfSession:
         history = history_hooks.check(options, config.rootpath)
         pipeline = Pipeline(config, options, baseline, history=history,
                             history_references=history_hooks.save_references(options, config.rootpath))
+        session = cls(config, pipeline)
         if options.against and not config.getoption("collectonly"):
             # The reference can run the worker, or one line says what it lacks.
-            given, chosen = options.against, None
+            given: str | None = options.against
+            chosen: str | None = None
             if given == history_hooks.LAST_GOOD:
-                given, chosen = history_hooks.last_good(history, options.history_url)
-            started = ab.start(given, options.against_seed, config.rootpath, not options.no_fork_server)
-            pipeline.ab = dataclasses.replace(started, chosen=chosen)
-        return cls(config, pipeline)
+                given, chosen = history_hooks.last_good(history, options.history_url, options.baseline_path)
+            if given is not None:
+                started = ab.start(given, options.against_seed, config.rootpath, not options.no_fork_server)
+                pipeline.ab = dataclasses.replace(started, chosen=chosen)
+            elif chosen:  # no night has passed here yet: this one is judged against the baseline alone
+                session.header.append(chosen)
+        return session
 
     @property
     def options(self):
@@ -95,7 +102,7 @@ class DlperfSession:
                         returncode=pytest.ExitCode.TESTS_FAILED)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return outputs.header_lines(self.pipeline) + ab.header_lines(self.pipeline.ab)
+        return outputs.header_lines(self.pipeline) + ab.header_lines(self.pipeline.ab) + self.header
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
