@@ -553,7 +553,7 @@ command2() {
     limit="$(limit_for "$(own_limit diagnose)")"
     local diag=("$PY" benchmarks/gpu_diagnose.py --device cuda --repeats 2 --rounds 1 --budget $((limit > 30 ? limit - 15 : 10))
         --json "$logs/diagnose.json")
-    DRY_CMD=("$PY" benchmarks/gpu_diagnose.py --device cpu --quick --rounds 1 --json "$logs/diagnose.json")  # one round: 12 s, not 16
+    DRY_CMD=("$PY" benchmarks/gpu_diagnose.py --device cpu --quick --rounds 1 --json "$logs/diagnose.json")  # one round of tiny, bert-tiny: 10 CPU-s
     run_step diagnose "$(own_limit diagnose)" "$logs/diagnose.log" -- "${diag[@]}"
 
     # bert-base amp bs64 seq128 step variants side by side (issue 42: which recipe keeps the GPU busy): each

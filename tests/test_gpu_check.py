@@ -136,7 +136,7 @@ def test_the_dry_runs_of_both_commands_run_every_step_and_leave_the_bundle(tmp_p
     assert re.search(r"gpu_busy +\| +1 \|", two), two  # the busy kind's row (on the CPU: no GPU job beside it)
     assert "baseline: reused " in two and "verdict-baseline.json" in two  # command 1's, as on a GPU machine
     assert re.search(r"^  tiny-fp32-bs32-gpu1: forked / fresh = \d+\.\d+", two, re.MULTILINE), two
-    assert "ddp: resnet18" in two and "bert: bert-tiny" in two  # gpu_diagnose's two tables (--quick: resnet18)
+    assert "ddp: tiny" in two and "bert: bert-tiny" in two  # gpu_diagnose's two tables (--quick: tiny)
     assert "bert-tiny bs2: the median of each variant's rounds" in two  # bert_recipes' table
     assert re.search(r"tests/gpu: (\d+) tests: 0 passed, 0 failed, 0 errors, \1 skipped", two), two
     assert "CUDA not available" in two

@@ -61,6 +61,14 @@ def _grid_mass(grid: np.ndarray, sd: float) -> np.ndarray:
     return special.ndtr((grid + STEP / 2) / sd) - special.ndtr((grid - STEP / 2) / sd)
 
 
+#: The state after each run of looks computed so far (their boundaries, the score's density on the continuation
+#: region, the last fraction, the alpha spent), by (fractions, alpha): looks that start as an earlier run of looks
+#: did carry on from its state, as the loop would, so that only their new looks are computed (the same numbers).
+_STATES: dict[tuple[tuple[float, ...], float], tuple] = {}
+_MAX_STATES = 1024  # each holds a density of 1,000 floats: at most about 8 MB
+_START = ((), None, 0.0, 0.0)
+
+
 @functools.lru_cache(maxsize=1024)
 def boundaries_at(fractions: tuple[float, ...], alpha: float) -> tuple[float, ...]:
     """The one-sided standard-normal boundary of each look at information fractions ``fractions`` (increasing,
@@ -73,40 +81,51 @@ def boundaries_at(fractions: tuple[float, ...], alpha: float) -> tuple[float, ..
             or not 0 < fractions[0] or fractions[-1] > 1 + 1e-9:
         raise ValueError(f"boundaries_at: increasing fractions in (0, 1] and 0 < alpha < 0.5, not {fractions}, "
                          f"{alpha}")
-    grid = np.arange(-NEVER - 2.0, NEVER + 2.0 + STEP / 2, STEP)
-    density = None  # the mass of S(t_{k-1}) on the grid, within the continuation region
-    out: list[float] = []
-    previous_t = previous = 0.0
-    for t in fractions:
-        share = spent(t, alpha) - previous
-        previous += share
-        root = math.sqrt(t)
-        if density is None:
-            c = NEVER if share < special.ndtr(-NEVER) else min(NEVER, float(-special.ndtri(share)))
-        else:
-            step_sd = math.sqrt(t - previous_t)
+    known = len(fractions)
+    while known and (fractions[:known], alpha) not in _STATES:
+        known -= 1
+    state = _STATES.get((fractions[:known], alpha), _START)
+    if len(_STATES) > _MAX_STATES:
+        _STATES.clear()
+    for look in range(known, len(fractions)):
+        state = _next_look(state, fractions[look], alpha)
+        _STATES[(fractions[:look + 1], alpha)] = state
+    return state[0]
 
-            def crossing(c: float, mass: np.ndarray = density, sd: float = step_sd) -> float:
-                return float(np.dot(mass, special.ndtr((grid - c * root) / sd)))  # P(S_{k-1}=u) P(step > c rt - u)
 
-            if crossing(NEVER) >= share:
-                c = NEVER
-            else:
-                low, high = -NEVER, NEVER
-                for _ in range(40):  # bisection: crossing() falls as c rises
-                    mid = (low + high) / 2
-                    low, high = (mid, high) if crossing(mid) > share else (low, mid)
-                c = (low + high) / 2
-        out.append(c)
-        if density is None:
-            moved = _grid_mass(grid, root)
+_GRID = np.arange(-NEVER - 2.0, NEVER + 2.0 + STEP / 2, STEP)
+
+
+def _next_look(state: tuple, t: float, alpha: float) -> tuple:
+    """The state after one more look, at information fraction ``t``, from the state after the looks before it."""
+    out, density, previous_t, previous = state
+    grid = _GRID
+    share = spent(t, alpha) - previous
+    previous += share
+    root = math.sqrt(t)
+    if density is None:
+        c = NEVER if share < special.ndtr(-NEVER) else min(NEVER, float(-special.ndtri(share)))
+    else:
+        step_sd = math.sqrt(t - previous_t)
+
+        def crossing(c: float, mass: np.ndarray = density, sd: float = step_sd) -> float:
+            return float(np.dot(mass, special.ndtr((grid - c * root) / sd)))  # P(S_{k-1}=u) P(step > c rt - u)
+
+        if crossing(NEVER) >= share:
+            c = NEVER
         else:
-            half = int(min(10 * step_sd, NEVER + 2) / STEP)
-            kernel = _grid_mass(np.arange(-half, half + 1) * STEP, step_sd)
-            moved = np.convolve(density, kernel, mode="same")
-        density = np.where(grid < c * root, moved, 0.0)
-        previous_t = t
-    return tuple(out)
+            low, high = -NEVER, NEVER
+            for _ in range(40):  # bisection: crossing() falls as c rises
+                mid = (low + high) / 2
+                low, high = (mid, high) if crossing(mid) > share else (low, mid)
+            c = (low + high) / 2
+    if density is None:
+        moved = _grid_mass(grid, root)
+    else:
+        half = int(min(10 * step_sd, NEVER + 2) / STEP)
+        kernel = _grid_mass(np.arange(-half, half + 1) * STEP, step_sd)
+        moved = np.convolve(density, kernel, mode="same")
+    return (*out, c), np.where(grid < c * root, moved, 0.0), t, previous
 
 
 def boundary(look: int, max_looks: int, alpha: float) -> float:
