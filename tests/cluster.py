@@ -393,7 +393,9 @@ class SlurmCluster:
             "MessageTimeout=10",
             "InactiveLimit=0",
             "KillWait=2",
-            "MinJobAge=2",
+            # SLURM's default: sbatch --wait reads the job's exit code from its record, so a record purged
+            # before sbatch's next poll (they are seconds apart) made a failed night exit 0 once.
+            "MinJobAge=300",
             "UnkillableStepTimeout=30",
             "SchedulerParameters=sched_interval=1,bf_interval=1",
             f"NodeName={self.nodename} NodeHostname={self.nodename} NodeAddr=127.0.0.1 "
