@@ -89,8 +89,8 @@ def test_git_bisect_run_finds_the_commit_that_made_training_slower(dlperf, tmp_p
                       "-o", "dlperf_save_span=off", "--dlperf-save-baseline", str(baseline), fast=False)
     assert save.ret == 0 and baseline.exists(), save.stdout.str()[-3000:]
     commit("a note", 2)
-    slower = commit("eight times the layers", 16)
-    bad = commit("another note", 16)
+    slower = commit("sixteen times the layers", 32)  # far off the 60% tolerance: load cannot hide it
+    bad = commit("another note", 32)
 
     git("bisect", "start", bad, good)
     run = subprocess.run(["git", "bisect", "run", sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
