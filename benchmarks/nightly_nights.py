@@ -40,8 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pytest_dlperf import environment  # noqa: E402
 from tests.test_ab import MODEL  # noqa: E402
+from tests.test_nightly_examples import NO_CI_COMMIT  # noqa: E402
 
 SBATCH = ROOT / "examples" / "ci" / "slurm" / "dlperf-nightly.sbatch"
 BASELINE = "baselines/my-gpu.json"
@@ -49,7 +49,7 @@ BASELINE = "baselines/my-gpu.json"
 #: (GITHUB_SHA and the like would name another commit than the repository's HEAD).
 ENV = {"DLPERF_VENV": sys.prefix, "OMP_NUM_THREADS": "1", "PYTEST_XDIST_WORKER": "",
        "PYTEST_XDIST_WORKER_COUNT": "", "PYTEST_XDIST_TESTRUNUID": "",
-       **{name: "" for pair in environment.COMMIT_VARIABLES for name in pair}}
+       **NO_CI_COMMIT}
 
 
 @dataclasses.dataclass

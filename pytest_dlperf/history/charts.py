@@ -14,7 +14,7 @@ from typing import Any
 
 from .dashboard import CaseView, Night, Standing, utc
 from .records import finite
-from .text import figure_text
+from .text import figure_text, rules_moved
 
 #: Each verdict's colour and label, in the order of the legend.
 VERDICTS: dict[str, tuple[str, str]] = {
@@ -157,11 +157,11 @@ def _rules_marks(nights: Sequence[Night], shapes: list[dict[str, Any]], annotati
     """A grey line between two nights judged by different verdict rules (``verdict_rules``), labelled with both:
     the verdicts on either side of it were decided by different rules (docs/verdicts.md, the rules, counted)."""
     for before, after in zip(nights, nights[1:]):
-        old, new = before.session.verdict_rules, after.session.verdict_rules
-        if old == new:
+        moved = rules_moved(before.session, after.session)
+        if not moved:
             continue
         x = (before.when + (after.when - before.when) / 2).strftime("%Y-%m-%d %H:%M:%S")
-        text = f"verdict rules {old or 'unrecorded'} → {new or 'unrecorded'}"
+        text = f"verdict rules {moved[0]} → {moved[1]}"
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": x, "x1": x, "y0": 0.13, "y1": 1,
                        "line": {"color": "#757575", "width": 1, "dash": "dot"}})
         annotations.append({"x": x, "y": 0.15, "xref": "x", "yref": "paper", "yanchor": "bottom",

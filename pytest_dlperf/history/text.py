@@ -7,6 +7,7 @@ from typing import Any
 
 from .analysis import TREND_LENGTH, CaseHistory, ChangePoint
 from .changepoints import Step
+from .records import SessionRow
 
 BARS = "▁▂▃▄▅▆▇█"
 
@@ -39,14 +40,21 @@ def gate_line(history: CaseHistory, step: Step) -> str:
             f"from {figure_text(step.before)} to {figure_text(step.after)} {history.unit or ''}".rstrip())
 
 
+def rules_moved(before: SessionRow, after: SessionRow) -> tuple[str, str] | None:
+    """The verdict rules (``verdict_rules``, written since store schema 7) of two sessions in a row, where they
+    differ (an older session's: 'unrecorded'): the verdicts on either side were judged by different rules."""
+    if before.verdict_rules == after.verdict_rules:
+        return None
+    return str(before.verdict_rules or "unrecorded"), str(after.verdict_rules or "unrecorded")
+
+
 def rules_lines(history: CaseHistory) -> list[str]:
-    """Where the verdict's rules changed between two of the case's sessions (``verdict_rules``, written since
-    store schema 7): the verdicts before and after were judged by different rules."""
+    """Where the verdict's rules changed between two of the case's sessions (:func:`rules_moved`)."""
     out, points = [], history.points
     for index in range(1, len(points)):
-        before, after = points[index - 1].session.verdict_rules, points[index].session.verdict_rules
-        if before != after:
-            out.append(f"verdict rules {before or 'unrecorded'} -> {after or 'unrecorded'} at session {index + 1} of "
+        moved = rules_moved(points[index - 1].session, points[index].session)
+        if moved:
+            out.append(f"verdict rules {moved[0]} -> {moved[1]} at session {index + 1} of "
                        f"{len(points)} ({points[index].session.date} UTC): the verdicts on either side were judged "
                        "by different rules")
     return out
