@@ -274,8 +274,6 @@ def test_the_batch_script_runs_a_night_under_slurm_and_gates_on_it(slurm_cluster
 
 NIGHT_FLAGS = {"-p no:cacheprovider", "-m dlperf", "--dlperf-baseline", "--dlperf-against", "--dlperf-json",
                "--dlperf-report", "--dlperf-plot", "--junitxml", "--dlperf-history"}
-#: README.md's short command may leave out pairs against the last good night (docs/nightly.md has them).
-README_MAY_LACK = {"--dlperf-against"}
 #: The dashboard, drawn from the store after the session (issue 50 removed --dlperf-history-html).
 SITE = re.compile(r"dlperf\"? history \S+(?:\s*\\\n)?\s+--html \S*history-site")
 
@@ -293,10 +291,9 @@ def test_the_nightly_command_is_the_same_in_the_docs_and_every_job_file():
     places = {"README.md": ROOT / "README.md", "docs/nightly.md": ROOT / "docs" / "nightly.md",
               "github": WORKFLOW, "gitlab": GITLAB, "slurm": SBATCH}
     found = {name: night_flags(path.read_text().replace(">-\n", "\n")) for name, path in places.items()}
-    found["README.md"] |= README_MAY_LACK
     assert all(flags == NIGHT_FLAGS for flags in found.values()), found
     # The job files gate against the baseline until a night passes, then in pairs against the last good night.
-    assert all("--dlperf-against last-good" in places[name].read_text() for name in places if name != "README.md")
+    assert all("--dlperf-against last-good" in path.read_text() for path in places.values())
     without_site = [name for name, path in places.items() if not SITE.search(path.read_text())]
     assert not without_site, f"no `dlperf history URL --html .../history-site` in {without_site}"
 
