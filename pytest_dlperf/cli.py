@@ -11,6 +11,7 @@
     dlperf baseline update my.json --from results.json   # take the measured figures
     dlperf compare new.json old.json                # two results files, case by case, as the gate judges
     dlperf bmf results.json -o bmf.json             # the Bencher Metric Format, for bencher run --adapter json
+    dlperf explain new.json old.json                # the operators that changed (--dlperf-profile's tables)
 
 Exit status, as diff(1) and grep(1) have it: 0 when all is well (valid, no differences,
 written); 1 when the answer is "no" (``validate``: a file is invalid; ``diff``: the
@@ -35,6 +36,7 @@ from .baseline.edit import diff_lines, merge_results, method_mismatches, updated
 from .history import command as history_command
 from .reporting import bmf as bmf_mod
 from .reporting import compare as compare_mod
+from .reporting import explain as explain_mod
 from .reporting import markdown as markdown_report
 from .results.case import cases_from
 
@@ -233,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``dlperf`` argument parser: its subcommands."""
     parser = argparse.ArgumentParser(
         prog="dlperf", description="pytest-dlperf's reports and baseline maintenance.",
-        epilog="Exit status: 0 ok; 1 invalid (validate), different (diff), a case slower (compare) or measured "
+        epilog="Exit status: 0 ok; 1 invalid (validate), different (diff), a case slower (compare), nothing to "
+               "explain (explain) or measured "
                "with other step counts or CPU threads (update); 2 usage error, an input file that cannot be read "
                "or is not valid, or an output that cannot be written.")
     parser.add_argument("--version", action="version", version=f"pytest-dlperf {__version__}")
@@ -247,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataset_command(commands)
     add_baseline_commands(commands)
     add_result_commands(commands)
+    explain_mod.add_parser(commands)
     return parser
 
 

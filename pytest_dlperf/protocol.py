@@ -157,6 +157,7 @@ class WorkerSpec:
     share_gpus: bool = False  # rank r on visible GPU r mod their count, over gloo (--dlperf-share-gpus)
     dist_backend: str = "auto"  # the process group's: auto (NCCL on GPUs, gloo on CPUs), nccl, gloo
     convergence: ConvergenceSpec | None = None  # a convergence case: train to a target, not timed windows
+    profile: bool = False  # profile steps under torch.profiler instead of timing windows (--dlperf-profile)
     run_index: int = 0  # which run of the case (0, 1, ...): a convergence run seeds its training with it
     distributed: bool = False  # start a process group even for one rank (the launcher says so)
     result_dir: str | None = None  # where each rank writes result-rank{RANK}.json
@@ -217,14 +218,12 @@ class WorkerSpec:
             peak_tflops=data.get("peak_tflops"),
             data_dir=data.get("data_dir"),
             data_workers=data.get("data_workers"),
-            data_only=bool(data.get("data_only")),
-            max_memory=data.get("max_memory"),
+            data_only=bool(data.get("data_only")), max_memory=data.get("max_memory"), profile=bool(data.get("profile")),
             share_gpus=bool(data.get("share_gpus")), dist_backend=data.get("dist_backend") or "auto",
             convergence=ConvergenceSpec.from_dict(data["convergence"]) if data.get("convergence") else None,
             run_index=int(data.get("run_index") or 0),
             distributed=bool(data.get("distributed")),
-            result_dir=data.get("result_dir"),
-            progress_path=data.get("progress_path"),
+            result_dir=data.get("result_dir"), progress_path=data.get("progress_path"),
             launched_at=data.get("launched_at"),
         )
 
@@ -352,6 +351,7 @@ class WorkerResult:
     convergence: dict[str, Any] | None = None  # a convergence run, rank 0: target, curve, time to target
     interference: dict[str, Any] | None = None  # what else used the machine during the windows
     phase_timing: dict[str, Any] | None = None  # how the windows' phases were timed, or why not (worker.phases)
+    profile: dict[str, Any] | None = None  # a profiled run's top operators (worker.operators)
     error: ErrorInfo | None = None  # status oom or error: type, message, traceback
     versions: dict[str, str | None] | None = None  # torch, torchvision, cuda
     schema_version: int = RESULT_SCHEMA_VERSION
@@ -396,5 +396,5 @@ class WorkerResult:
 RESULT_KEYS = ("schema_version", "kind", "status", "case", "rank", "world_size", "device", "warmup_steps", "steps",
         "repeats", "windows", "warnings", "settings", "unit", "samples_per_step", "memory_cap", "telemetry",
         "ranks", "data", "timing", "final_loss", "flops", "convergence", "interference", "phase_timing",
-        "error", "versions")
+        "profile", "error", "versions")
 assert set(RESULT_KEYS) == {f.name for f in dataclasses.fields(WorkerResult)}

@@ -18,7 +18,7 @@ from pytest_dlperf.reporting import markdown_tables
 from pytest_dlperf.cases import Case
 
 SECTIONS = ["# Training throughput report", "## Environment", "### GPU topology", "## Method", "## Throughput", "### tiny (img/s)",
-            "## Comparison with the baseline", "## Windows", "## FLOPs, MFU and utilization",
+            "## Comparison with the baseline", "## Windows", "## Where the time went", "## FLOPs, MFU and utilization",
             "### Per-case details", "## Verdicts", "## Logs"]
 
 

@@ -29,7 +29,7 @@ def test_every_run_field_of_the_spec_is_a_run_parameter_of_the_controller():
 def test_a_spec_from_run_parameters_round_trips_through_json():
     params = RunParams(device="cpu", warmup_steps=3, steps=7, repeats=2, peak_tflops=1.5, max_memory=2 ** 30,
                        data_dir="/data", data_workers=1, telemetry=False, data_only=True, share_gpus=True,
-                       dist_backend="gloo")
+                       dist_backend="gloo", profile=True)
     spec = WorkerSpec.from_params(CASE, get_model_spec("tiny"), params, distributed=True)
     assert (spec.device, spec.warmup_steps, spec.steps, spec.repeats, spec.max_memory) == ("cpu", 3, 7, 2, 2 ** 30)
     assert spec.model_source.module == "pytest_dlperf.models.vision" and spec.total_steps == 17

@@ -39,7 +39,7 @@ STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
 VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads", "start", "host_cpu", "compile",
-                    "phases")
+                    "phases", "profile")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +81,8 @@ class Entry:
     compile: str | None = None
     #: Seconds per step of each phase its runs measured (version 2; :mod:`pytest_dlperf.gate.attribution`).
     phases: Mapping[str, float] | None = None
+    #: Its top operators when saved with ``--dlperf-profile`` (version 2; :mod:`pytest_dlperf.worker.operators`).
+    profile: Mapping[str, Any] | None = None
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
@@ -283,6 +285,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             threads_as_before="cpu_threads" not in raw and not on_gpu,
             start=raw.get("start"), host_cpu=raw.get("host_cpu"), compile=raw.get("compile"),
             phases={k: float(v) for k, v in raw["phases"].items()} if "phases" in raw else None,
+            profile=raw.get("profile"),
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")

@@ -89,9 +89,10 @@ def from_measurements(records: Iterable[Mapping[str, Any]], environment: Mapping
 
 
 def kept_runs(record: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"runs": [...], "memory_gbs": ..., "core_gflops": ..., "probe_runs": {...}, "phases": {...}}``: the
-    medians of a results record's evidence runs (2 or more), the median of each of their host probes (one or
-    more), every counted run's probe readings (2 or more) and the case's phases; ``{}`` where none.
+    """``{"runs": [...], "memory_gbs": ..., "core_gflops": ..., "probe_runs": {...}, "phases": {...}, "profile":
+    {...}}``: the medians of a results record's evidence runs (2 or more), the median of each of their host probes
+    (one or more), every counted run's probe readings (2 or more), the case's phases and its profile; ``{}`` where
+    none.
 
     A baseline entry keeps them so that a later verdict knows the figure's own spread, and the host's
     probes and their own spread when it was measured (:mod:`pytest_dlperf.gate.evidence`); runs measured on a
@@ -111,6 +112,8 @@ def kept_runs(record: Mapping[str, Any]) -> dict[str, Any]:
         out["probe_runs"] = readings
     if record.get("phases"):  # where its step's time went (pytest_dlperf.gate.attribution)
         out["phases"] = {name: round(value, 7) for name, value in record["phases"].items()}
+    if record.get("profile"):  # its top operators (--dlperf-profile), without the trace of a session's folder
+        out["profile"] = {key: value for key, value in record["profile"].items() if key != "trace"}
     return out
 
 

@@ -6,8 +6,9 @@
 :class:`~pytest_dlperf.gate.policy.Policy`.  For each case it decides whether the case can run here
 (:meth:`Pipeline.skip_reason`) and runs it (:meth:`Pipeline.run_case`): the case's kind measures and judges
 (:mod:`.kinds`); the pipeline turns a failed run into ERROR and a remote rank's into REMOTE, settles the judgement by
-its policies once, refuses an unquiet case of a baseline being saved, and builds the case's result once, frozen
-(an interrupted case's too), with the test's properties and pytest-benchmark's files.
+its policies once, refuses an unquiet case of a baseline being saved, profiles it where ``--dlperf-profile`` says
+(:func:`profile_case`), and builds the case's result once, frozen (an interrupted case's too), with the test's
+properties and pytest-benchmark's files.
 """
 
 from __future__ import annotations
@@ -24,14 +25,17 @@ from ..cases import Case
 from ..gate import policy as policies
 from ..gate.sequential import unsaved_reason
 from ..launch.workers import CaseError, RemoteRankZero
+from ..launch.workers import measure as worker_measure
 from ..reporting import benchmark_json, junit, verdicts
+from ..reporting.explain import headline
 from ..results.case import CaseFailed, CaseResult, Status
 from ..results.judgement import Judgement, Reason, Why
+from ..worker.operators import Profile
 from .device import gpu_sized_warning
 from .kinds import Measurement, Plan, Registered, kind_of
 from .kinds import builtin as builtin_kinds
 from .references import References
-from .runner import Runner
+from .runner import Runner, measurer_for
 
 #: A case's properties for JUnit XML and the terminal's status letters (the test's ``user_properties``).
 Properties = list[tuple[str, object]]
@@ -156,15 +160,19 @@ class Pipeline:
         registered = self.kind_for(case, plan.spec)
         started = time.monotonic()
         outcome: Outcome | None = None
+        profiled: Profile | None = None
         try:
             outcome = self.measure_and_judge(plan, registered)
+            if profile_wanted(self.options.profile, registered, plan, outcome.judgement, outcome.measurement):
+                judgement, profiled = profile_case(plan, self.runner, outcome.judgement, outcome.measurement)
+                outcome = dataclasses.replace(outcome, judgement=judgement)
         finally:
             if outcome is None:
                 outcome = Outcome(Measurement(plan.spec.unit), Judgement.of(
                     Status.ERROR, f"{case.id}: interrupted before the case finished", Why.ERROR))
             result = CaseResult.of(case, nodeid, outcome.judgement, verdicts.render(outcome.judgement),
                                    outcome.measurement, unit=plan.spec.unit, parameters=plan.params.to_dict(),
-                                   duration=time.monotonic() - started, unsaved=outcome.unsaved)
+                                   duration=time.monotonic() - started, unsaved=outcome.unsaved, profile=profiled)
             self.results.append(result)
         properties.extend(junit.properties(result))
         if result.measured:
@@ -209,3 +217,46 @@ class Outcome:
     measurement: Measurement
     judgement: Judgement
     unsaved: str | None = None
+
+
+#: The kind whose cases are profiled (an A/B session's paired kind and --dlperf-data-only's are others).
+PROFILED_KIND = "throughput"
+
+
+def profile_wanted(when: str, registered: Registered, plan: Plan, judgement: Judgement,
+                   measurement: Measurement) -> bool:
+    """Whether ``--dlperf-profile WHEN`` profiles this case: a measured case our worker trains (a command's trainer
+    is not ours to profile, an A/B case has two environments), every one (``on``) or one that failed
+    (``failing``)."""
+    if when == "off" or registered.name != PROFILED_KIND or measurement.throughput is None:
+        return False
+    if measurer_for(plan.spec) is not worker_measure:
+        return False
+    return when == "on" or judgement.status is Status.FAIL
+
+
+def profile_case(plan: Plan, runner: Runner, judgement: Judgement,
+                 measurement: Measurement) -> tuple[Judgement, Profile | None]:
+    """``--dlperf-profile``: run the case once more under torch.profiler, beside its timed runs and never counted
+    (:mod:`pytest_dlperf.worker.profiling`).  Returns the judgement, with a line naming the operators that changed
+    most against its baseline entry's table (saved with ``--dlperf-profile``) on a FAIL or an IMPROVED, or saying
+    why there is no profile; and the profile (None where the run failed)."""
+    case = plan.case
+    if case.searches_batch and measurement.max_batch and measurement.max_batch.get("chosen"):
+        case = case.with_batch(measurement.max_batch["chosen"])
+    params = dataclasses.replace(plan.params, runs=1, profile=True, far=None)
+    folder = plan.folder / "profile"
+    try:
+        runs = runner.runs(case, plan.spec, params, folder, label=f"{plan.label} (profile)", unit=plan.spec.unit)
+    except (CaseError, RemoteRankZero):
+        return judgement.adding(Reason(f"not profiled: the profiled run failed (its log: {folder})")), None
+    found = runs[-1].profile if runs else None
+    if not found:
+        return judgement.adding(Reason(f"not profiled: the profiled run wrote no table (its log: {folder})")), None
+    profile = Profile.from_dict(found)
+    entry = plan.reference.entry
+    if judgement.status in (Status.FAIL, Status.IMPROVED) and entry is not None and entry.profile:
+        line = headline(profile, Profile.from_dict(entry.profile), slower=judgement.status is Status.FAIL)
+        if line is not None:
+            judgement = judgement.adding(Reason(line))
+    return judgement, profile

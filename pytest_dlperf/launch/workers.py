@@ -47,6 +47,7 @@ class RunParams:
     share_gpus: bool = False  # --dlperf-share-gpus: ranks onto the visible GPUs modulo their count, over gloo
     dist_backend: str = "auto"  # dlperf_dist_backend: the process group's backend
     convergence: ConvergenceSpec | None = None  # a convergence case's target, budget and recipe
+    profile: bool = False  # --dlperf-profile's extra run: its steps under torch.profiler, never counted
     malloc: str = "steady"  # dlperf_malloc: the workers' allocator settings (launchers.malloc_env)
     fork_server: bool = True  # dlperf_start=fresh turns it off: every worker a process of its own
     # Intra-op threads of each CPU rank (OMP_NUM_THREADS: launch/threads.py, dlperf_cpu_threads); None: none
@@ -61,6 +62,8 @@ class RunParams:
             del out["convergence"]  # a throughput case's parameters read as before
         if out["far"] is None:
             del out["far"]
+        if not out["profile"]:
+            del out["profile"]
         return out
 
 
@@ -108,7 +111,7 @@ def run_record(index: int, outcome: process.WorkerOutcome) -> RunRecord:
         str(outcome.run_dir), device=result.device, windows=result.windows or [], timing=result.timing or {},
         final_loss=result.final_loss, warnings=result.warnings or [], settings=result.settings,
         memory_cap=result.memory_cap, telemetry=result.telemetry, flops=result.flops, data=result.data,
-        convergence=result.convergence, interference=result.interference,
+        convergence=result.convergence, interference=result.interference, profile=result.profile,
         ranks=[RankRecord(r["rank"], r["host"], r["device"].get("name"), r["windows"], r.get("telemetry"),
                           r.get("data")) for r in result.ranks or []], start=outcome.start)
 

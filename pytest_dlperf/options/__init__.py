@@ -37,6 +37,8 @@ from .readers import (Given, choice, cpu_threads, endpoint, folder, integer, lis
                       plot_folder, record_folder, switch, text, trusted_paths, words)
 
 DEVICES = ("auto", "cuda", "cpu")
+#: When --dlperf-profile profiles a case in one extra run.
+PROFILES = ("off", "on", "failing")
 #: Most runs of a case before it is inconclusive, where --dlperf-max-runs does not say.
 MAX_RUNS = 10
 #: The options that name files or folders the session writes, checked before any case runs (``folder``: a folder).
@@ -52,10 +54,9 @@ OPTIONS = (
     Option("baseline", "baseline JSON: its cases are collected and judged against it; or a folder of baselines, "
                        "one per machine class: the file whose hardware matches this machine.", "PATH",
            field="baseline_path"),
-    Option("trust-commands", "a baseline file, or a folder of them, whose command objects (argv, cwd, env) may run "
-                             "although it lies outside the rootdir (repeatable; symbolic links resolved): a "
-                             "baseline's command is code, and runs only from the rootdir's files or these "
-                             "(docs/baselines.md, What runs).", "PATH", trusted_paths, ini="linelist",
+    Option("trust-commands", "a baseline file, or a folder of them, outside the rootdir whose command objects may "
+                             "run (repeatable): a baseline's command is code, and runs only from the rootdir's files "
+                             "or these (docs/baselines.md).", "PATH", trusted_paths, ini="linelist",
            action="append"),
     Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
                               "describes, which the next session on this machine gates against (default "
@@ -145,22 +146,20 @@ OPTIONS = (
     Option("max-batch-trials", f"most short trial runs of one batch size max search (default {MAX_BATCH_TRIALS}).", "N",
            integer(1, MAX_BATCH_TRIALS), cli=False),
     Option("malloc", "the workers' memory allocator: steady (default: glibc keeps what training frees for the next "
-                     "step instead of handing it back, so no run pays page faults another does not) or system (the "
-                     "environment's own settings, as a plain training script runs).", "MODE",
+                     "step, so no run pays page faults another does not) or system (the environment's own).", "MODE",
            choice(MALLOC_MODES, "steady"), cli=False),
     Option("cpu-threads", "intra-op threads of each CPU rank (OMP_NUM_THREADS): N, or cores (this node's CPUs shared "
-                          "between its ranks). Default: the baseline entry's cpu_threads, else OMP_NUM_THREADS, else 1 "
-                          "(threads that meet at every operator run at the speed of wherever a VM's hypervisor puts "
-                          "its vCPUs: docs/verdicts.md).", "N|cores", cpu_threads, cli=False),
+                          "between its ranks). Default: the baseline entry's cpu_threads, else OMP_NUM_THREADS, else "
+                          "1.", "N|cores", cpu_threads, cli=False),
     Option("no-telemetry", "do not sample GPU (NVML) and host metrics during the measured windows.", read=switch,
            ini="bool", action="store_true", cli=False),
     Option("start", "how each run's worker process starts: forked (from the fork server), fresh (an interpreter of "
                     "its own, as NVIDIA's scripts start: the reference where the host sets a GPU step's pace) or auto "
                     "(default: forked on the CPU, fresh on GPUs; docs/gpu.md).",
            "MODE", choice(STARTS, "auto"), cli=False),
-    Option("host-bound-below", "a GPU case whose GPUs were busy (NVML's mean utilization over the measured windows) "
-                               "less than this fraction of the time is marked host-bound: its figure depends on the "
-                               "host's CPU (default 0.9).", "FRACTION",
+    Option("host-bound-below", "a GPU case whose GPUs were busy (NVML's mean utilization) less than this fraction "
+                               "of the time is host-bound: its figure depends on the host's CPU (default 0.9).",
+           "FRACTION",
            number(0, 1, high_inclusive=True, default=HOST_BOUND_BELOW), cli=False),
     Option("data-dir", "the image folder (ImageFolder layout: DIR/CLASS/IMAGE.jpg) that data=torchvision and "
                        "data=dali cases read.", "DIR", folder),
@@ -178,13 +177,15 @@ OPTIONS = (
            integer(1, default=INCONCLUSIVE_NIGHTS), cli=False),
     _switch("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
                             "significant downward step, even within the tolerance."),
-    Option("against", "an A/B session: every throughput case runs in this environment (the candidate) and in REF (the "
-                      "reference), in interleaved pairs of fresh runs in random order, and is judged on the paired "
-                      "ratios against the tolerance. REF: another Python interpreter (a venv's), a command that starts "
-                      "one ('docker run --rm IMAGE python'), a git revision, or last-good: the commit of the last night "
-                      "that passed here in --dlperf-history (docs/ab.md).", "REF"),
+    Option("against", "an A/B session: every throughput case runs in this environment and in REF, in interleaved "
+                      "pairs of fresh runs, judged on their ratios. REF: another Python interpreter (a venv's), a "
+                      "command that starts one ('docker run --rm IMAGE python'), a git revision, or last-good: the "
+                      "commit of the last night that passed here in --dlperf-history (docs/ab.md).", "REF"),
     Option("against-seed", "the seed of an A/B session's pair orders (default: drawn, and recorded in the results).",
            "N", integer(0), cli=False),
+    Option("profile", "one extra run of a case under torch.profiler, never counted: its top operators in the results, "
+                      "its Chrome trace in the run's folder (dlperf explain compares two). on: every measured case; "
+                      "failing: a failing one (default off).", "WHEN", choice(PROFILES, "off")),
     _switch("data-only", "time each case's data loader alone, without a model: samples/s and MB/s of image files "
                          "read; the cases pass with a data-only verdict."),
 )

@@ -32,7 +32,7 @@ from .. import jsonio
 from ..environment import strip_ansi
 from ..history import text as history_text
 from ..results.case import CaseResult, cases_from
-from . import convergence
+from . import convergence, explain
 from . import summary as report
 from .markdown_tables import (comparison_section, fmt_bytes, get_path, link, method_section, table,
                               throughput_section, utilization_section, verdicts_section, windows_section)
@@ -299,6 +299,8 @@ def render(document: Mapping[str, Any], runs: Sequence[RunLogs] = (), logs_note:
     lines += throughput_section(results)
     lines += comparison_section(results, document.get("baseline"))
     lines += windows_section(results)
+    lines += explain.phases_section(results)
+    lines += explain.markdown_section(results)
     lines += utilization_section(results)
     lines += convergence.markdown_section(results, curves)
     lines += verdicts_section(results)

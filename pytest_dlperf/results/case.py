@@ -22,6 +22,7 @@ from ..cases import Case
 from ..gate.evidence import Evidence
 from ..gate.paired import PairedEvidence
 from ..protocol import ValueEnum
+from ..worker.operators import Profile
 from .host_bound import HostBound
 from .judgement import Judgement, Reason, Status
 from .runs import AttemptRecord
@@ -204,11 +205,13 @@ class CaseResult(Figures):
     unsaved: str | None = None
     #: How it was judged: the status, the gates and the reasons the message is made of.
     judgement: Judgement | None = None
+    #: Its top operators from one profiled run beside its timed ones (``--dlperf-profile``), never counted.
+    profile: Profile | None = None
 
     @classmethod
     def of(cls, case: Case, nodeid: str | None, judgement: Judgement, message: str, measured: Figures | None = None,
            *, unit: str | None = None, parameters: dict[str, Any] | None = None, duration: float | None = None,
-           unsaved: str | None = None) -> CaseResult:
+           unsaved: str | None = None, profile: Profile | None = None) -> CaseResult:
         """A case's result, whole: its judgement, its words (``message``: made from the judgement by
         :func:`pytest_dlperf.reporting.verdicts.render`) and, where it was measured, the figures of ``measured`` (a
         :class:`~pytest_dlperf.controller.kinds.Measurement`: its :class:`Figures`, its attempts, and its unit where
@@ -220,7 +223,7 @@ class CaseResult(Figures):
                    verdict=judgement.status, message=message, difference=judgement.difference,
                    attempts=tuple(measured.attempts) if measured is not None else (), parameters=parameters,
                    throughput_verdict=judgement.main_status if judged else None, duration=duration, judged=judged,
-                   unsaved=unsaved, judgement=judgement, **figures)
+                   unsaved=unsaved, judgement=judgement, profile=profile, **figures)
 
     # -- derived, so that no reader works them out again
 
@@ -275,6 +278,8 @@ class CaseResult(Figures):
             out["host_bound"] = self.host_bound.to_dict()
         if self.judgement is not None:
             out["judgement"] = self.judgement.to_dict()
+        if self.profile is not None:
+            out["profile"] = self.profile.to_dict()
         return out
 
     @classmethod
@@ -298,7 +303,7 @@ class CaseResult(Figures):
             duration=data.get("duration"), convergence=data.get("convergence"), judged="throughput_verdict" in data,
             evidence=typed("evidence", Evidence.from_dict), paired=typed("paired", PairedEvidence.from_dict),
             start=data.get("start"), host_bound=typed("host_bound", HostBound.from_dict), compile=data.get("compile"),
-            judgement=judgement_from(data), phases=data.get("phases"),
+            judgement=judgement_from(data), phases=data.get("phases"), profile=typed("profile", Profile.from_dict),
         )
 
 

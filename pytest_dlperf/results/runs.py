@@ -114,6 +114,8 @@ class RunRecord:
     start: str | None = None
     #: Cut short far off its baseline: its pace, steps and seconds (:class:`pytest_dlperf.gate.far.Cut`'s fields)
     far_off: dict[str, Any] | None = None
+    #: A --dlperf-profile run's top operators (:class:`pytest_dlperf.worker.operators.Profile`'s fields); never counted
+    profile: dict[str, Any] | None = None
 
     @property
     def median(self) -> float | None:
@@ -137,6 +139,8 @@ class RunRecord:
             out["start"] = self.start
         if self.far_off is not None:
             out["far_off"] = self.far_off
+        if self.profile is not None:
+            out["profile"] = self.profile
         return out
 
     @classmethod
@@ -153,7 +157,7 @@ class RunRecord:
             convergence=data.get("convergence"), interference=data.get("interference"),
             ranks=[RankRecord.from_dict(r) for r in data.get("ranks") or []],
             command=CommandLine.from_dict(command) if command else None, start=data.get("start"),
-            far_off=data.get("far_off"))
+            far_off=data.get("far_off"), profile=data.get("profile"))
 
 
 @dataclasses.dataclass

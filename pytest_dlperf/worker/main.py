@@ -154,12 +154,8 @@ def warm_up(step, warmup_steps: int, measured_total: int, report) -> float | Non
 
 
 def compile_steps(step, on_progress=None) -> dict[str, float]:
-    """Run the steps that compile a ``torch.compile``d model, outside warm-up and windows.
-
-    The first step compiles (forward and backward); the second runs the compiled code as
-    every later step does.  ``compile_seconds`` is the first step's time minus the second's:
-    the compilation, without the training work the first step also did.
-    """
+    """Run the steps that compile a ``torch.compile``d model, outside warm-up and windows: the first compiles, the
+    second runs the compiled code; ``compile_seconds`` is the first's time minus the second's."""
     started = time.time()
     seconds = []
     for _ in range(2):
@@ -174,12 +170,8 @@ def compile_steps(step, on_progress=None) -> dict[str, float]:
 
 
 def _sampler(spec: WorkerSpec, device_info: dict[str, Any], warnings: list[str]):
-    """The telemetry sampler of this rank, or None when the spec turns telemetry off.
-
-    On CUDA it samples the rank's own GPU (its NVML index, see :func:`telemetry.nvml_index`; the one it
-    shares with other ranks under ``--dlperf-share-gpus``)
-    and the host; on the CPU the host only.
-    """
+    """The telemetry sampler of this rank (None when the spec turns it off): on CUDA the rank's own GPU (its NVML
+    index, :func:`telemetry.nvml_index`; shared under ``--dlperf-share-gpus``) and the host; on the CPU the host."""
     if not spec.telemetry:
         return None
     from . import telemetry
@@ -267,7 +259,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         result.warnings.append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
     result.final_loss = loss
-    if ranks.rank == 0 and not spec.data_only and spec.run_index == 0:  # the same count every run: the first's
+    if ranks.rank == 0 and not (spec.data_only or spec.profile) and spec.run_index == 0:  # the same count every run: the first's
         try:
             result.flops = count_flops(model_spec, settings, spec.case.precision, device_info, result.windows,
                                        ranks.world_size, spec.peak_tflops)
@@ -304,12 +296,21 @@ def _measure(spec: WorkerSpec, result: WorkerResult, held: Held, model_spec, set
     if settings["compile"]:
         progress(phase="compiling")
         compiled = compile_steps(held.step, lambda seconds: progress(seconds, spec.total_steps))
-    windows, marks = time_windows(held.step, warmup_steps=spec.warmup_steps, steps=spec.steps, repeats=spec.repeats,
-                                  samples_per_step=per_rank, on_progress=progress,
-                                  barrier=held.group.barrier if held.group else None, sampler=busy,
-                                  between=busy.between)
-    result.interference = busy.summary()
-    if getattr(held.step, "clock", None) is not None:
+    if spec.profile:  # a run beside the timed ones, under torch.profiler (worker/profiling.py): never counted
+        from .profiling import STEPS, profile_steps
+
+        warm = functools.partial(warm_up, held.step, spec.warmup_steps, STEPS + 1, progress) if spec.warmup_steps \
+            else lambda: None  # the progress file tells the controller the step time, for its time limit
+        windows, marks, profiled = profile_steps(held.step, warm, samples_per_step=per_rank, folder=spec.result_dir,
+                                                 rank=ranks.rank)
+        result.profile = profiled.to_dict()
+    else:
+        windows, marks = time_windows(held.step, warmup_steps=spec.warmup_steps, steps=spec.steps,
+                                      repeats=spec.repeats, samples_per_step=per_rank, on_progress=progress,
+                                      barrier=held.group.barrier if held.group else None, sampler=busy,
+                                      between=busy.between)
+        result.interference = busy.summary()
+    if getattr(held.step, "clock", None) is not None and not spec.profile:
         result.phase_timing = held.step.clock.timing().to_dict()
     if device_info.get("type") == "cuda" and not spec.data_only:  # after the windows: the host's part of a step
         marks["host_seconds_per_step"] = held.step.host_seconds()
