@@ -68,8 +68,10 @@ def write_known_history(url: str) -> dict[str, dict]:
             tiny_verdict = "pass"
             if night == 11:
                 tiny, tiny_verdict = 1900.0, "inconclusive"
+            phases = {"step": 0.016, "data": 0.0, "forward": 0.004, "backward": 0.011 if night == 11 else 0.008,
+                      "optimizer": 0.002, "other": 0.002}
             cases.append(CaseRow(TINY, case_json("tiny", "fp32", 32, 1), "img/s", tiny, (tiny,), tiny_verdict, 2000.0,
-                                 0.05, message=f"{TINY}: {tiny_verdict} at {tiny:.1f} img/s"))
+                                 0.05, message=f"{TINY}: {tiny_verdict} at {tiny:.1f} img/s", phases=phases))
             if night >= 4:
                 crashed = night == 11
                 cases.append(CaseRow(BERT, case_json("bert-tiny", "fp32", 8, 1, settings={"seq_len": 32}), "seq/s",
@@ -525,12 +527,15 @@ def test_every_chart_is_a_valid_plotly_figure(tmp_path):
     assert [v.case_id for v in views] == [RESNET, BERT, TINY, TTA]  # sorted by machine class, then case
     checked = 0
     for view in views:
-        for figure in (html.trend_figure(view, tmp_path), html.extra_figure(view)):
+        for figure in (html.trend_figure(view, tmp_path), html.extra_figure(view), html.phases_figure(view)):
             if figure is not None:
                 go.Figure(figure)  # raises ValueError on a property Plotly does not know or a bad value
                 json.dumps(figure, allow_nan=False)
                 checked += 1
-    assert checked == 5
+    assert checked == 6
+    phases = html.phases_figure(views[2])  # tiny's nights in phases, stacked; its backward grew on the last
+    assert [trace["name"] for trace in phases["data"]] == ["forward", "backward", "optimizer", "other"]
+    assert phases["layout"]["barmode"] == "stack" and phases["data"][1]["y"][-2:] == [8.0, 11.0]
 
 
 def test_views_of_many_cases_are_the_same_from_a_process_pool(tmp_path):

@@ -311,6 +311,33 @@ def extra_figure(view: CaseView) -> dict[str, Any] | None:
     return {"data": data, "layout": layout}
 
 
+#: The phases of a step in the order it runs them (pytest_dlperf.worker.phases), each with its colour.
+PHASE_COLOURS = (("data", "#8d6e63"), ("forward", "#1e88e5"), ("backward", "#43a047"), ("comm", "#fb8c00"),
+                 ("optimizer", "#8e24aa"), ("other", "#b0bec5"))
+
+
+def phases_figure(view: CaseView) -> dict[str, Any] | None:
+    """Where each night's step went: milliseconds a step of each phase, stacked, over the nights that have them
+    (the nights' ``phases``); None where none has any."""
+    timed = [n for n in view.nights if n.row.phases]
+    if not timed:
+        return None
+    data = []
+    for name, colour in PHASE_COLOURS:
+        values = [n.row.phases.get(name) for n in timed]
+        if not any(values):
+            continue
+        data.append({"type": "bar", "name": name, "x": [when(n) for n in timed],
+                     "y": [num(1000 * v) if v is not None else None for v in values], "marker": {"color": colour},
+                     "hovertemplate": f"{name}: %{{y:.3f}} ms a step<extra></extra>"})
+    layout = {"height": 300, "barmode": "stack", "margin": {"l": 70, "r": 24, "t": 20, "b": 40},
+              "hovermode": "x unified", "legend": {"orientation": "h", "y": -0.2, "x": 0},
+              "xaxis": _time_axis(view.nights), "yaxis": {"title": {"text": "ms a step"}, "gridcolor": "#eceff1"},
+              "plot_bgcolor": "#ffffff", "paper_bgcolor": "#ffffff",
+              "font": {"family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", "size": 12}}
+    return {"data": data, "layout": layout}
+
+
 def _finite_field(night: Night, field: str) -> bool:
     return finite(getattr(night.row, field))
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .charts import VERDICTS, extra_figure, fmt, link_target, pct, trend_figure, verdict_style
+from .charts import VERDICTS, extra_figure, fmt, link_target, pct, phases_figure, trend_figure, verdict_style
 from .dashboard import SPARK_NIGHTS, CaseView, Night, Standing, StepState, utc
 
 HERE = Path(__file__).resolve().parent
@@ -266,7 +266,7 @@ def render_case(renderer: _Renderer, view: CaseView, meta: Mapping[str, Any], pa
     newest = None
     if history is not None and history.newest_step is not None:
         newest = history.newest_step.describe()
-    figures = {"trend": trend_figure(view, page_dir), "extra": extra_figure(view)}
+    figures = {"trend": trend_figure(view, page_dir), "extra": extra_figure(view), "phases": phases_figure(view)}
     has_links = any(n.links for n in view.nights)
     latest = view.latest
     summary = {
