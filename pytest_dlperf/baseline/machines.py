@@ -17,6 +17,10 @@ it was measured on.  :func:`load` picks, in this order:
    ``"reference": true``) run unjudged, and at the end of the session their figures are
    recorded for this machine (:func:`record`), which step 2 then picks.
 
+With ``--dlperf-machine NAME`` the user names the machine class instead (:mod:`.named`): the file that says
+``"machine": NAME`` (or ``NAME.json``) of the folder, else of the record folder, else none (recorded as
+``NAME.json``); hardware is not matched, and a picked file of other hardware is warned of in the line.
+
 The folder's reference file always says which cases run: a picked file gives the figures of
 the cases it has, and a recorded file gains the ones it lacks.  The session says which file
 it picked and why in one line (:meth:`Selection.line`).
@@ -36,7 +40,7 @@ from .. import environment, jsonio
 from ..cases import OptionError
 from ..gate.tolerance import Noisy
 from . import document as baseline_doc
-from . import hardware
+from . import hardware, named
 from .document import Baseline, Entry
 from .measured import from_measurements
 
@@ -182,6 +186,7 @@ class Selection:
     reference: Baseline
     files: list[tuple[Baseline, Machine | None]]  # the folder's files, each with its machine
     record_path: Path | None = None  # where cases without a figure are recorded at the end
+    name: str | None = None  # --dlperf-machine: the machine class the user named (:mod:`.named`)
 
     @property
     def recorded(self) -> str:
@@ -190,6 +195,8 @@ class Selection:
     def line(self) -> str:
         """The one line that says which baseline this session judges against, and why."""
         mine = self.machine.describe()
+        if self.name is not None:
+            return named.line(self, measured_on(self.chosen) if self.chosen is not None else None, shown)
         if self.how == "matches":
             theirs = measured_on(self.chosen)
             return (f"baseline {shown(self.chosen.path)}: its hardware ({theirs.describe()}) matches this "
@@ -210,6 +217,8 @@ class Selection:
         """A case's note when the picked file has no figure for it (or no file was picked)."""
         if self.how == "another":
             return f"not judged: {self.folder}: {self.machine.probe_gap(self.files[0][1])}"
+        if self.how == "none" and self.name is not None:
+            return named.missing_note(self)
         if self.how == "none":
             return (f"not judged: no baseline for this machine ({self.machine.describe()}) in {self.folder}; "
                     f"recorded in {self.recorded} for the next run")
@@ -218,11 +227,13 @@ class Selection:
         return f"not judged: {shown(self.chosen.path)}, this machine's baseline, has no figure for this case"
 
 
-def load(path: str, device: str, record_root: str | os.PathLike, root: str | os.PathLike | None) -> Baseline:
-    """``--dlperf-baseline``: a file as it is, or the file of a folder that describes this machine."""
+def load(path: str, device: str, record_root: str | os.PathLike, root: str | os.PathLike | None,
+         name: str | None = None) -> Baseline:
+    """``--dlperf-baseline``: a file as it is, or the file of a folder that describes this machine (``name``:
+    the file of the machine class ``--dlperf-machine`` names, :mod:`.named`)."""
     if not Path(path).is_dir():
         return elsewhere(baseline_doc.load(path), this_machine(device, environment.collect(root)))
-    return select(path, this_machine(device, environment.collect(root)), record_root)
+    return select(path, this_machine(device, environment.collect(root)), record_root, name=name)
 
 
 def elsewhere(loaded: Baseline, machine: Machine, measure=hardware.host_figures) -> Baseline:
@@ -253,10 +264,12 @@ def _best(machine: Machine, candidates: Iterable[tuple[Baseline, Machine | None]
                                          bm[1].signature is not None))[0]
 
 
-def select(folder: str, machine: Machine, record_root: str | os.PathLike, measure=hardware.host_figures) -> Baseline:
+def select(folder: str, machine: Machine, record_root: str | os.PathLike, measure=hardware.host_figures,
+           name: str | None = None) -> Baseline:
     """The baseline of ``folder`` for ``machine`` (see the module's text; ``measure``: this host's probe figures,
-    :func:`.hardware.host_figures`); raises ``jsonio.DocumentError`` for a file that cannot be read and
-    :class:`OptionError` for a folder without a reference."""
+    :func:`.hardware.host_figures`; ``name``: the machine class ``--dlperf-machine`` names); raises
+    ``jsonio.DocumentError`` for a file that cannot be read and :class:`OptionError` for a folder without a
+    reference."""
     loaded = _files(Path(folder))
     if not loaded:
         raise OptionError(f"--dlperf-baseline: {folder}: a folder without baseline files (*.json)")
@@ -267,22 +280,17 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike, measur
     reference = marked[0] if marked else loaded[0]
     record_dir = Path(record_root) / Path(folder).resolve().name
     files = [(b, measured_on(b)) for b in loaded]
-    recorded = [(b, measured_on(b)) for b in _files(record_dir)]
-    machine = probed(machine, [m for _, m in (*files, *recorded)], measure)
-    record_path = record_dir / f"{machine.slug()}.json"
-    chosen, how = _best(machine, files), "matches"
-    if chosen is None:
-        chosen, how = _best(machine, recorded), "recorded"
-        if chosen is not None:
-            record_path = Path(chosen.path)
-            real = record_path.resolve()
-            if not real.is_relative_to(record_dir.resolve()):  # written in place: never a file elsewhere
-                raise OptionError(f"dlperf_baseline_record: {record_path} is a link to {real}, outside "
-                                  f"{record_dir}: a recorded baseline is written where it lies; remove the link")
-    if chosen is None:
-        how = "none"
+    if name is not None:
+        chosen, how, record_path = named.pick(loaded, _files(record_dir), name, folder, record_dir)
+    else:
+        machine, chosen, how, record_path = _inferred(machine, files, record_dir, measure)
+    if chosen is not None and how == "recorded":
+        real = record_path.resolve()
+        if not real.is_relative_to(record_dir.resolve()):  # written in place: never a file elsewhere
+            raise OptionError(f"dlperf_baseline_record: {record_path} is a link to {real}, outside "
+                              f"{record_dir}: a recorded baseline is written where it lies; remove the link")
     selection = Selection(shown(folder), machine, how, chosen, reference, files,
-                          None if how == "matches" else record_path)
+                          None if how in ("matches", "named") else record_path, name)
     entries = _entries(reference, chosen, selection.missing_note())
     if selection.record_path is not None and any(e.unjudged for e in entries):
         try:
@@ -293,6 +301,21 @@ def select(folder: str, machine: Machine, record_root: str | os.PathLike, measur
         selection.record_path = None
     base = chosen or reference
     return Baseline(base.path, base.data, entries, selection)
+
+
+def _inferred(machine: Machine, files: list[tuple[Baseline, Machine | None]], record_dir: Path,
+              measure) -> tuple[Machine, Baseline | None, str, Path]:
+    """This machine (probed where a file has host figures), the file whose hardware matches it, else the file it
+    recorded, else none; how (``matches``, ``recorded``, ``none``) and where its figures are recorded."""
+    recorded = [(b, measured_on(b)) for b in _files(record_dir)]
+    machine = probed(machine, [m for _, m in (*files, *recorded)], measure)
+    chosen = _best(machine, files)
+    if chosen is not None:
+        return machine, chosen, "matches", record_dir / f"{machine.slug()}.json"
+    chosen = _best(machine, recorded)
+    if chosen is not None:
+        return machine, chosen, "recorded", Path(chosen.path)
+    return machine, None, "none", record_dir / f"{machine.slug()}.json"
 
 
 def _entries(reference: Baseline, chosen: Baseline | None, missing: str) -> list[Entry]:
@@ -355,6 +378,8 @@ def record(loaded: Baseline, results: Iterable[Any], env: Mapping[str, Any],
         existing = dict(selection.chosen.data)
         existing["cases"] = [*existing["cases"], *document["cases"]]
         document = existing
+    elif selection.name is not None:
+        named.describe(document, selection)
     else:
         document["name"] = f"{Path(selection.folder).name} on {selection.machine.describe()}"
         document["provenance"]["notes"] = (

@@ -106,7 +106,7 @@ def check(options: Options, root: Path) -> HistoryBaselines | None:
         raise OptionError(missing)
     try:
         with store_for(url).open() as store:
-            machine = machine_class(options.device, environment.collect(root))
+            machine = machine_class(options.device, environment.collect(root), options.machine)
             points = store.points(machine=machine)
             pairs = store.points(machine=machine, ab=True) if options.against == LAST_GOOD else []
     except StoreError as exc:
@@ -155,7 +155,7 @@ def save_references(options: Options, root: Path) -> HistoryBaselines | None:
         return None
     try:
         with store_for(options.history_url).open() as store:
-            machine = machine_class(options.device, environment.collect(root))
+            machine = machine_class(options.device, environment.collect(root), options.machine)
             points = store.points(machine=machine)
     except StoreError as exc:
         raise OptionError(f"--dlperf-history: {exc}") from None

@@ -42,7 +42,7 @@ class Outputs:
 
 
 def session_environment(pipeline: Pipeline) -> dict[str, Any]:
-    """The controller's machine, and the device the first measured case ran on."""
+    """The controller's machine, the device the first measured case ran on and the machine's name, if given."""
     env = environment.collect(pipeline.config.rootpath)
     devices = [r.device for r in pipeline.results if r.device]
     requested = pipeline.options.device
@@ -52,6 +52,8 @@ def session_environment(pipeline: Pipeline) -> dict[str, Any]:
         env["device"] = {"type": requested}
     else:
         env["device"] = {"type": pipeline.runner.probed_device or "unknown"}
+    if pipeline.options.machine:
+        env["machine"] = pipeline.options.machine  # --dlperf-machine: the history rows' machine class
     return env
 
 

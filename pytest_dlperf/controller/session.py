@@ -18,7 +18,7 @@ import signal
 import pytest
 
 from .. import ab
-from ..baseline import machines
+from ..baseline import machines, named
 from ..commands import trust
 from ..launch import process
 from . import bisect, collection, coverage, outputs
@@ -49,8 +49,9 @@ class DlperfSession:
         :class:`~pytest_dlperf.jsonio.DocumentError` with one line that says what is wrong, before any case runs."""
         options.check_not_distributed(config)
         options.check_outputs()
+        named.check_given(config)  # --dlperf-machine "": refused, not read as no name
         baseline = machines.load(options.baseline_path, options.device, options.baseline_record,
-                                 config.rootpath) if options.baseline_path else None
+                                 config.rootpath, options.machine) if options.baseline_path else None
         history = history_hooks.check(options, config.rootpath)
         pipeline = Pipeline(config, options, baseline, history=history,
                             history_references=history_hooks.save_references(options, config.rootpath))

@@ -1,7 +1,8 @@
 """The history's typed rows: one :class:`SessionRow` per session, one :class:`CaseRow` per judged case.
 
 A session row carries the environment that matters when a figure changes: the machine class
-(GPU model and count, or CPU model and count: figures are only compared within one), the GPU
+(the name ``--dlperf-machine`` gave it, else GPU model and count, or CPU model and count: figures are only
+compared within one), the GPU
 driver, torch / CUDA / cuDNN / NCCL versions, the git commit and branch of the code under test,
 the host and the time.  The whole environment document (:func:`pytest_dlperf.environment.collect`)
 is kept beside them as JSON.  A case row carries the judged median, the medians of the case's
@@ -127,10 +128,14 @@ def finite(value: float | None) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def machine_class(device: str, env: Mapping[str, Any]) -> str:
-    """This session's machine class: the GPU model and count, else the CPU model and its CPUs."""
+def machine_class(device: str, env: Mapping[str, Any], name: str | None = None) -> str:
+    """This session's machine class: the name the user gave it (``name``, else the environment's ``machine``:
+    ``--dlperf-machine``), else the GPU model and count, else the CPU model and its CPUs."""
     from ..baseline.machines import this_machine  # the controller's machine comparison, one place
 
+    named = name or env.get("machine")
+    if isinstance(named, str) and named:
+        return named  # one named machine's nights line up, whatever its hardware drifts to
     machine = this_machine(device, env)
     if machine.kind == "cuda":
         count = (env.get("gpus") or {}).get("count") or 0

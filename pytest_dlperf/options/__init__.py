@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from .. import jsonio
+from ..baseline.named import machine_name
 from ..cases import MAX_BATCH_TRIALS, PRECISIONS, OptionError, parse_batch_sizes, parse_ints, parse_list, parse_precisions, parse_settings
 from ..commands.trust import Trust, project_root
 from ..gate.figures import MAX_BANDWIDTH_DROP, MAX_CORE_DROP, MAX_INTERFERENCE
@@ -61,6 +62,9 @@ OPTIONS = (
     Option("baseline-record", "where a baseline folder's cases are recorded for a machine that no file of it "
                               "describes, which the next session on this machine gates against (default "
                               ".dlperf/baselines under the rootdir).", "DIR", record_folder, cli=False),
+    Option("machine", "name this machine class (as asv's machine.json): a baseline folder's file saying \"machine\": "
+                      "NAME (else NAME.json) judges; history rows carry NAME (default: from the hardware).", "NAME",
+           machine_name),
     Option("model", "models for cases without a baseline entry (comma list).", "NAMES", listed(parse_list),
            action="append", field="models"),
     Option("precision", f"precisions for matrix cases: {', '.join(PRECISIONS)} (comma list; default fp32).", "LIST",
