@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{multi['cases'][0].get('runs')}, memory {multi['cases'][0].get('memory_gbs')} GB/s")
         print(f"baseline: {entry['throughput']:.1f} {entry['unit']} from {saved['runs']} runs "
               f"(medians {entry.get('runs')}, memory {entry.get('memory_gbs')} GB/s, core {entry.get('core_gflops')} "
-              f"GFLOP/s), {saved['seconds']:.0f} s; "
+              f"GFLOP/s, host probe {entry.get('host_runs')}), {saved['seconds']:.0f} s; "
               f"OMP_NUM_THREADS {os.environ.get('OMP_NUM_THREADS', 'the plugin default')}")
         stale = None
         if opts.stale_sessions:

@@ -11,8 +11,6 @@ from pytest_dlperf import cli
 from pytest_dlperf.reporting import explain, markdown
 from pytest_dlperf.worker.operators import Operator, Profile, table
 
-pytest_plugins = ["pytester"]
-
 
 def _profile(clock: str = "cpu", step_ms: float = 10.0, **operators: float) -> Profile:
     ops = tuple(Operator(name.replace("__", "::"), ms, 1.0) for name, ms in operators.items())

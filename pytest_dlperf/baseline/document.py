@@ -39,7 +39,7 @@ STEP_DEFAULTS = {"warmup_steps": 20, "steps": 100, "repeats": 5}
 PROBE_FIELDS = tuple(probe.key for probe in HOST_PROBES)
 #: Entry fields that make a baseline schema version 2.
 VERSION_2_FIELDS = ("runs", *PROBE_FIELDS, "probe_runs", "command", "cpu_threads", "start", "host_cpu", "compile",
-                    "phases", "profile")
+                    "phases", "profile", "host_runs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +83,13 @@ class Entry:
     phases: Mapping[str, float] | None = None
     #: Its top operators when saved with ``--dlperf-profile`` (version 2; :mod:`pytest_dlperf.worker.operators`).
     profile: Mapping[str, Any] | None = None
+    #: The controller's probe of the host after each counted run (version 2; :mod:`pytest_dlperf.gate.host`).
+    host_runs: tuple[float, ...] = ()
 
     def expected(self, unit: str, default_tolerance: float = DEFAULT_TOLERANCE) -> Expected:
         tolerance = self.tolerance if self.tolerance is not None else default_tolerance
         return Expected(self.throughput, self.unit or unit, tolerance, self.source, memory_gbs=self.memory_gbs,
-                        core_gflops=self.core_gflops, phases=self.phases)
+                        core_gflops=self.core_gflops, phases=self.phases, host_runs=self.host_runs or None)
 
 
 @dataclasses.dataclass
@@ -285,7 +287,7 @@ def index(path: str | os.PathLike | None, data: Mapping[str, Any]) -> list[Entry
             threads_as_before="cpu_threads" not in raw and not on_gpu,
             start=raw.get("start"), host_cpu=raw.get("host_cpu"), compile=raw.get("compile"),
             phases={k: float(v) for k, v in raw["phases"].items()} if "phases" in raw else None,
-            profile=raw.get("profile"),
+            profile=raw.get("profile"), host_runs=tuple(float(v) for v in raw.get("host_runs", ())),
         ))
         if "command" in raw and data.get("schema_version") == 1:
             raise jsonio.DocumentError(path, f"$.cases[{position}].command", "a command case needs schema_version 2")

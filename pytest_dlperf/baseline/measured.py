@@ -110,6 +110,9 @@ def kept_runs(record: Mapping[str, Any]) -> dict[str, Any]:
             readings[probe.key] = values
     if readings:
         out["probe_runs"] = readings
+    hosts = [round(r.host, 4) for r in runs if r.host]
+    if len(hosts) >= 2:  # the controller's own probe after each counted run (pytest_dlperf.gate.host)
+        out["host_runs"] = hosts
     if record.get("phases"):  # where its step's time went (pytest_dlperf.gate.attribution)
         out["phases"] = {name: round(value, 7) for name, value in record["phases"].items()}
     if record.get("profile"):  # its top operators (--dlperf-profile), without the trace of a session's folder

@@ -104,6 +104,26 @@ class Runner:
         name = re.sub(r"[^A-Za-z0-9_.+=-]", "_", case.id).replace("..", "__")
         return self.workdir / name
 
+    def probe_host(self) -> dict[str, float] | None:
+        """The host's speed, read by a process of its own (:mod:`pytest_dlperf.worker.hostprobe`), with nothing of
+        the code under test beside it: ``memory_gbs``, ``core_gflops`` and ``index`` (their geometric mean); None
+        where it could not be read.  Called between runs, once a run's processes have ended (:mod:`..gate.host`)."""
+        import json
+        import subprocess
+        import sys
+
+        from ..worker.hostprobe import index
+
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        try:
+            done = subprocess.run([sys.executable, "-m", "pytest_dlperf.worker.hostprobe"], capture_output=True,
+                                  text=True, timeout=60, env=env, check=False)
+            reading = json.loads(done.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return None
+        figure = index(reading)
+        return {**reading, "index": round(figure, 4)} if figure else None
+
     def label(self, case: Case) -> str:
         """The case's id in messages: a ``"max"`` batch case with the batch its search chose."""
         return self.searches.label(case, self.device)

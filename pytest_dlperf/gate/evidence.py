@@ -46,7 +46,6 @@ from typing import Any
 from ..protocol import ValueEnum
 from .figures import HOST_PROBES, RunFigure
 
-
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2 = 1%.
 CONFIDENCE = 0.98
 #: A pass where the interval still reaches below the threshold needs it to rule out this many tolerances of slowdown
@@ -340,6 +339,7 @@ class StopReason(ValueEnum):
     TIME_BUDGET = "time budget"  # dlperf_max_seconds
     BUSY = "busy"  # BUSY_RUNS busy runs in a row
     FAR_OFF = "far-off"  # far.FAR_RUNS runs in a row cut short, far off the baseline (pytest_dlperf.gate.far)
+    HOST_MOVED = "host moved"  # the host moved since the save, and the two ways of judging contradict (gate.host)
 
 
 @dataclasses.dataclass

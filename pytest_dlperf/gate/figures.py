@@ -68,6 +68,7 @@ class RunFigure:
     bandwidth: float | None = None  # the run's memory probe, GB/s (interference.memory_gbs)
     core: float | None = None  # the run's core probe, GFLOP/s (interference.core_gflops)
     far: bool = False  # cut short far off its baseline (:mod:`.far`): ``value`` is its pace until then
+    host: float | None = None  # the controller's own probe of the host after the run (:mod:`.host`)
 
     def probe(self, probe: HostProbe) -> float | None:
         """The run's figure of ``probe`` (:data:`MEMORY`, :data:`CORE`)."""
@@ -78,12 +79,14 @@ class RunFigure:
                "core_gflops": self.core}
         if self.far:
             out["far_off"] = True
+        if self.host is not None:
+            out["host"] = self.host
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunFigure:
         return cls(data["index"], data["throughput"], data.get("busy"), data.get(MEMORY.key), data.get(CORE.key),
-                   bool(data.get("far_off")))
+                   bool(data.get("far_off")), data.get("host"))
 
 
 def busy_reason(interference: Mapping[str, Any] | None, threshold: float | None = MAX_INTERFERENCE) -> str | None:
@@ -245,7 +248,7 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
 
 def run_figures(runs: Sequence[RunRecord], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:
     """Each run's median of windows (:attr:`~pytest_dlperf.results.runs.RunRecord.median`), whether it was busy
-    (:func:`busy_reason`: a named cause), and its host probes."""
+    (:func:`busy_reason`: a named cause), its host probes and the controller's probe after it (:mod:`.host`)."""
     out = []
     for run in runs:
         if run.far_off is not None:
@@ -256,5 +259,6 @@ def run_figures(runs: Sequence[RunRecord], threshold: float | None = MAX_INTERFE
             continue
         interference = run.interference or {}
         out.append(RunFigure(run.index, median, busy_reason(interference, threshold),
-                             interference.get(MEMORY.key), interference.get(CORE.key)))
+                             interference.get(MEMORY.key), interference.get(CORE.key),
+                             host=(run.host_probe or {}).get("index")))
     return out

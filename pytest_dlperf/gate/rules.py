@@ -27,16 +27,17 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: processes are its descendants too, throttling is named and counted, the never-deciding nights survive their own FAIL;
 #: 3, a run far off its baseline is cut short and two such runs fail the case (gate/far.py, 2026-11-28); 4, an A/B
 #: case's pass is spent over its looks as its fail is, and a run is cut only after 8 steps (2026-11-28); 5, an A/B
-#: case's estimate is the pairs' own, never adjusted by the memory probe each side times in its own process.
-VERDICT_RULES = 5
+#: case's estimate is the pairs' own, never adjusted by the memory probe each side times in its own process; 6, a host
+#: that moved since the save (the controller's own probe between runs) is judged both ways, decided where they agree.
+VERDICT_RULES = 6
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "43e524587b4817bb"
+FINGERPRINT = "240fdf69855abdb1"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
 #: Every rule, (what, where): the decision's five, far off's one, the busy runs' four, the save's five, the notes'
-#: one, the policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's own slowdown) and added
-#: one (a case that never decides).
+#: one, the host's move one, the policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's
+#: own slowdown, as the worker's probe read it) and added one (a case that never decides).
 RULES = (
     ("regression: the interval's top at its look's boundary below the threshold", "evidence.decide, looks"),
     ("a regression needs REGRESSION_RUNS evidence runs; from fewer at the budget: not confirmed", "sequential"),
@@ -55,6 +56,8 @@ RULES = (
     ("a save's run whose probe read far below its own quiet level is busy", "figures.outliers"),
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
+    ("a host that moved since the save (its own probe between runs): decided only where the runs as measured and on "
+     "the host's scale agree", "host, sequential.judged_both_ways"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
     ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides",
      "policy.never_decided"),
@@ -81,8 +84,9 @@ def readme_table() -> str:
                  f"([far off](docs/verdicts.md#far-off)); or undecided {INCONCLUSIVE_NIGHTS} nights in a row, and "
                  f"after, in a history store (`dlperf_inconclusive_nights`)", "FAILED",
          "a regression: [bisect it](docs/triage.md#a-regression)"),
-        ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `dlperf_max_seconds`, or {BUSY_RUNS} runs "
-                         f"in a row on a busy machine (another job's CPU or GPU use, steal)",
+        ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `dlperf_max_seconds`, {BUSY_RUNS} runs "
+                         f"in a row on a busy machine (another job's CPU or GPU use, steal), or on a host that moved "
+                         f"since the save ([why](docs/verdicts.md#a-host-that-moved))",
          "PASSED (inconclusive), in yellow", "read the next line: more runs, a quieter machine, or a wider tolerance "
                                              "([triage](docs/triage.md#inconclusive))"),
         ("ERROR", "the training crashed, ran out of memory or hung", "FAILED",

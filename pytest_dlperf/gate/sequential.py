@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..results.case import Expected
 from ..results.runs import Attempt
 from . import evidence as ev
-from . import far
+from . import far, host
 from . import figures as fig
 from .drift import prior as prior_drift
 from .evidence import Evidence, StopReason
@@ -122,6 +122,31 @@ def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline
     return estimate, decision, False
 
 
+def evidence_now(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
+                 tolerance: float, drift: ev.Drift | None, budget: Budget, notes: list[str]) -> tuple[Evidence, bool]:
+    """The runs so far as evidence (:func:`assess`, then :func:`judged_both_ways` where the host moved), and whether
+    the runs as measured and on the host's scale contradict each other."""
+    estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, drift, budget)
+    decision, contradicted, line = judged_both_ways(figures, expected, baseline_runs, tolerance, drift, budget,
+                                                    decision)
+    notes = [line, *notes] if line else notes
+    return Evidence(list(figures), estimate, decision, StopReason.DECIDED, busy_counted, notes), contradicted
+
+
+def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
+                     tolerance: float, drift: ev.Drift | None, budget: Budget,
+                     decision: ev.Decision) -> tuple[ev.Decision, bool, str | None]:
+    """Where the host moved since the save (:mod:`.host`): the decision of the runs as measured and on the host's
+    scale together, whether the two contradict, and the line that says the host moved; else ``decision`` as it is."""
+    move = host.moved(figures, expected.host_runs if expected is not None else None, tolerance)
+    if move is None:
+        return decision, False, None
+    scaled = [dataclasses.replace(f, value=f.value / move.ratio) for f in figures]
+    decision, contradicted = host.combined(decision, assess(scaled, expected, baseline_runs, tolerance, drift,
+                                                            budget)[1])
+    return decision, contradicted, move.line()
+
+
 #: Evidence runs a regression needs before it is declared (while the run budget allows them): one fresh run can be
 #: an outlier the normal model of the others does not foresee (measured here: one unchanged run 25% below a
 #: baseline whose five runs spread 9%).
@@ -208,9 +233,11 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
             return attempt, far_off(figures, expected, baseline_runs, drift)
         if len(attempts) < budget.first_runs or (figures and all(f.far for f in figures)):
             continue
-        estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, drift, budget)
         notes = fig.probe_notes(figures, references, probe_runs, budget.probe_drops) + fig.throttle_notes(attempt.runs)
-        evidence = Evidence(figures, estimate, decision, StopReason.DECIDED, busy_counted, notes)
+        evidence, contradicted = evidence_now(figures, expected, baseline_runs, tolerance, drift, budget, notes)
+        estimate, decision = evidence.estimate, evidence.decision
+        if contradicted and estimate.runs >= REGRESSION_RUNS:  # the host's move alone turns the verdict, in runs
+            return attempt, out_of_budget(evidence, False, StopReason.HOST_MOVED)  # that agree: no run more helps
         # A regression needs REGRESSION_RUNS runs that agree.  Fine and improved cases are decided on their first run.
         unconfirmed = decision is ev.Decision.REGRESSION and estimate.runs < REGRESSION_RUNS
         wanting = sum(not f.busy for f in figures) < counted_runs

@@ -135,7 +135,8 @@ def busy_lines(evidence: Evidence) -> list[Reason]:
 #: Where an undecided case's runs stopped, for its message.
 STOPPED_AT = {StopReason.MAX_RUNS: "after {runs} runs (--dlperf-max-runs)",
               StopReason.TIME_BUDGET: "at the time budget (dlperf_max_seconds)",
-              StopReason.BUSY: "after busy runs in a row", StopReason.FAR_OFF: "after runs cut short far off"}
+              StopReason.BUSY: "after busy runs in a row", StopReason.FAR_OFF: "after runs cut short far off",
+              StopReason.HOST_MOVED: "where the host moved"}
 
 
 def busy_stop_line(evidence: Evidence) -> Reason:
@@ -295,9 +296,16 @@ def _undecided(j: Judged, est: Estimate, expected: Expected) -> Judgement:
                           f"stopped {at})", Why.EVIDENCE), *j.tail]
         return _judgement(FAIL, reasons, diff)
     below = est.value < threshold
-    reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, Status.INCONCLUSIVE),
-               busy_stop_line(j.evidence) if j.evidence.stopped == StopReason.BUSY
-               else _what_would_decide(j, est, expected, below), *j.tail]
+    if j.evidence.stopped == StopReason.BUSY:
+        why = busy_stop_line(j.evidence)
+    elif j.evidence.stopped == StopReason.HOST_MOVED:
+        why = Reason(f"undecided: as measured it is {'below' if below else 'within'} the threshold "
+                     f"{fmt_value(threshold)} {j.unit}, on the host's scale it is not, and no run more can tell the "
+                     "code's change from the host's: save the baseline again on this host, or judge against the last "
+                     "good build in pairs (--dlperf-against last-good)", Why.EVIDENCE)
+    else:
+        why = _what_would_decide(j, est, expected, below)
+    reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, Status.INCONCLUSIVE), why, *j.tail]
     return _judgement(Status.INCONCLUSIVE, reasons, diff, undecided=True, beyond="below" if below else None)
 
 

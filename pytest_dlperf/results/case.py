@@ -57,6 +57,8 @@ class Expected:
     core_gflops: float | None = None
     #: The seconds per step of each phase the baseline's runs measured (:mod:`pytest_dlperf.gate.attribution`).
     phases: Mapping[str, float] | None = None
+    #: The controller's probe of the host after each of the save's counted runs (:mod:`pytest_dlperf.gate.host`).
+    host_runs: tuple[float, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"throughput": self.throughput, "tolerance": self.tolerance, "source": self.source, "unit": self.unit}
@@ -68,6 +70,8 @@ class Expected:
             out["core_gflops"] = self.core_gflops
         if self.phases is not None:
             out["phases"] = dict(self.phases)
+        if self.host_runs is not None:
+            out["host_runs"] = list(self.host_runs)
         return out
 
     @classmethod
@@ -75,7 +79,7 @@ class Expected:
         figures = data.get("figures")
         return cls(data["throughput"], data.get("unit") or "", data.get("tolerance", 0.0), data.get("source"),
                    None if figures is None else tuple(figures), data.get("memory_gbs"), data.get("core_gflops"),
-                   data.get("phases"))
+                   data.get("phases"), tuple(data["host_runs"]) if data.get("host_runs") else None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -116,6 +116,9 @@ class RunRecord:
     far_off: dict[str, Any] | None = None
     #: A --dlperf-profile run's top operators (:class:`pytest_dlperf.worker.operators.Profile`'s fields); never counted
     profile: dict[str, Any] | None = None
+    #: The host's speed read by the controller's own probe process after the run ended (worker.hostprobe): its
+    #: memory_gbs, core_gflops and their index; None where not probed.
+    host_probe: dict[str, Any] | None = None
 
     @property
     def median(self) -> float | None:
@@ -141,6 +144,8 @@ class RunRecord:
             out["far_off"] = self.far_off
         if self.profile is not None:
             out["profile"] = self.profile
+        if self.host_probe is not None:
+            out["host_probe"] = self.host_probe
         return out
 
     @classmethod
@@ -157,7 +162,7 @@ class RunRecord:
             convergence=data.get("convergence"), interference=data.get("interference"),
             ranks=[RankRecord.from_dict(r) for r in data.get("ranks") or []],
             command=CommandLine.from_dict(command) if command else None, start=data.get("start"),
-            far_off=data.get("far_off"), profile=data.get("profile"))
+            far_off=data.get("far_off"), profile=data.get("profile"), host_probe=data.get("host_probe"))
 
 
 @dataclasses.dataclass

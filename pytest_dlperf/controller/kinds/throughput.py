@@ -89,9 +89,16 @@ def measure_runs(plan: Plan, runner: Runner, measured: Case) -> tuple[Attempt, E
                     opts.bandwidth_drop(runner.device), opts.core_drop(runner.device))
     done: list[RunRecord] = []
 
+    # The host's own speed after each run, in a process of its own (pytest_dlperf.gate.host): on the CPU, with the
+    # busy rule on, for a save and against a save that kept it.
+    probing = runner.device == "cpu" and opts.max_interference is not None and \
+        (plan.save or (expected is not None and bool(expected.host_runs)))
+
     def measure_one(index: int) -> Attempt:
         runs = runner.runs(measured, plan.spec, one_run, plan.folder, label=runner.label(case), unit=plan.spec.unit,
                            first_index=index, before=done)
+        for run in runs if probing else ():
+            run.host_probe = runner.probe_host()
         done.extend(runs)
         return Attempt.from_runs(runs, plan.spec.unit)
 

@@ -1,0 +1,79 @@
+"""A host that moved since its baseline was saved: judged both ways, decided only where both agree (issue 53).
+
+A stored baseline compares tonight's runs with a save's.  Where the host itself became slower or faster since the
+save (a VM moved to a busier host, a lower clock, a tenant that stays), every case reads the host's move as if the
+code had made it: unchanged code fails, and on a faster host a slowdown passes.  A session cannot see such a move
+in its own runs; the controller's probe can: between runs, after a run's process tree has ended, it starts a
+process of its own that times the host's memory copy and core arithmetic (:mod:`pytest_dlperf.worker.hostprobe`).
+Nothing of the code under test runs beside it, so the code cannot move it.  A baseline being saved keeps its runs'
+readings (``host_runs``: one figure per run, :func:`pytest_dlperf.worker.hostprobe.index`).
+
+The rule: where the session's readings differ from the save's by more than :data:`MOVED_SIGMAS` standard errors of
+their difference (and by at least :data:`MOVED_FLOOR` of the tolerance), the case is judged twice, as measured and
+on the host's scale (each run's figure divided by the host's ratio).  It decides only where the two agree: both
+slower, or both not slower (a pass and an improvement agree, as measured is said).  Where one is decided and the
+other not, more runs are measured; where they contradict (unchanged code on a slower host: a FAIL as measured, a
+PASS on the host's scale), the case ends INCONCLUSIVE, saying that the host moved and by how much.  A slowdown
+beyond the host's move fails both ways, so the rule never excuses one: it only withholds a verdict the host's move
+would have made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+
+from . import evidence as ev
+from .figures import RunFigure
+
+#: Standard errors of the difference of the two sides' mean log readings beyond which the host has moved.
+MOVED_SIGMAS = 3.0
+#: The least move that counts, as a share of the tolerance: a smaller one cannot turn a verdict.
+MOVED_FLOOR = 0.5
+#: The spread assumed for the readings where neither side has two: the probes' CV on the project's VMs is 2-4%.
+PRIOR_SPREAD = 0.04
+
+NOT_SLOWER = (ev.Decision.PASS, ev.Decision.IMPROVED)
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    """The host's move: the session's readings over the save's (``ratio``), and how many of each."""
+
+    ratio: float
+    runs: int
+    saved_runs: int
+
+    def line(self) -> str:
+        way = "slower" if self.ratio < 1 else "faster"
+        return (f"the host moved: its own probe (a process of its own between runs) reads {abs(self.ratio - 1):.0%} "
+                f"{way} than when the baseline was saved ({self.runs} against {self.saved_runs} readings)")
+
+
+def moved(figures: Sequence[RunFigure], saved: Sequence[float] | None, tolerance: float) -> Move | None:
+    """The host's move since the save, where it is beyond the readings' own noise; None where it is not, or where
+    either side has no reading."""
+    now = [math.log(f.host) for f in figures if f.host and not f.busy and not f.far]
+    then = [math.log(v) for v in saved or () if v > 0]
+    if not now or not then:
+        return None
+    difference = statistics.fmean(now) - statistics.fmean(then)
+    deviations = [v - statistics.fmean(side) for side in (now, then) if len(side) > 1 for v in side]
+    dof = len(deviations) - sum(len(side) > 1 for side in (now, then))
+    spread = math.sqrt(sum(d * d for d in deviations) / dof) if dof > 0 else PRIOR_SPREAD
+    se = spread * math.sqrt(1 / len(now) + 1 / len(then))
+    if abs(difference) <= max(MOVED_SIGMAS * se, MOVED_FLOOR * tolerance):
+        return None
+    return Move(math.exp(difference), len(now), len(then))
+
+
+def combined(raw: ev.Decision, scaled: ev.Decision) -> tuple[ev.Decision, bool]:
+    """The decision of a case judged as measured (``raw``) and on the host's scale: (the decision, whether the two
+    contradict each other).  Agreeing decisions are the raw one; one undecided leaves the case undecided."""
+    if raw is ev.Decision.UNDECIDED or scaled is ev.Decision.UNDECIDED:
+        return ev.Decision.UNDECIDED, False
+    if (raw in NOT_SLOWER) == (scaled in NOT_SLOWER):
+        return raw, False
+    return ev.Decision.UNDECIDED, True
