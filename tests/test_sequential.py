@@ -161,13 +161,12 @@ def test_the_loop_stops_when_decided_or_at_the_budget():
     assert calls == [0, 1, 2] and e.decision is ev.Decision.PASS  # --dlperf-runs 3: three before deciding
     now = [0.0]
 
-    def slow(index):
+    def slow(index):  # each run takes 150 s: a slower build gets the same runs (the budget is runs, never time)
         now[0] += 150.0
-        return attempt(950.0)
+        return attempt([940.0, 960.0, 945.0, 955.0, 950.0][index])
 
-    _, e = measure_until_decided(slow, BASE, noisy, Budget(max_seconds=220), sleep=lambda s: None,
-                                 clock=lambda: now[0])
-    assert e.stopped == "time budget" and len(e.figures) == 1  # a second run would end past 220 s
+    _, e = measure_until_decided(slow, BASE, noisy, Budget(max_runs=5), sleep=lambda s: None, clock=lambda: now[0])
+    assert e.stopped == "max-runs" and len(e.figures) == 5
 
 
 def test_a_baseline_being_saved_starts_its_runs_over_the_save_span():

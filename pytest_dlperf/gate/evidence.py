@@ -336,7 +336,7 @@ class StopReason(ValueEnum):
 
     DECIDED = "decided"
     MAX_RUNS = "max-runs"  # --dlperf-max-runs
-    TIME_BUDGET = "time budget"  # dlperf_max_seconds
+    TIME_BUDGET = "time budget"  # the removed dlperf_max_seconds: in results written before 0.4.0 only
     BUSY = "busy"  # BUSY_RUNS busy runs in a row
     FAR_OFF = "far-off"  # far.FAR_RUNS runs in a row cut short, far off the baseline (pytest_dlperf.gate.far)
     HOST_MOVED = "host moved"  # the host moved since the save, and the two ways of judging contradict (gate.host)

@@ -30,9 +30,8 @@ https://doi.org/10.1145/3358960.3379132).  So:
 * **the stopping rules** are the sequential verdict's (:mod:`.sequential`): the first decision after
   ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`MIN_PAIRS` counted pairs, so that
   the spread is measured, not the prior's alone (one A/A pair read +33% beside a busy neighbour), at most
-  ``--dlperf-max-runs`` pairs (:data:`MAX_PAIRS` where it is not given), the time budget (``dlperf_max_seconds``:
-  no pair starts that would likely end past it), a busy pair not counted and :data:`.sequential.BUSY_RUNS` busy
-  pairs in a row ending it.
+  ``--dlperf-max-runs`` pairs (:data:`MAX_PAIRS` where it is not given; never a time), a busy pair not counted and
+  :data:`.sequential.BUSY_RUNS` busy pairs in a row ending it.
 
 Everything here is a pure function; :func:`pytest_dlperf.ab.pairs.measure_pairs` measures the pairs.
 """

@@ -28,10 +28,11 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: 3, a run far off its baseline is cut short and two such runs fail the case (gate/far.py, 2026-11-28); 4, an A/B
 #: case's pass is spent over its looks as its fail is, and a run is cut only after 8 steps (2026-11-28); 5, an A/B
 #: case's estimate is the pairs' own, never adjusted by the memory probe each side times in its own process; 6, a host
-#: that moved since the save (the controller's own probe between runs) is judged both ways, decided where they agree.
+#: that moved since the save (the controller's own probe between runs) is judged both ways, decided where they agree,
+#: and the budget is in runs only (dlperf_max_seconds removed).
 VERDICT_RULES = 6
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "240fdf69855abdb1"
+FINGERPRINT = "4a687b299f770dda"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -84,7 +85,7 @@ def readme_table() -> str:
                  f"([far off](docs/verdicts.md#far-off)); or undecided {INCONCLUSIVE_NIGHTS} nights in a row, and "
                  f"after, in a history store (`dlperf_inconclusive_nights`)", "FAILED",
          "a regression: [bisect it](docs/triage.md#a-regression)"),
-        ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs or at `dlperf_max_seconds`, {BUSY_RUNS} runs "
+        ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs, {BUSY_RUNS} runs "
                          f"in a row on a busy machine (another job's CPU or GPU use, steal), or on a host that moved "
                          f"since the save ([why](docs/verdicts.md#a-host-that-moved))",
          "PASSED (inconclusive), in yellow", "read the next line: more runs, a quieter machine, or a wider tolerance "

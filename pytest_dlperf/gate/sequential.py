@@ -2,8 +2,8 @@
 
 :func:`measure_until_decided` runs ``--dlperf-runs`` runs, then after each run (a *look*) estimates the
 case from the runs that are evidence (:mod:`.evidence`, with the drift between sessions of :mod:`.drift`) and
-stops when it decides (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs, or
-``dlperf_max_seconds`` for the case (no run starts that would likely end past it).  The looks are paid for: a
+stops when it decides (regression, pass, improved) or the budget is spent: ``--dlperf-max-runs`` runs (never a
+time: a time budget gives a slower build fewer runs, issue 53).  The looks are paid for: a
 regression's boundary is that of the look among those the budget plans (:mod:`.looks`), so that all of them
 together fail a case exactly at its threshold at most 1% of the time.  A run measured on a busy machine (a
 cause the message names, measured outside the case's processes: other processes on the saturated CPUs, steal,
@@ -69,7 +69,6 @@ class Budget:
 
     first_runs: int = 1  # --dlperf-runs: runs before the first decision
     max_runs: int = 10  # --dlperf-max-runs
-    max_seconds: float | None = None  # dlperf_max_seconds
     max_interference: float | None = fig.MAX_INTERFERENCE  # dlperf_max_interference; None: off
     max_bandwidth_drop: float | None = fig.MAX_BANDWIDTH_DROP  # the memory probe named beyond it (None: off, GPUs)
     max_core_drop: float | None = fig.MAX_CORE_DROP  # the core probe, likewise
@@ -218,7 +217,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     tolerance = expected.tolerance if expected is not None else 0.05
     references = {probe.key: getattr(expected, probe.key, None) if expected is not None else None
                   for probe in fig.HOST_PROBES}
-    started = last_start = clock()
+    last_start = clock()
     attempts: list[Attempt] = []
     while True:
         index = len(attempts)
@@ -249,8 +248,5 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.BUSY)
         if len(attempts) >= budget.max_runs:
             return attempt, out_of_budget(evidence, unconfirmed, StopReason.MAX_RUNS)
-        elapsed = clock() - started  # and a run more, at the runs' mean so far:
-        if budget.max_seconds is not None and elapsed + elapsed / len(attempts) > budget.max_seconds:
-            return attempt, out_of_budget(evidence, unconfirmed, StopReason.TIME_BUDGET)
         if figures and figures[-1].busy:
             sleep(min(BUSY_WAIT, attempt.runs[-1].wall_seconds or BUSY_WAIT))

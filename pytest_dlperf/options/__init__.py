@@ -108,8 +108,6 @@ OPTIONS = (
     Option("max-runs", "most fresh runs of a case before its verdict is inconclusive: after each run the case is "
                        "decided (each way a one-sided test at 1%%), or measured again (default 10; A/B pairs: 30).", "N",
            integer(1)),
-    Option("max-seconds", "time budget of a case's runs: no run starts that would end past it (default: none).",
-           "SECONDS", number(0), cli=False),
     Option("inconclusive", "which cases still undecided at the budget fail: pass (none: each is reported INCONCLUSIVE, "
                            "with what would decide it; default), below (those whose estimate is below the threshold), "
                            "fail (all).", "POLICY", choice(INCONCLUSIVE_POLICIES, "pass")),
@@ -201,6 +199,7 @@ REMOVED = (
     Removed("no-fork-server", "give -o dlperf_start=fresh (or dlperf_start = fresh in pytest.ini)",
             action="store_true", ini="bool"),
     Removed("history-html", "write the site with dlperf history URL --html DIR after the session", "DIR", ini=None),
+    Removed("max-seconds", "the budget is in runs, never time: give --dlperf-max-runs N", "SECONDS"),
     Removed("history-html-link", "give dlperf history URL --html DIR --link LABEL=PATTERN after the session",
             "LABEL=PATTERN", action="append", ini="linelist"),
 )

@@ -52,7 +52,7 @@ class PairedKind:
     def measure(self, plan: Plan, runner: Runner) -> Measurement:
         opts, ab, case, spec = runner.options, self.ab, plan.case, plan.spec
         max_pairs = opts.max_runs if opts.max_runs_given else max(opts.runs, paired.MAX_PAIRS)
-        budget = Budget(opts.runs, max_pairs, opts.max_seconds, opts.max_interference)
+        budget = Budget(opts.runs, max_pairs, opts.max_interference)
         one = dataclasses.replace(plan.params, runs=1)
         sides = {s.name: (side_spec(spec, s), SideLauncher(runner.launcher, s, ab.forkable))
                  for s in (ab.candidate, ab.reference)}

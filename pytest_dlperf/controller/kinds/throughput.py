@@ -85,7 +85,7 @@ def measure_runs(plan: Plan, runner: Runner, measured: Case) -> tuple[Attempt, E
     cut = far.rule(expected.throughput, expected.tolerance, opts.max_interference) \
         if expected is not None and not plan.save and opts.max_interference is not None else None
     one_run = dataclasses.replace(plan.params, runs=1, far=cut)
-    budget = Budget(opts.runs, opts.max_runs, opts.max_seconds, opts.max_interference,
+    budget = Budget(opts.runs, opts.max_runs, opts.max_interference,
                     opts.bandwidth_drop(runner.device), opts.core_drop(runner.device))
     done: list[RunRecord] = []
 
