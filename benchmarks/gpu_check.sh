@@ -618,13 +618,15 @@ seeds_step() {
         --dlperf-save-baseline "$baseline" --dlperf-log-dir "$logs/worker-logs" --junitxml "$report/seeds.xml"
         --basetemp "$logs/basetemp" "${benchmark[@]}")
     # `benchmarks`, a folder without tests, as the path: the session collects the dlperf cases
-    # alone, not the plugin's own test suite (testpaths), which it would only deselect.
-    local seeds=("$PY" -m pytest benchmarks -p no:cacheprovider -m dlperf --dlperf-device cuda
+    # alone, not the plugin's own test suite (testpaths), which it would only deselect.  --noconftest:
+    # nor the suite's conftest.py at the root, whose plugins (tests/fixtures.py, ...) would import torchvision
+    # and matplotlib into the controller and start its test helpers, 5 s of CPU for nothing.
+    local seeds=("$PY" -m pytest benchmarks -p no:cacheprovider --noconftest -m dlperf --dlperf-device cuda
         --dlperf-model resnet50,vgg16,bert-base,gpt2 --dlperf-precision fp32,tf32,amp,bf16 --dlperf-batch-size 256,128,64,8
         -k "$select" --dlperf-runs "$runs" --dlperf-warmup-steps "$warmup" --dlperf-steps "$steps"
         -o "dlperf_repeats=$repeats" "${outputs[@]}")
-    DRY_CMD=("$PY" -m pytest benchmarks -p no:cacheprovider -m dlperf --dlperf-device cpu --dlperf-model tiny
-        --dlperf-precision fp32,bf16 --dlperf-batch-size 32 -k "tiny-fp32-bs32-gpu1"
+    DRY_CMD=("$PY" -m pytest benchmarks -p no:cacheprovider --noconftest -m dlperf --dlperf-device cpu
+        --dlperf-model tiny --dlperf-precision fp32,bf16 --dlperf-batch-size 32 -k "tiny-fp32-bs32-gpu1"
         --dlperf-runs 1 --dlperf-max-runs 1 --dlperf-warmup-steps 1 --dlperf-steps 2 -o dlperf_repeats=1
         -o dlperf_max_interference=off "${outputs[@]}")  # busy runs count: the save must come out beside a test suite
     run_step seeds "$(own_limit seeds)" "$report/seeds.log" -- "${seeds[@]}"

@@ -73,29 +73,51 @@ from pytest_dlperf.baseline import DEFAULT_TOLERANCE
 from pytest_dlperf.baseline.document import index
 
 CONFTEST = '''
+import functools
 import os
 import subprocess
 import sys
-import torch
-from torch import nn
 from pytest_dlperf import register_model
 
 
-class Repeated(nn.Module):
-    """A conv block applied DLPERF_VQ_COST times: the work per step, in known steps of 1/COST."""
+@functools.cache
+def classes():
+    """The models' classes, torch imported where a model is built (the worker): the session's controller, which
+    only needs the registrations, never imports torch (3 s of CPU a session)."""
+    import torch
+    from torch import nn
 
-    def __init__(self, cost, num_classes):
-        super().__init__()
-        self.cost = cost
-        self.stem = nn.Conv2d(3, 8, 3, padding=1)
-        self.block = nn.Conv2d(8, 8, 3, padding=1)
-        self.head = nn.Linear(8, num_classes)
+    class Repeated(nn.Module):
+        """A conv block applied DLPERF_VQ_COST times: the work per step, in known steps of 1/COST."""
 
-    def forward(self, x):
-        x = torch.relu(self.stem(x))
-        for _ in range(self.cost):
-            x = torch.relu(self.block(x))
-        return self.head(x.mean((2, 3)))
+        def __init__(self, cost, num_classes):
+            super().__init__()
+            self.cost = cost
+            self.stem = nn.Conv2d(3, 8, 3, padding=1)
+            self.block = nn.Conv2d(8, 8, 3, padding=1)
+            self.head = nn.Linear(8, num_classes)
+
+        def forward(self, x):
+            x = torch.relu(self.stem(x))
+            for _ in range(self.cost):
+                x = torch.relu(self.block(x))
+            return self.head(x.mean((2, 3)))
+
+    class Padded(nn.Module):
+        """A model that trains DLPERF_VQ_PAD more samples than its batch (its first ones again) and returns
+        the batch's outputs: every layer does (batch + pad) / batch times the work, forward and backward."""
+
+        def __init__(self, model, pad):
+            super().__init__()
+            self.model, self.pad = model, pad
+
+        def forward(self, x):
+            n = x.shape[0]
+            if self.pad:
+                x = torch.cat([x, x[:self.pad]])
+            return self.model(x)[:n]
+
+    return Repeated, Padded
 
 
 #: DLPERF_VQ_HELPERS=N: the model starts N helper processes of its own that spin until the worker ends, each with
@@ -111,22 +133,8 @@ def helpers():
 @register_model("vq", task="image-classification", batch_size=16, defaults={"image_size": 12, "num_classes": 10})
 def vq(settings):
     helpers()
-    return Repeated(int(os.environ.get("DLPERF_VQ_COST", "20")), settings["num_classes"])
-
-
-class Padded(nn.Module):
-    """A model that trains DLPERF_VQ_PAD more samples than its batch (its first ones again) and returns
-    the batch's outputs: every layer does (batch + pad) / batch times the work, forward and backward."""
-
-    def __init__(self, model, pad):
-        super().__init__()
-        self.model, self.pad = model, pad
-
-    def forward(self, x):
-        n = x.shape[0]
-        if self.pad:
-            x = torch.cat([x, x[:self.pad]])
-        return self.model(x)[:n]
+    repeated, _ = classes()
+    return repeated(int(os.environ.get("DLPERF_VQ_COST", "20")), settings["num_classes"])
 
 
 if os.environ.get("DLPERF_VQ_MODEL"):  # --model: vq-<name>, a registered image-classification model, padded
@@ -136,7 +144,8 @@ if os.environ.get("DLPERF_VQ_MODEL"):  # --model: vq-<name>, a registered image-
 
     def padded(settings):
         helpers()
-        return Padded(BASE.factory(settings), int(os.environ.get("DLPERF_VQ_PAD", "0")))
+        _, padded_class = classes()
+        return padded_class(BASE.factory(settings), int(os.environ.get("DLPERF_VQ_PAD", "0")))
 
     register_model("vq-" + BASE.name, task=BASE.task, batch_size=BASE.batch_size, defaults=dict(BASE.defaults),
                    channels_last=BASE.channels_last, requires=dict(BASE.requires), factory=padded)

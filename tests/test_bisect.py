@@ -1,5 +1,5 @@
 """``dlperf_bisect_exit``: the exit status ``git bisect run`` reads (docs/triage.md), as a table of
-verdicts, and a real bisection: a git repository of a conftest model whose third commit gives its step eight
+verdicts, and a real bisection: a git repository of a conftest model whose third commit gives its step sixteen
 times the layers, a baseline saved at the first, and ``git bisect run`` with the option names the third."""
 
 from __future__ import annotations
@@ -42,15 +42,18 @@ def test_the_history_gate_marks_the_commit_bad():
     assert bisect_exit([Status.PASS], FAILED, gate_failed=True) == BAD
 
 
-#: The model of each commit: LAYERS hidden layers a step (docs/triage.md's example).
-CONFTEST = '''from torch import nn
-from pytest_dlperf import register_model
+#: The model of each commit: LAYERS hidden layers a step (docs/triage.md's example).  torch is imported where the
+#: model is built, in the worker: each of the bisection's sessions is a process of its own, whose controller needs
+#: only the model's name (torch's import there would cost each 3 s of CPU).
+CONFTEST = '''from pytest_dlperf import register_model
 
 LAYERS = {layers}
 
 
 @register_model("my-mlp", task="regression", batch_size=128, defaults={{"in_features": 128}})
 def my_mlp(settings):
+    from torch import nn
+
     width = settings["in_features"]
     hidden = [m for _ in range(LAYERS) for m in (nn.Linear(width, width), nn.ReLU())]
     return nn.Sequential(*hidden, nn.Linear(width, 1))

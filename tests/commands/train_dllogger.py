@@ -1,7 +1,8 @@
 """Trains a small MLP for real and logs like NVIDIA DLLogger's JSON stream: ``DLLL {json}`` per step.
 
 Usage: python train_dllogger.py --batch-size 32 --steps 12 [--amp]
-Only rank 0 logs (as DeepLearningExamples' scripts do); train.total_ips is the whole job's.
+Only rank 0 logs (as DeepLearningExamples' scripts do); train.total_ips is the whole job's.  SGD (and, on several
+ranks, the gradients' mean) by hand: by_hand.py.
 """
 import argparse
 import json
@@ -10,6 +11,7 @@ import sys
 import time
 
 import torch
+from by_hand import SGD
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--batch-size", type=int, required=True)
@@ -22,9 +24,7 @@ rank = int(os.environ.get("RANK", "0"))
 if world > 1:
     torch.distributed.init_process_group("gloo")
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
-if world > 1:
-    model = torch.nn.parallel.DistributedDataParallel(model)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+optimizer = SGD(model.parameters(), lr=0.01, momentum=0.9)
 x, y = torch.randn(args.batch_size, 256), torch.randint(0, 10, (args.batch_size,))
 
 
