@@ -99,7 +99,7 @@ def test_a_fail_and_dlperf_explain_name_the_one_operator_made_slower_first(dlper
         assert cli.main(["explain", str(dlperf.path / "new.json"), str(dlperf.path / old)]) == 0
         lines = capsys.readouterr().out.splitlines()
         assert lines[0].startswith("scannet-fp32-bs16-gpu1: profiled step "), lines
-        assert lines[2].split()[0] == "aten::cumsum", lines  # under the table's header
+        assert lines[3].split()[0] == "aten::cumsum", lines  # under the table's header and its rule
     assert cli.main(["explain", str(dlperf.path / "old.json"), str(dlperf.path / "old.json"), "--case", "x"]) == 1
     report = markdown.render(dlperf.results("new.json"))
     assert "| case | data | forward | backward | optimizer | other | step |" in report  # the phases, beside

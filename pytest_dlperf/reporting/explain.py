@@ -23,6 +23,7 @@ from .. import jsonio
 from ..results.case import CaseResult
 from ..worker.operators import TOP, Profile
 from .markdown_tables import escape, table
+from .summary import render_table
 
 #: Operators listed per case unless ``--top`` says.
 SHOWN = 10
@@ -97,12 +98,10 @@ def case_lines(case_id: str, new: Profile, old: Profile, top: int = SHOWN) -> li
         return [f"{case_id}: not compared: {why}"]
     head = (f"{case_id}: profiled step {old.step_ms:.3f} -> {new.step_ms:.3f} ms ({new.clock} clock, self time of "
             f"operators {old.total_ms:.3f} -> {new.total_ms:.3f} ms a step)")
-    rows = [["operator", "old ms", "new ms", "change ms", "change", "calls a step"]]
-    rows += [change.cells() for change in changes(new, old)[:top]]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    table = ["  " + "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in
-                              enumerate(zip(row, widths, strict=True))).rstrip() for row in rows]
-    return [head, *table]
+    rows = [change.cells() for change in changes(new, old)[:top]]
+    lines = render_table(["operator", "old ms", "new ms", "change ms", "change", "calls a step"], rows,
+                         align_right=range(1, 6))
+    return [head, *("  " + line for line in lines)]
 
 
 def profiles(path: str) -> dict[str, Profile]:
@@ -110,10 +109,9 @@ def profiles(path: str) -> dict[str, Profile]:
     if _kind(path) == "dlperf-results":
         document = jsonio.load(path, "results")
         return {case["id"]: Profile.from_dict(case["profile"]) for case in document["cases"] if case.get("profile")}
-    from ..baseline.document import index
+    from ..baseline.document import load
 
-    document = jsonio.load(path, "baseline")
-    return {entry.case.id: Profile.from_dict(entry.profile) for entry in index(path, document) if entry.profile}
+    return {entry.case.id: Profile.from_dict(entry.profile) for entry in load(path).entries if entry.profile}
 
 
 def _kind(path: str) -> Any:

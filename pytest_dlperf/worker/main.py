@@ -259,7 +259,7 @@ def run(spec: WorkerSpec, result: WorkerResult) -> None:
         result.warnings.append(f"the training loss is {loss} at the end: the step may be skipping work")
         loss = None
     result.final_loss = loss
-    if ranks.rank == 0 and not (spec.data_only or spec.profile) and spec.run_index == 0:  # the same count every run: the first's
+    if ranks.rank == 0 and not (spec.data_only or spec.profile) and spec.run_index == 0:  # the first run's count
         try:
             result.flops = count_flops(model_spec, settings, spec.case.precision, device_info, result.windows,
                                        ranks.world_size, spec.peak_tflops)
@@ -310,8 +310,8 @@ def _measure(spec: WorkerSpec, result: WorkerResult, held: Held, model_spec, set
                                       barrier=held.group.barrier if held.group else None, sampler=busy,
                                       between=busy.between)
         result.interference = busy.summary()
-    if getattr(held.step, "clock", None) is not None and not spec.profile:
-        result.phase_timing = held.step.clock.timing().to_dict()
+        if getattr(held.step, "clock", None) is not None:
+            result.phase_timing = held.step.clock.timing().to_dict()
     if device_info.get("type") == "cuda" and not spec.data_only:  # after the windows: the host's part of a step
         marks["host_seconds_per_step"] = held.step.host_seconds()
     _gather(spec, result, held, meter, windows, device_info, ranks)
