@@ -13,8 +13,11 @@ from torch import nn
 
 from pytest_dlperf import jsonio, models
 from pytest_dlperf.cases import Case
+from pytest_dlperf.gate import attribution
 from pytest_dlperf.launch.workers import RunParams, measure
 from pytest_dlperf.protocol import RESULT_SCHEMA_VERSION, WorkerResult, result_file
+from pytest_dlperf.reporting import explain
+from pytest_dlperf.results.case import CaseResult, Expected
 from pytest_dlperf.worker import phaseclock, phases
 from pytest_dlperf.worker.distributed import global_windows
 from pytest_dlperf.worker.main import time_windows
@@ -241,3 +244,34 @@ def test_a_real_two_rank_run_times_the_exposed_all_reduce(tmp_path):
     assert rank0.largest() == "comm" and rank0.comm >= 0.6 * late, rank0  # waits for rank 1's gradients
     assert rank0.comm - rank1.comm >= 0.5 * late and rank0.forward < rank1.forward - 0.5 * late, (rank0, rank1)
     assert phases.pooled(record.windows).comm is not None  # the run's windows: the slowest rank's phases
+
+
+def test_partial_phases_pool_and_compare_on_the_phases_both_sides_timed():
+    # A command's log gives its steps' data and compute time (pytest_dlperf.commands); a worker's baseline the four.
+    logged = [{"steps": 5, "samples": 160, "seconds": 0.6, "throughput": 266.7,
+               "phases": {"data": 0.05, "compute": 0.07}}] * 3
+    pooled = phases.pooled(logged)
+    assert pooled.named() == {"data": 0.05, "compute": 0.07} and pooled.other == pytest.approx(0.0)
+    now = pooled.case_dict()
+    worker = {"step": 0.1, "data": 0.01, "forward": 0.03, "backward": 0.04, "optimizer": 0.015, "other": 0.005}
+    mine, theirs = phases.shared(now, worker)
+    # On the phase both timed; the rest of each step is its other.
+    assert set(mine) == set(theirs) == {"step", "data", "other"}
+    assert (mine["other"], theirs["other"]) == pytest.approx((0.07, 0.09))
+    line = attribution.compare(mine, theirs).line()
+    assert line.startswith("where the time went: data +400% (+40.0 ms a step); the others within 20.0 ms"), line
+    assert attribution.compare(now, worker) is None  # as they were: no line
+    assert phases.shared(now, {"step": 0.1, "forward": 0.1, "other": 0.0}) is None  # no phase in common
+    assert phases.shared(worker, worker) == (worker, worker)
+    # The report's table sets a phase against the baseline's where both timed it, other where both timed the same.
+    result = CaseResult(id="dll-fp32-bs32-gpu1", case=Case.make("dll", "fp32", 32), phases=now,
+                        baseline=Expected(1.0, "img/s", 0.05, phases=worker))
+    (row,) = [line for line in explain.phases_section([result]) if line.startswith("| dll")]
+    assert [cell.strip() for cell in row.strip("|").split("|")][1:] == [
+        "50.00 (+400%)", "70.00", "0.00", "120.00 (+20%)"]
+
+
+def test_the_schemas_name_the_phases_a_case_may_have():
+    for name in ("results", "baseline"):
+        text = json.dumps(jsonio.schema(name))
+        assert json.dumps(["step", *phases.NAMES, phases.OTHER]) in text, name

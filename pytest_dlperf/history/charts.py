@@ -312,8 +312,8 @@ def extra_figure(view: CaseView) -> dict[str, Any] | None:
 
 
 #: The phases of a step in the order it runs them (pytest_dlperf.worker.phases), each with its colour.
-PHASE_COLOURS = (("data", "#8d6e63"), ("forward", "#1e88e5"), ("backward", "#43a047"), ("comm", "#fb8c00"),
-                 ("optimizer", "#8e24aa"), ("other", "#b0bec5"))
+PHASE_COLOURS = (("data", "#8d6e63"), ("compute", "#00897b"), ("forward", "#1e88e5"), ("backward", "#43a047"),
+                 ("comm", "#fb8c00"), ("optimizer", "#8e24aa"), ("other", "#b0bec5"))
 
 
 def phases_figure(view: CaseView) -> dict[str, Any] | None:

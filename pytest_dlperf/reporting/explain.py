@@ -22,6 +22,7 @@ from typing import Any
 from .. import jsonio
 from ..results.case import CaseResult
 from ..worker.operators import TOP, Profile
+from ..worker.phases import OTHER
 from .markdown_tables import escape, table
 from .summary import render_table
 
@@ -139,23 +140,31 @@ def explain(new_path: str, old_path: str, top: int = SHOWN, case: str | None = N
 
 
 #: The report's phase columns, in the order a step runs them (pytest_dlperf.worker.phases), then the whole step.
-PHASE_COLUMNS = ("data", "forward", "backward", "comm", "optimizer", "other", "step")
+PHASE_COLUMNS = ("data", "compute", "forward", "backward", "comm", "optimizer", "other", "step")
 
 
 def phases_section(results: Sequence[CaseResult]) -> list[str]:
     """The report's "Where the time went": each case's milliseconds a step per phase, and the change against its
-    baseline's phases where the baseline has them."""
+    baseline's phases where the baseline has them (a phase both timed; ``other`` where both timed the same)."""
     timed = [r for r in results if r.phases]
     if not timed:
         return []
     columns = [name for name in PHASE_COLUMNS if any(name in r.phases for r in timed)]
     rows = []
     for result in timed:
-        then = (result.baseline.phases if result.baseline is not None else None) or {}
+        then = comparable(result.phases, result.baseline.phases if result.baseline is not None else None)
         rows.append([result.id, *(_phase_cell(result.phases.get(name), then.get(name)) for name in columns)])
     lines = ["## Where the time went", "", "Milliseconds a step of each phase (medians over the counted runs' "
              "windows), and the change against the baseline's where it has them.", ""]
     return lines + table(["case", *columns], rows, align_right=range(1, len(columns) + 1)) + [""]
+
+
+def comparable(now: Mapping[str, float], then: Mapping[str, float] | None) -> Mapping[str, float]:
+    """The baseline's phases a case's may be set against: all of them where both timed the same phases, else those
+    both timed and the step (``other`` holds different phases on each side)."""
+    if not then or set(then) == set(now):
+        return then or {}
+    return {name: value for name, value in then.items() if name in now and name != OTHER}
 
 
 def _phase_cell(seconds: float | None, then: float | None) -> str:

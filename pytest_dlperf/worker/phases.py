@@ -11,6 +11,9 @@ step of each (a window's ``phases``, :meth:`Phases.to_dict`):
   computation did not hide (exposed communication);
 * ``optimizer``: the optimizer's step (and the scaler's update) and ``zero_grad``.
 
+A command case's log gives what it says (:mod:`pytest_dlperf.commands`): ``data`` and ``compute``, the rest of
+the step as the script times it (DLLogger's ``train.compute_time``).  Any phase may be absent.
+
 Their sum is at most the window's step time (its seconds over its steps); the remainder, :attr:`Phases.other`,
 is the loop between steps and the window's own start and end (its synchronization).  The result's
 ``phase_timing`` (:class:`PhaseTiming`) says how they were timed, what timing cost and, where it would have
@@ -27,10 +30,12 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-#: The phases in the order a step runs them; ``comm`` only on several ranks.
-NAMES = ("data", "forward", "backward", "comm", "optimizer")
+#: The phases in the order a step runs them; ``comm`` only on several ranks; ``compute`` only from a log.
+NAMES = ("data", "compute", "forward", "backward", "comm", "optimizer")
 #: The step time no phase accounts for.
 OTHER = "other"
+#: The key of a case's phases (:meth:`Phases.case_dict`) that holds its step time (pytest_dlperf.gate.attribution).
+STEP = "step"
 #: The most of a step that timing its phases may cost: above it they are off (:class:`PhaseTiming`).
 COST_LIMIT = 0.01
 
@@ -38,14 +43,16 @@ COST_LIMIT = 0.01
 @dataclasses.dataclass(frozen=True)
 class Phases:
     """Seconds per step of each phase of one window (or, :func:`pooled`, the medians of several windows'), and
-    the window's step time (its seconds over its steps).  ``comm`` is None on one rank."""
+    the window's step time (its seconds over its steps).  A phase its source did not time is None: ``comm`` on one
+    rank, ``compute`` from the worker, all but ``data`` and ``compute`` from a command's log."""
 
     step_seconds: float
-    data: float
-    forward: float
-    backward: float
-    optimizer: float
+    data: float | None = None
+    forward: float | None = None
+    backward: float | None = None
+    optimizer: float | None = None
     comm: float | None = None
+    compute: float | None = None
 
     @property
     def other(self) -> float:
@@ -74,6 +81,22 @@ class Phases:
         """A window's ``phases`` object: the timed phases' seconds per step."""
         return self.named()
 
+    def case_dict(self) -> dict[str, float]:
+        """A case's ``phases`` object: its step time (:data:`STEP`) and each phase's seconds, ``other`` last."""
+        return {STEP: self.step_seconds, **self.seconds()}
+
+    def only(self, names: Iterable[str]) -> Phases:
+        """These phases alone: the time of the others goes to :attr:`other`."""
+        keep = set(names)
+        return dataclasses.replace(self, **{name: None for name in NAMES if name not in keep})
+
+    @classmethod
+    def from_case(cls, phases: Mapping[str, float] | None) -> Phases | None:
+        """A case's phases from its ``phases`` object (:meth:`case_dict`); None without a step time."""
+        if not phases or not phases.get(STEP):
+            return None
+        return cls(phases[STEP], **{name: phases[name] for name in NAMES if phases.get(name) is not None})
+
     @classmethod
     def from_window(cls, window: Mapping[str, Any]) -> Phases | None:
         """A result window's phases (None for a window without any: an older result, or phases off)."""
@@ -94,16 +117,31 @@ class Phases:
 
 def pooled(windows: Iterable[Mapping[str, Any]]) -> Phases | None:
     """The median of each phase over the ``windows`` that have phases (a run's, or every run's of a case), and
-    their median step time; None where none has (an older result, phases off).  ``comm`` is pooled where every
-    such window has it.  Medians of parts need not add up to the median whole: :attr:`Phases.other` is 0 where
-    they pass it."""
+    their median step time; None where none has (an older result, phases off).  A phase is pooled where every such
+    window has it (``comm``: several ranks).  Medians of parts need not add up to the median whole:
+    :attr:`Phases.other` is 0 where they pass it."""
     each = [phases for phases in map(Phases.from_window, windows) if phases is not None]
-    if not each:
+    names = [name for name in NAMES if each and all(getattr(p, name) is not None for p in each)]
+    if not names:
         return None
-    medians = {name: statistics.median(getattr(p, name) for p in each) for name in NAMES if name != "comm"}
-    comm = [p.comm for p in each]
-    return Phases(statistics.median(p.step_seconds for p in each), **medians,
-                  comm=statistics.median(comm) if None not in comm else None)
+    return Phases(statistics.median(p.step_seconds for p in each),
+                  **{name: statistics.median(getattr(p, name) for p in each) for name in names})
+
+
+def shared(now: Mapping[str, float] | None,
+           then: Mapping[str, float] | None) -> tuple[dict[str, float], dict[str, float]] | None:
+    """A case's phases and its baseline's (``phases`` objects, :meth:`Phases.case_dict`) on the phases both timed,
+    each one's other phases folded into its ``other``: what a FAIL's line may compare.  Unchanged where both timed
+    the same; None where either has none or they share no phase (a log's against the worker's, say)."""
+    mine, theirs = Phases.from_case(now), Phases.from_case(then)
+    if mine is None or theirs is None:
+        return None
+    common = set(mine.named()) & set(theirs.named())
+    if not common:
+        return None
+    if set(now) == set(then):
+        return dict(now), dict(then)
+    return mine.only(common).case_dict(), theirs.only(common).case_dict()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from collections.abc import Mapping
 
 from ... import baseline as baseline_mod
 from ... import data
@@ -31,6 +32,7 @@ from ...results.case import Scaling
 from ...results.judgement import Gate, GateName, Judgement, Reason, Status, Why
 from ...results.runs import Attempt, RunRecord
 from ...results.telemetry import gpu_utilizations, telemetry_summaries
+from ...worker.phases import shared
 from . import Measurement, Plan
 from ..references import CaseReference
 from ..runner import Runner
@@ -170,9 +172,16 @@ def figures_of(plan: Plan, runner: Runner, last: Attempt, evidence: Evidence, sc
         compile=last.compile, max_batch=max_batch, scaling=scale, gpu_utilization_gate=gate,
         hardware_mismatch=mismatch, host_bound=bound, evidence=evidence, phases=phases,
         value=Judged(runner.label(case), scaling_note, tuple(notes),
-                     attribution.compare(phases, expected.phases if expected is not None else None),
+                     shift(phases, expected.phases if expected is not None else None),
                      attribution.scaling_parts(case.gpus, phases, plan.reference.one_rank_phases())
                      if scale is not None else None))
+
+
+def shift(now: Mapping[str, float] | None, then: Mapping[str, float] | None) -> attribution.Shift | None:
+    """Where the step's time went against the baseline's, on the phases both timed (a command's log may give
+    fewer than the worker, or other ones: :func:`pytest_dlperf.worker.phases.shared`)."""
+    both = shared(now, then)
+    return attribution.compare(*both) if both is not None else None
 
 
 def host_facts(runner: Runner) -> dict:
