@@ -16,6 +16,7 @@ import pytest
 
 from pytest_dlperf.cases import Case
 from pytest_dlperf.commands import build_spec, parsers
+from pytest_dlperf.commands.follow import LogFollower
 from pytest_dlperf.commands.measure import combine_ranks, windows_of
 from pytest_dlperf.launch.workers import RunParams
 
@@ -29,7 +30,7 @@ def _register(name: str, script: str, *args: str, **fields) -> str:
 
 CONFTEST_HEAD = "import sys\nfrom pytest_dlperf import register_command\n"
 GOOD = CONFTEST_HEAD + "".join([
-    _register("dll", "train_dllogger.py", "--batch-size", "{batch_size}", "--steps", "{steps}",
+    _register("dll", "train_dllogger.py", "--batch-size", "{batch_size}", "--steps", "{steps}", "--data-ms", "200",
               parser="dllogger", precisions={"fp32": [], "bf16": ["--amp"]}),
     _register("plain", "train_plain.py", "{batch_size}", "{steps}", scope="rank", batch_size=16,
               pattern=r"\[rank (?P<rank>\d+)\] iter (?P<step>\d+) .*batch_cost (?P<step_time>[\d.]+) s"),
@@ -44,10 +45,17 @@ BAD = CONFTEST_HEAD + "".join([
 ])
 
 
+#: A DLLogger script's phases, seconds per step (its data time and compute time): its batches came at once, and its
+#: step under bf16 autocast took about what it takes on this CPU (70 ms).  Now each batch takes 200 ms more.
+DLLOGGER_PHASES = {"step": 0.07, "data": 0.0001, "compute": 0.0699, "other": 0.0}
+
+
 def _good(dlperf) -> None:
     dlperf.pytester.makeconftest(GOOD)
     dlperf.baseline([
-        {"model": "dll", "precision": "bf16", "batch_size": 32, "throughput": 1e9, "unit": "img/s"},
+        # Its phases as a script of the same log gave them, the batches then at once (DLLOGGER_PHASES).
+        {"model": "dll", "precision": "bf16", "batch_size": 32, "throughput": 1e9, "unit": "img/s",
+         "phases": DLLOGGER_PHASES},
         # A command case given in the baseline itself (schema_version 2), not in a conftest.
         {"model": "ml", "precision": "fp32", "batch_size": 64, "throughput": 1.0, "unit": "samples/s",
          "command": {"argv": ["{python}", str(SCRIPTS / "train_mllog.py"), "{global_batch}", "{steps}"],
@@ -85,7 +93,7 @@ def test_the_results_keep_the_command_line_and_the_method(good):
     dll = cases["dll-bf16-bs32-gpu1"]["attempts"][0]["runs"][0]
     # {precision_args} is appended (bf16 -> --amp); {steps} is warm-up + steps x repeats of FAST (2 + 5 x 2).
     assert dll["command"]["argv"][1:] == [str(SCRIPTS / "train_dllogger.py"), "--batch-size", "32", "--steps", "12",
-                                          "--amp"]
+                                          "--data-ms", "200", "--amp"]
     assert dll["command"]["method"] == "windows" and [w["steps"] for w in dll["windows"]] == [5, 5]
     ml = cases["ml-fp32-bs64-gpu1"]
     assert ml["stats"]["n"] == 2 and ml["unit"] == "samples/s"
@@ -97,6 +105,22 @@ def test_the_results_keep_the_command_line_and_the_method(good):
     with open(bar, encoding="utf-8", errors="replace") as log:
         steps = parsers.make("tqdm", {}).parse(log)[0]
     assert [r.step for r in steps] == list(range(1, 13)) and all(r.step_time > 0 for r in steps)
+
+
+def test_a_dllogger_script_s_data_time_gives_the_case_its_phases(good):
+    dll = _cases(good)["dll-bf16-bs32-gpu1"]
+    # Each step waits 200 ms for its batch (--data-ms): its train.data_time, on a line of its own as
+    # DeepLearningExamples' ConvNets trainer logs it.  The case's phases are the log's: data, compute and the rest.
+    assert set(dll["phases"]) == {"step", "data", "compute", "other"}, dll.get("phases")
+    timed = dll["phases"]
+    assert timed["data"] >= 0.18 and timed["data"] + timed["compute"] <= timed["step"] * (1 + 1e-9)
+    windows = dll["attempts"][0]["runs"][0]["windows"]
+    assert all(set(w["phases"]) == {"data", "compute"} for w in windows)
+    # Its FAIL names the phase that moved against the baseline's (DLLOGGER_PHASES): the wait for data.
+    assert "where the time went: data +" in dll["message"]
+    saved = json.loads((good.tester.path / "saved.json").read_text())
+    (entry,) = [e for e in saved["cases"] if e["model"] == "dll"]
+    assert set(entry["phases"]) == {"step", "data", "compute", "other"}
 
 
 def test_two_ranks_through_torchrun_each_log_their_own_steps(good):
@@ -190,6 +214,56 @@ def test_dllogger_reads_steps_and_the_summary_and_skips_the_rest():
     timed = parsers.make("dllogger", {"time_key": "train.compute_time"})
     assert timed.parse_line('DLLL {"step": [0, 7], "data": {"train.compute_time": 0.25}}') == [
         parsers.Record(step_time=0.25, step=7)]
+
+
+#: DeepLearningExamples' ConvNets trainer through dllogger's JSONStreamBackend (PyTorch/Classification/ConvNets/
+#: image_classification/logger.py): per step a line of its default metrics and one of its verbose ones (data_time,
+#: compute_time, in seconds), in the order of its set of verbosity levels; a summary line has step [].
+DLE_LINES = [
+    'DLLL {"timestamp": "1712217600.118", "datetime": "2024-04-04 08:00:00.118", "elapsedtime": "41.2", '
+    '"type": "LOG", "step": [0, 20], "data": {"train.loss": 6.8125, "train.compute_ips": 2437.11, '
+    '"train.total_ips": 2301.9, "train.lr": 0.256, "train.grad_scale": 128.0}}',
+    'DLLL {"timestamp": "1712217600.118", "datetime": "2024-04-04 08:00:00.118", "elapsedtime": "41.2", '
+    '"type": "LOG", "step": [0, 20], "data": {"train.data_time": 0.00619, "train.compute_time": 0.105}}',
+    'DLLL {"timestamp": "1712217602.31", "datetime": "2024-04-04 08:00:02.310", "elapsedtime": "43.4", '
+    '"type": "LOG", "step": [0, 40], "data": {"train.data_time": 0, "train.compute_time": 0.1112}}',
+    'DLLL {"timestamp": "1712217602.31", "datetime": "2024-04-04 08:00:02.310", "elapsedtime": "43.4", '
+    '"type": "LOG", "step": [0, 40], "data": {"train.loss": 6.75, "train.total_ips": 2300.1}}',
+    'DLLL {"timestamp": "1712217604.5", "datetime": "2024-04-04 08:00:04.500", "elapsedtime": "45.6", '
+    '"type": "LOG", "step": [0, 60], "data": {"train.loss": 6.7, "train.total_ips": 2310.0}}',
+    'DLL 2024-04-04 08:00:04.500 - Epoch: 0 Iteration: 60  train.loss : 6.70000  train.total_ips : 2310.00 images/s',
+    'DLLL {"timestamp": "1712217610.0", "datetime": "2024-04-04 08:00:10.000", "elapsedtime": "51.1", '
+    '"type": "LOG", "step": [], "data": {"train.total_ips": 2304.2}}',
+]
+
+
+def test_dllogger_reads_a_step_s_data_and_compute_time_from_the_line_of_its_own():
+    steps, _ = parsers.make("dllogger", {}).parse(DLE_LINES)
+    assert [(r.step, r.throughput, r.phases) for r in steps if not r.final] == [
+        (20, 2301.9, parsers.StepPhases(data=0.00619, compute=0.105)),  # the verbose line after its step's
+        (40, 2300.1, parsers.StepPhases(data=0.0, compute=0.1112)),  # before it; a data time of 0 is one
+        (60, 2310.0, None)]  # none logged
+    # The phases of a window are its steps' means, where every step has them; keys set empty read none.
+    timed = [r for r in steps if r.phases is not None]
+    (window,) = windows_of(timed, warmup=0, steps=2, repeats=1, samples_per_step=256)
+    assert window["phases"] == pytest.approx({"data": 0.003095, "compute": 0.1081})
+    assert "phases" not in windows_of(steps[:3], warmup=0, steps=3, repeats=1, samples_per_step=256)[0]
+    unread, _ = parsers.make("dllogger", {"data_time_key": "", "compute_time_key": ""}).parse(DLE_LINES)
+    assert [r.phases for r in unread] == [None] * 4
+    # A log's phases never add up to more than its step (samples over the logged rate): scaled down together.
+    late = [parsers.Record(throughput=100.0, phases=parsers.StepPhases(data=0.3, compute=0.1))]
+    assert windows_of(late, 0, 1, 1, 20)[0]["phases"] == pytest.approx({"data": 0.15, "compute": 0.05})
+
+
+def test_a_verbose_line_is_no_logged_step_while_the_log_is_followed(tmp_path):
+    log = tmp_path / "dllogger.json"
+    log.write_text("\n".join(DLE_LINES[:4]) + "\n")
+    follower = LogFollower(lambda: [log], lambda: parsers.make("dllogger", {}), expected_steps=2, startup=60.0)
+    follower.poll()
+    assert follower.steps == 2 and follower.measured([[log]])
+    ranks = {0: [{"steps": 2, "samples": 8, "seconds": 1.0, "throughput": 8.0, "phases": {"data": 0.1}}],
+             1: [{"steps": 2, "samples": 8, "seconds": 2.0, "throughput": 4.0, "phases": {"data": 0.6}}]}
+    assert combine_ranks(ranks, "global", 2)[0][0]["phases"] == {"data": 0.6}  # the slowest rank's
 
 
 def test_regex_and_final_parsers():

@@ -112,7 +112,7 @@ class LogFollower:
             found = followed.parser.parse_line(line)
             if found:
                 self.last_activity = now
-                steps += [r for r in found if isinstance(r, parsers.Record) and not r.final]
+                steps += [r for r in found if isinstance(r, parsers.Record) and not r.final and r.is_step]
         for record in steps:
             followed.records.setdefault(record.rank, []).append(record)
         if steps:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..models import UNITS
-from .parsers import Mark, Milestone, Parser, Record, register_parser
+from .parsers import PHASES_ONLY, Mark, Milestone, Parser, Record, StepPhases, join_phases, register_parser
 
 
 def number(value: Any) -> float | None:
@@ -34,11 +34,27 @@ def _json_after(line: str, prefix: str) -> Any:
         return None
 
 
+def seconds(value: Any) -> float | None:
+    """A time in seconds from a logged value that may be 0 (a phase that took no time), else None."""
+    if value == 0 and not isinstance(value, bool):
+        return 0.0
+    return number(value)
+
+
 @register_parser
 class DLLoggerParser(Parser):
+    """DLLogger's JSON stream (``dllogger.JSONStreamBackend``: ``DLLL {"timestamp": ..., "type": "LOG", "step":
+    [epoch, iteration], "data": {...}}``).  DeepLearningExamples' ConvNets trainer logs each step's
+    ``train.total_ips`` on one line and, at verbosity 1, its ``train.data_time`` and ``train.compute_time`` (seconds:
+    the wait for the batch, and the rest) on a second line of the same step
+    (https://github.com/NVIDIA/DeepLearningExamples, ``PyTorch/Classification/ConvNets/image_classification/
+    training.py`` and ``logger.py``): the step's phases ``data`` and ``compute`` (``data_time_key``,
+    ``compute_time_key``; an empty key reads none)."""
+
     name = "dllogger"
     options: ClassVar[Mapping[str, Any]] = {"key": "train.total_ips", "time_key": None, "final_key": None,
-                                            "time_to_train_key": None}
+                                            "time_to_train_key": None, "data_time_key": "train.data_time",
+                                            "compute_time_key": "train.compute_time"}
     PREFIX = "DLLL "
 
     def parse_line(self, line: str) -> list[Record | Mark]:
@@ -47,22 +63,40 @@ class DLLoggerParser(Parser):
             return []
         step, data = entry.get("step"), entry["data"]
         if isinstance(step, list) and not step:  # the run's summary
-            found: list[Record | Mark] = []
-            seconds = number(data.get(self.settings["time_to_train_key"])) if self.settings["time_to_train_key"] \
-                else None
-            if seconds is not None:
-                found.append(Mark(Milestone.TIME_TO_TRAIN, value=seconds))
-            figure = number(data.get(self.settings["final_key"] or self.settings["key"]))
-            return found + ([Record(throughput=figure, final=True)] if figure else [])
+            return self._summary(data)
         if isinstance(step, bool) or not (isinstance(step, int) or (isinstance(step, list) and len(step) >= 2)):
             return []  # PARAMETER lines, epoch summaries ([epoch])
         index = step if isinstance(step, int) else step[-1]
         index = index if isinstance(index, int) else None
+        phases = self._phases(data)
         if self.settings["time_key"]:
-            seconds = number(data.get(self.settings["time_key"]))
-            return [Record(step_time=seconds, step=index)] if seconds else []
-        figure = number(data.get(self.settings["key"]))
-        return [Record(throughput=figure, step=index)] if figure else []
+            time = number(data.get(self.settings["time_key"]))
+            if time:
+                return [Record(step_time=time, step=index, phases=phases)]
+        else:
+            figure = number(data.get(self.settings["key"]))
+            if figure:
+                return [Record(throughput=figure, step=index, phases=phases)]
+        return [Record(step=index, kind=PHASES_ONLY, phases=phases)] if phases is not None else []
+
+    def _summary(self, data: Mapping[str, Any]) -> list[Record | Mark]:
+        found: list[Record | Mark] = []
+        time = number(data.get(self.settings["time_to_train_key"])) if self.settings["time_to_train_key"] else None
+        if time is not None:
+            found.append(Mark(Milestone.TIME_TO_TRAIN, value=time))
+        figure = number(data.get(self.settings["final_key"] or self.settings["key"]))
+        return found + ([Record(throughput=figure, final=True)] if figure else [])
+
+    def _phases(self, data: Mapping[str, Any]) -> StepPhases | None:
+        """The step's phases its line gives (None: none; not the step's own time, ``time_key``)."""
+        keys = {"data": self.settings["data_time_key"], "compute": self.settings["compute_time_key"]}
+        found = StepPhases(**{name: seconds(data.get(key)) if key and key != self.settings["time_key"] else None
+                              for name, key in keys.items()})
+        return found if found.named() else None
+
+    def finish(self, records: list[Record]) -> list[Record]:
+        """The steps, each with the phases logged for it on a line of their own."""
+        return join_phases(records)
 
     def describe(self) -> str:
         what = f"time_key {self.settings['time_key']!r}" if self.settings["time_key"] else \

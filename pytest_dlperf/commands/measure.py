@@ -3,7 +3,8 @@
 The method is the built-in cases' (:mod:`pytest_dlperf.launch.workers`): skip the first
 ``warmup_steps`` logged steps, group the next ones into ``repeats`` windows of ``steps``
 logged steps, a window's throughput being its samples over its seconds (never a mean of
-per-step rates), and the case's figure the median of all windows of all runs.  Where each
+per-step rates), and the case's figure the median of all windows of all runs.  Where the log gives
+a step's phases (DLLogger's data time), a window's ``phases`` are their means.  Where each
 rank logs, a window is the median of the ranks' (``scope: global``, every rank prints the
 job's figure) or their sum (``scope: rank``).  A log with only a final figure (the
 ``final`` parser, or a DLLogger summary line) gives one figure per run, and the result says so.
@@ -34,6 +35,7 @@ from ..launch.launchers import Launcher, LocalLauncher
 from ..launch.workers import CaseError, FailureKind, RunParams, status_text
 from ..protocol import Progress
 from ..results.runs import CommandLine, RankRecord, RunRecord, RunStatus
+from ..worker.phases import Phases
 from . import guard, parsers
 from .follow import LogFollower
 from .spec import CommandSpec
@@ -81,9 +83,20 @@ def windows_of(records: list[parsers.Record], warmup: int, steps: int, repeats: 
         samples = sum(r.samples or samples_per_step for r in chunk)
         seconds = sum(r.step_time if r.step_time is not None else (r.samples or samples_per_step) / r.throughput
                       for r in chunk)
+        timed = window_phases(chunk, seconds / steps)
         out.append({"steps": steps, "samples": round(samples), "seconds": seconds,
-                    "throughput": samples / seconds})
+                    "throughput": samples / seconds, **({"phases": timed.to_dict()} if timed is not None else {})})
     return out
+
+
+def window_phases(chunk: list[parsers.Record], step_seconds: float) -> Phases | None:
+    """A window's phases from its logged steps' (:attr:`parsers.Record.phases`): the mean of each phase every step
+    of it logged, in seconds per step, never more together than the window's step time; None where none."""
+    logged = [r.phases.named() if r.phases is not None else {} for r in chunk]
+    names = set.intersection(*(set(each) for each in logged)) if logged else set()
+    if not names:
+        return None
+    return Phases.within(step_seconds, **{name: sum(each[name] for each in logged) / len(logged) for name in names})
 
 
 def combine_ranks(per_rank: dict[int, list[dict[str, Any]]], scope: str,
@@ -104,6 +117,9 @@ def combine_ranks(per_rank: dict[int, list[dict[str, Any]]], scope: str,
         first = per_rank[ranks[0]][index]
         samples = first["samples"] * (world if scope == "rank" else 1)
         out.append({"steps": first["steps"], "samples": samples, "seconds": samples / total, "throughput": total})
+        timed = [per_rank[r][index] for r in ranks if "phases" in per_rank[r][index]]
+        if timed:  # the slowest logging rank's, as a worker's windows on several ranks (worker/distributed.py)
+            out[-1]["phases"] = min(timed, key=lambda window: window["throughput"])["phases"]
     return out, notes
 
 

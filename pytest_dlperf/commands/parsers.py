@@ -9,7 +9,8 @@ ones (:mod:`.formats`) register themselves when :mod:`pytest_dlperf.commands` is
     (default ``train.total_ips``, as DeepLearningExamples' ConvNets log it) or ``time_key``
     a per-step time in seconds; a line whose ``step`` is empty (``[]``, the run's summary)
     gives a final figure under ``final_key`` (default: ``key``), and a time to train under
-    ``time_to_train_key`` (seconds).
+    ``time_to_train_key`` (seconds).  A step's ``train.data_time`` and ``train.compute_time``
+    (``data_time_key``, ``compute_time_key``; on its line or one of their own) are its phases.
 ``mllog``
     MLPerf's ``:::MLLOG {"key": ..., "value": ..., "metadata": {...}}`` lines as
     ``mlperf_logging.mllog`` writes them (https://github.com/mlcommons/logging).  A logged
@@ -42,6 +43,25 @@ from ..registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
+class StepPhases:
+    """Seconds of the phases of one logged step, as far as its line says them (the names of
+    :mod:`pytest_dlperf.worker.phases`): ``data``, the wait for its batch; ``compute``, the rest of the step as the
+    script times it."""
+
+    data: float | None = None
+    compute: float | None = None
+
+    def named(self) -> dict[str, float]:
+        """The phases the line gave, by name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+
+#: A :attr:`Record.kind` that is no step: the phases of the step of the same number, logged on a line of their own
+#: (DLLogger's verbose metrics); :func:`join_phases` gives them to that step.
+PHASES_ONLY = "phases"
+
+
+@dataclasses.dataclass(frozen=True)
 class Record:
     """One logged step (or, ``final``, a whole-run figure) as a parser read it."""
 
@@ -51,8 +71,34 @@ class Record:
     rank: int | None = None
     samples: int | None = None  # samples of this step, where the line says
     final: bool = False
-    #: What the step is, where a parser reads several kinds (``mllog``: ``key``, ``block``, ``epoch``).
+    #: What the step is, where a parser reads several kinds (``mllog``: ``key``, ``block``, ``epoch``;
+    #: :data:`PHASES_ONLY`).
     kind: str | None = None
+    #: The step's phases, where its log says them (DLLogger's ``train.data_time``).
+    phases: StepPhases | None = None
+
+    @property
+    def is_step(self) -> bool:
+        """Whether it counts as a logged step (a :data:`PHASES_ONLY` record does not)."""
+        return self.kind != PHASES_ONLY
+
+
+def join_phases(records: list[Record]) -> list[Record]:
+    """The steps of ``records``, each given the phases of a :data:`PHASES_ONLY` record of its number next to it
+    (before or after it: a log's order of verbosity levels is its own); such records without a step are dropped."""
+    out: list[Record] = []
+    waiting: Record | None = None
+    for record in records:
+        if record.is_step:
+            if waiting is not None and waiting.step == record.step and record.phases is None:
+                record = dataclasses.replace(record, phases=waiting.phases)
+            waiting = None
+            out.append(record)
+        elif out and out[-1].step == record.step and out[-1].phases is None:
+            out[-1] = dataclasses.replace(out[-1], phases=record.phases)
+        else:
+            waiting = record
+    return out
 
 
 class Milestone(enum.Enum):

@@ -7,7 +7,8 @@ the formats are the projects' (their source, cited per parser), the code is ours
     ``step: 10  loss:  7.1234  memory: 31.42GiB(39.67%)  tps: 1,234  tflops: 56.78  mfu: 5.74%``
     (https://github.com/pytorch/torchtitan, ``torchtitan/components/metrics.py``; ANSI colours read
     past).  ``tps`` is tokens per second *of each GPU* over the logging interval: unit ``tokens/s``,
-    scope ``rank``.
+    scope ``rank``.  No phases: its data-loading time (``time_metrics/data_loading(s)``, ``(%)``) goes to
+    TensorBoard or W&B only, not to this line (``MetricsProcessor.log``, same file).
 ``megatron``
     Megatron-LM's ``training_log`` (https://github.com/NVIDIA/Megatron-LM, ``megatron/training/training.py``;
     Megatron-Bridge, NeMo's Megatron backend, prints the same): `` iteration       10/    1000 | consumed samples: ... |
