@@ -152,14 +152,14 @@ def phases_section(results: Sequence[CaseResult]) -> list[str]:
     columns = [name for name in PHASE_COLUMNS if any(name in r.phases for r in timed)]
     rows = []
     for result in timed:
-        then = comparable(result.phases, result.baseline.phases if result.baseline is not None else None)
+        then = phases_against(result.phases, result.baseline.phases if result.baseline is not None else None)
         rows.append([result.id, *(_phase_cell(result.phases.get(name), then.get(name)) for name in columns)])
     lines = ["## Where the time went", "", "Milliseconds a step of each phase (medians over the counted runs' "
              "windows), and the change against the baseline's where it has them.", ""]
     return lines + table(["case", *columns], rows, align_right=range(1, len(columns) + 1)) + [""]
 
 
-def comparable(now: Mapping[str, float], then: Mapping[str, float] | None) -> Mapping[str, float]:
+def phases_against(now: Mapping[str, float], then: Mapping[str, float] | None) -> Mapping[str, float]:
     """The baseline's phases a case's may be set against: all of them where both timed the same phases, else those
     both timed and the step (``other`` holds different phases on each side)."""
     if not then or set(then) == set(now):
