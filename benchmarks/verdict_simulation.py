@@ -168,8 +168,8 @@ def acceptance(trials: int, seed: int, out=print) -> list[tuple[str, float, floa
     return results
 
 
-def paired_trial(rng: np.random.Generator, s: Setting, ratio: float) -> str:
-    """One A/B session of pairs ('fail', 'inconclusive', 'pass'): each run's log figure the session's offset (both
+def paired_trial(rng: np.random.Generator, s: Setting, ratio: float) -> tuple[str, int]:
+    """One A/B session of pairs ('fail', 'inconclusive', 'pass'; and its pairs): each run's log figure the session's offset (both
     sides alike), the side's truth and the run's noise; the candidate's memory probe moved by ``ratio`` too."""
     sigma, offset = log_sd(s.cv), rng.normal(0.0, log_sd(s.offset))
 
@@ -182,15 +182,19 @@ def paired_trial(rng: np.random.Generator, s: Setting, ratio: float) -> str:
 
     found = measure_pairs(measure_pair, sequential.Budget(max_runs=paired.MAX_PAIRS), s.tolerance, 1,
                           sleep=lambda seconds: None)
-    return {Decision.REGRESSION: "fail", Decision.UNDECIDED: "inconclusive"}.get(found.decision, "pass")
+    return {Decision.REGRESSION: "fail", Decision.UNDECIDED: "inconclusive"}.get(found.decision, "pass"), \
+        len(found.pairs)
 
 
 def paired_shares(rng: np.random.Generator, s: Setting, ratio: float, trials: int) -> dict[str, float]:
-    """Percent of ``trials`` A/B sessions that failed, ended inconclusive, passed (or improved)."""
+    """Percent of ``trials`` A/B sessions that failed, ended inconclusive, passed (or improved); the mean pairs."""
     counts = {"fail": 0, "inconclusive": 0, "pass": 0}
+    pairs = 0
     for _ in range(trials):
-        counts[paired_trial(rng, s, ratio)] += 1
-    return {k: 100 * v / trials for k, v in counts.items()}
+        status, used = paired_trial(rng, s, ratio)
+        counts[status] += 1
+        pairs += used
+    return {**{k: 100 * v / trials for k, v in counts.items()}, "runs": pairs / trials}
 
 
 #: The promise each row of ``--both-errors`` is held to: unchanged FAIL <= 1%; 2 x tolerance PASS <= 1%, FAIL >= 90%.
@@ -203,8 +207,8 @@ def both_errors(trials: int, seed: int, tolerance: float = 0.05, out=print) -> l
     out(f"both errors: tolerance {tolerance:g}, baseline of 10 runs, --dlperf-max-runs 10 (pairs: at most "
         f"{paired.MAX_PAIRS}), {trials} trials a cell "
         f"(seed {seed}); FAIL / PASS / INCONCLUSIVE in %")
-    head = f"{'verdict':<8} | {'CV':>4} | {'offset':>6} | {'unchanged FAIL':>14} | {'-tol F/P/I':>16} | " \
-           f"{'-2 tol F/P/I':>16} | promise"
+    head = f"{'verdict':<8} | {'CV':>4} | {'offset':>6} | {'unchanged F/P/I':>16} | {'runs':>4} | " \
+           f"{'-tol F/P/I':>16} | {'-2 tol F/P/I':>16} | promise"
     out(head)
     out("-" * len(head))
     met = []
@@ -217,9 +221,11 @@ def both_errors(trials: int, seed: int, tolerance: float = 0.05, out=print) -> l
                 ok = (cells[0]["fail"] <= PROMISE[0] and cells[2]["pass"] <= PROMISE[1]
                       and cells[2]["fail"] >= PROMISE[2])
                 met.append(ok)
-                fpi = [f"{c['fail']:4.0f} /{c['pass']:4.0f} /{c['inconclusive']:4.0f}" for c in cells[1:]]
-                out(f"{name:<8} | {100 * cv:>3g}% | {100 * offset:>5g}% | {cells[0]['fail']:>14.1f} | {fpi[0]:>16} | "
-                    f"{fpi[1]:>16} | {'met' if ok else 'not met'}")
+                fpi = [f"{c['fail']:4.1f} /{c['pass']:4.0f} /{c['inconclusive']:4.0f}" if c is cells[0] else
+                       f"{c['fail']:4.0f} /{c['pass']:4.0f} /{c['inconclusive']:4.0f}" for c in cells]
+                runs = f"{cells[0]['runs']:4.1f}"
+                out(f"{name:<8} | {100 * cv:>3g}% | {100 * offset:>5g}% | {fpi[0]:>16} | {runs:>4} | {fpi[1]:>16} | "
+                    f"{fpi[2]:>16} | {'met' if ok else 'not met'}")
     out(f"promise: unchanged FAIL <= {PROMISE[0]:g}%, twice the tolerance PASS <= {PROMISE[1]:g}% and FAIL >= "
         f"{PROMISE[2]:g}%; met in {sum(met)} of {len(met)} rows")
     return met

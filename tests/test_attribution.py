@@ -111,9 +111,10 @@ def test_a_scaling_loss_in_parts_computation_all_reduce_and_the_rest():
 
 
 def test_a_failed_scaling_gate_says_its_loss_in_parts(dlperf):
-    """Two gloo ranks on this host's CPUs against one: far below an efficiency of 99%, whatever the host."""
+    """Two gloo ranks on this host's CPUs against one, gated at an efficiency of 1.49: a 2-rank step would have to be
+    faster than a 1-rank one to meet it (beside a busy neighbour, 2 ranks once read 0.99 of 1: 0.99 was a flaky gate)."""
     result = dlperf.run("--dlperf-model", "tiny", "--dlperf-batch-size", "32", "--dlperf-gpus", "1,2",
-                        "-o", "dlperf_min_efficiency=0.99", "--dlperf-max-runs", "1")
+                        "-o", "dlperf_min_efficiency=1.49", "--dlperf-max-runs", "1")
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     result.stdout.fnmatch_lines(["*scaling in parts: a step on 2 ranks * ms against * ms on 1: computation * ms, "

@@ -103,5 +103,5 @@ def test_a_paired_session_cancels_its_offset_and_ignores_the_candidate_s_own_pro
     module = load()
     rng = np.random.default_rng(4)
     steady = module.Setting(0.005, 0.3)  # a 30% session offset: against a stored baseline, a certain false alarm
-    assert [module.paired_trial(rng, steady, 1.0) for _ in range(3)] == ["pass"] * 3
-    assert [module.paired_trial(rng, steady, 0.85) for _ in range(3)] == ["fail"] * 3
+    assert [module.paired_trial(rng, steady, 1.0)[0] for _ in range(3)] == ["pass"] * 3
+    assert [module.paired_trial(rng, steady, 0.85)[0] for _ in range(3)] == ["fail"] * 3

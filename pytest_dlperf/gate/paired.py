@@ -24,9 +24,8 @@ https://doi.org/10.1145/3358960.3379132).  So:
 * **the decision** is :func:`.evidence.decide`'s, the reference being 1: regression when the interval's top at
   look ``k``'s boundary (:func:`.evidence.t_boundary`: the looks of a case spend the 1% together, as for a stored
   baseline) lies below ``1 - tolerance``, improved above ``1 + tolerance``, pass only with the whole interval
-  above ``1 - tolerance`` (``loose_pass=False``: not a stored baseline's looser pass, whose interval need only
-  rule out :func:`.evidence.ruled_out`: that allows for a drift between sessions that pairs cancel), else
-  undecided;
+  above ``1 - tolerance`` at the look's boundary (``spend_pass``: pairs promise their pass at the tolerance
+  itself, a stored baseline at twice it), else undecided;
 * **the stopping rules** are the sequential verdict's (:mod:`.sequential`): the first decision after
   ``--dlperf-runs`` pairs, any decision (not only a regression) needing :data:`MIN_PAIRS` counted pairs, so that
   the spread is measured, not the prior's alone (one A/A pair read +33% beside a busy neighbour), at most
@@ -131,8 +130,8 @@ def judge(pairs: Sequence[Pair], tolerance: float, look: int = 1, max_looks: int
         return None, Decision.UNDECIDED
     ratios = [p.ratio for p in counted]
     est = estimate(ratios, tolerance)
-    # No loose pass: a reference 10% faster passed at 4 pairs (CI -9.3..+15.2%) under the stored baseline's.
-    decision = ev.decide(est, tolerance, look=look, looks=max_looks, loose_pass=False)
+    # The pass spent: a reference 10% faster passed at 4 pairs (CI -9.3..+15.2%) with an unspent one.
+    decision = ev.decide(est, tolerance, look=look, looks=max_looks, spend_pass=True)
     if len(ratios) < min_pairs:
         decision = Decision.UNDECIDED
     return est, decision

@@ -21,7 +21,8 @@ from ..results.case import Expected, GateResult, GateStatus, Scaling
 from ..results.judgement import Gate, GateName, Judgement, Reason, Status, Why
 from ..results.telemetry import gpu_utilizations
 from . import far
-from .evidence import CAUGHT_POWER, Decision, Estimate, Evidence, StopReason, could_catch, ruled_out, runs_to_decide
+from .evidence import (CAUGHT_POWER, WITHIN, Decision, Estimate, Evidence, StopReason, could_catch, ruled_out,
+                       runs_to_decide)
 from .format import fmt_pct, fmt_signed, fmt_value
 from .policy import INCONCLUSIVE_POLICIES  # noqa: F401  (the options' choices)
 
@@ -258,8 +259,8 @@ def _passed(j: Judged, est: Estimate, expected: Expected) -> Judgement:
     base, tol = expected.throughput, expected.tolerance
     reasons = [Reason(headline(j.case_id, est, j.unit, expected), Why.HEADLINE, PASS)]
     if est.low < base * (1 - tol):  # passed on the estimate, the interval ruling out ruled_out() (evidence.decide)
-        reasons.append(Reason(f"within {fmt_pct(tol)} by its estimate; its interval rules out a slowdown over "
-                              f"{fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {_varies(est)}",
+        reasons.append(Reason(f"within {fmt_pct(WITHIN * tol)} by its estimate; its interval rules out a slowdown "
+                              f"over {fmt_pct(-(est.low / base - 1))}, not one of {fmt_pct(tol)}: its {_varies(est)}",
                               Why.EVIDENCE))
     return _judgement(PASS, [*reasons, *j.tail], est.value / base - 1.0)
 
@@ -276,8 +277,10 @@ def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool
     else:
         more = f", more than --dlperf-max-runs {j.max_runs}" if j.max_runs is not None and needed > j.max_runs else ""
         would = f"about {needed} runs would decide it{more}"
+    near = est.value >= expected.throughput * (1 - WITHIN * tol)  # a pass may rule out twice the tolerance instead
     goal = (f"to show it below the threshold {fmt_value(threshold)} {j.unit}" if below else
-            f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}")
+            f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}" if near else
+            f"to show it above the threshold {fmt_value(threshold)} {j.unit}")
     caught = could_catch(est, tol)
     caught = (f"; runs like these catch a slowdown of {fmt_pct(caught)} or more {round(10 * CAUGHT_POWER)} times "
               f"in 10, not one of {fmt_pct(tol)}" if caught is not None else "")
