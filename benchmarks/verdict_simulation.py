@@ -50,6 +50,7 @@ import numpy as np
 
 from pytest_dlperf.ab.pairs import measure_pairs
 from pytest_dlperf.gate import drift as drift_mod
+from pytest_dlperf.gate import nights as nights_mod
 from pytest_dlperf.gate import paired
 from pytest_dlperf.gate import sequential
 from pytest_dlperf.gate.evidence import Decision
@@ -98,6 +99,7 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
             history.append((float(np.exp(np.mean(np.log(runs)))), runs))
         drift = drift_mod.drift(history, None, s.tolerance)
     streak = used = 0
+    undecided: list[tuple[float, ...]] = []  # the runs of the streak's nights, for the nights judged together
     for _ in range(nights):
         session = np.exp(rng.normal(math.log(ratio) + rng.normal(0.0, tau), sigma, s.budget.max_runs)) * 1000.0
 
@@ -107,12 +109,18 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
 
         attempt, evidence = sequential.measure_until_decided(one, expected, [float(v) for v in base_runs],
                                                              s.budget, sleep=lambda seconds: None, drift=drift)
-        # The plugin's own policies, as its session applies them (with a history store: the never-deciding nights).
+        # The plugin's own policies, as its session applies them (with a history store: the never-deciding nights,
+        # which judge the streak's last nights and tonight's runs together first, as controller/pipeline.py does).
+        tonight = tuple(f.value for f in evidence.counted)
+        together = nights_mod.judge([*undecided[-(nights - 1):], tonight], expected.throughput,
+                                    [float(v) for v in base_runs], s.tolerance, drift) \
+            if nights > 1 and streak + 1 >= nights and undecided else None
         verdict = settle(judge_evidence("sim", evidence, "img/s", expected), Policy(s.inconclusive, nights=nights),
-                         streak if nights > 1 else None)
+                         streak if nights > 1 else None, together, "img/s")
         status = "fail" if verdict.status.value == "fail" else "inconclusive" if verdict.undecided else "pass"
         used += len(attempt.runs)
-        streak = streak + 1 if status == "inconclusive" else 0
+        streak = streak + 1 if verdict.undecided else 0
+        undecided = [*undecided, tonight] if verdict.undecided else []
         if status == "fail":
             return "fail", used, evidence.unconfirmed
     return status, used, False

@@ -77,6 +77,23 @@ class HistoryBaselines:
             count += 1
         return count
 
+    def undecided_runs(self, case_id: str, tolerance: float, nights: int) -> tuple[tuple[float, ...], ...]:
+        """The runs of the case's last ``nights`` undecided nights of its streak (:meth:`inconclusive_streak`),
+        oldest first, leaving out a night with a run measured on a busy machine (its runs are not all evidence):
+        what the never-deciding rule judges together with tonight's (:mod:`pytest_dlperf.gate.nights`)."""
+        kept: list[tuple[float, ...]] = []
+        for row in reversed(self.verdicts.get(case_id, [])):
+            if len(kept) >= nights or row.baseline is None or row.verdict == "error" or row.tolerance is None \
+                    or not math.isclose(row.tolerance, tolerance, rel_tol=1e-9):
+                if len(kept) >= nights:
+                    break
+                continue
+            if not row.undecided:
+                break
+            if not row.busy_runs and row.runs:
+                kept.append(tuple(row.runs))
+        return tuple(reversed(kept))
+
     def expected(self, case: Case, unit: str, tolerance: float | None) -> Expected | None:
         """The case's expected figure from history: the median of its last N sessions here, judged with the
         tolerance asked for; their figures are the baseline's runs, whose spread the verdict pools."""

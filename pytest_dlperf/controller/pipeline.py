@@ -22,6 +22,7 @@ from .. import baseline as baseline_mod
 from .. import data, models
 from ..ab import AB
 from ..cases import Case
+from ..gate import nights
 from ..gate import policy as policies
 from ..gate.sequential import unsaved_reason
 from ..launch.workers import CaseError, RemoteRankZero
@@ -199,7 +200,8 @@ class Pipeline:
             if label != case.id:
                 judgement = judgement.adding(Reason(f"the run of {label}"))
             return Outcome(Measurement.of_runs(plan.spec.unit, exc.runs), judgement)
-        judgement = policies.settle(judgement, self.policy, plan.reference.streak)
+        judgement = policies.settle(judgement, self.policy, plan.reference.streak,
+                                    self.nights_together(plan, measurement, judgement), plan.spec.unit)
         unsaved = None
         if plan.save and measurement.evidence is not None:  # never more quiet runs than --dlperf-max-runs allows
             unsaved = unsaved_reason(measurement.evidence, min(builtin_kinds.saved_runs(self.options),
@@ -207,6 +209,18 @@ class Pipeline:
             if unsaved is not None:
                 judgement = policies.refuse(judgement, case.id, unsaved)
         return Outcome(measurement, judgement, unsaved)
+
+
+    def nights_together(self, plan: Plan, measurement: Measurement, judgement: Judgement) -> nights.Nights | None:
+        """Where the never-deciding rule would fail this undecided case: its last undecided nights and tonight's
+        runs judged together (:mod:`pytest_dlperf.gate.nights`); else None."""
+        ref, evidence = plan.reference, measurement.evidence
+        if ref.streak is None or ref.streak + 1 < self.policy.nights or not judgement.undecided or evidence is None \
+                or ref.expected is None or not ref.undecided_runs:
+            return None
+        tonight = tuple(f.value for f in evidence.counted)
+        return nights.judge([*ref.undecided_runs, tonight], ref.expected.throughput, ref.own_runs,
+                            ref.expected.tolerance, ref.drift)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,6 +60,9 @@ class CaseReference:
     minimums: dict[str, float | None]
     #: The baseline file it is judged against, if any (its hardware, for a mismatch note).
     baseline: baseline_mod.Baseline | None = None
+    #: The runs of its undecided nights before this one, oldest first, for the never-deciding rule to judge together
+    #: with tonight's (:mod:`pytest_dlperf.gate.nights`): against a saved baseline, with a history store; else none.
+    undecided_runs: tuple[tuple[float, ...], ...] = ()
     #: The 1-rank reference of its scaling (``scaling(params)``): resolved only when asked (it may measure one).
     scaling: Callable[..., ScalingFigure | None] = dataclasses.field(default=lambda *a, **k: None, repr=False)
     #: Why its 1-rank reference could not be measured, once ``scaling`` said None.
@@ -119,6 +122,9 @@ class References:
         history = self.history
         drift = history.drift(case.id, expected.tolerance) if history is not None and expected else None
         opts = self.options
+        # A baseline from history is made of the nights themselves: only a file's is judged against nights together.
+        nights = history.undecided_runs(case.id, expected.tolerance, opts.inconclusive_nights - 1) \
+            if history is not None and expected is not None and not expected.figures else ()
         return CaseReference(
             entry, expected, self.tolerance(entry), drift,
             history.inconclusive_streak(case.id, expected.tolerance if expected else None)
@@ -126,7 +132,7 @@ class References:
             dict(self.baseline.step_defaults) if self.baseline is not None else {},
             {"min_scaling_efficiency": self.gate_minimum(entry, "min_scaling_efficiency", opts.min_efficiency),
              "min_gpu_utilization": self.gate_minimum(entry, "min_gpu_utilization", opts.min_gpu_utilization)},
-            self.baseline, functools.partial(self.scaling_reference, case, entry),
+            self.baseline, nights, functools.partial(self.scaling_reference, case, entry),
             lambda: self.scaling.errors.get(case.with_gpus(1), "?"), functools.partial(self.one_rank_phases, case))
 
     def session_one_rank(self, case: Case) -> CaseResult | None:

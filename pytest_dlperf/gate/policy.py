@@ -9,7 +9,8 @@ policy, here and nowhere else:
    threshold ("not confirmed"), ``fail`` fails every one;
 2. the never-deciding nights (``dlperf_inconclusive_nights``, with a history store): a case undecided that
    many sessions in a row, this one included, fails, since a night that never decides would stay green while
-   the case could be slower by anything its noise hides.
+   the case could be slower by anything its noise hides; unless its last nights judged together
+   (:mod:`.nights`) pass.  Where they show a regression, it fails as one.
 
 Each returns a new :class:`~pytest_dlperf.results.judgement.Judgement` with the reason as its last line; none
 edits a message.
@@ -20,6 +21,8 @@ from __future__ import annotations
 import dataclasses
 
 from ..results.judgement import Judgement, Reason, Status, Why
+from .evidence import Decision
+from .nights import Nights
 
 #: ``--dlperf-inconclusive``: which inconclusive cases fail the session.
 INCONCLUSIVE_POLICIES = ("below", "fail", "pass")
@@ -56,22 +59,32 @@ def inconclusive(judgement: Judgement, policy: str) -> Judgement:
     return judgement.failing(Reason(why, Why.POLICY), headline=True)
 
 
-def never_decided(judgement: Judgement, streak: int, nights: int) -> Judgement:
+def never_decided(judgement: Judgement, streak: int, nights: int, together: Nights | None = None,
+                  unit: str = "") -> Judgement:
     """``judgement``, failed where it is undecided and the case's ``streak`` last sessions (in the history store)
-    were too, ``nights`` in a row with this one (``dlperf_inconclusive_nights``)."""
+    were too, ``nights`` in a row with this one (``dlperf_inconclusive_nights``), unless ``together`` (its last
+    nights judged together, :func:`.nights.judge`) pass; where they show a regression, it fails as one."""
     if not judgement.undecided or judgement.failed or streak + 1 < nights:
         return judgement
+    if together is not None and together.decision in (Decision.PASS, Decision.IMPROVED):
+        return judgement.adding(Reason(f"{together.line(unit)}: not failed for never deciding", Why.POLICY))
+    if together is not None and together.decision is Decision.REGRESSION:
+        return judgement.failing(Reason(f"fails: {together.line(unit)} (dlperf_inconclusive_nights {nights})",
+                                        Why.POLICY), headline=True)
+    together_line = f"; {together.line(unit)}" if together is not None else ""
     why = (f"fails: inconclusive {streak + 1} sessions in a row in the history store (dlperf_inconclusive_nights "
-           f"{nights}): the case is never decided here; make its runs steadier, give it more runs "
+           f"{nights}){together_line}: the case is never decided here; make its runs steadier, give it more runs "
            f"(--dlperf-max-runs) or a wider tolerance")
     return judgement.failing(Reason(why, Why.POLICY), headline=True)
 
 
-def settle(judgement: Judgement, policy: Policy, streak: int | None = None) -> Judgement:
+def settle(judgement: Judgement, policy: Policy, streak: int | None = None, together: Nights | None = None,
+           unit: str = "") -> Judgement:
     """Both policies in turn: ``--dlperf-inconclusive``, then, with a history store (``streak``: the case's
-    undecided sessions before this one), the never-deciding nights."""
+    undecided sessions before this one; ``together``: its last nights judged together), the never-deciding
+    nights."""
     settled = inconclusive(judgement, policy.inconclusive)
-    return settled if streak is None else never_decided(settled, streak, policy.nights)
+    return settled if streak is None else never_decided(settled, streak, policy.nights, together, unit)
 
 
 def refuse(judgement: Judgement, case_id: str, reason: str) -> Judgement:

@@ -30,10 +30,11 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: case's estimate is the pairs' own, never adjusted by the memory probe each side times in its own process; 6, a host
 #: that moved since the save (the controller's own probe between runs) is judged both ways, decided where they agree,
 #: and the budget is in runs only (dlperf_max_seconds removed); 7, a pass whose interval reaches below the threshold
-#: needs its estimate within half the tolerance and twice the tolerance ruled out (was: above it, 2.25 x).
+#: needs its estimate within half the tolerance and twice the tolerance ruled out (was: above it, 2.25 x), and a case
+#: undecided night after night is judged on its last nights together before the never-deciding rule fails it.
 VERDICT_RULES = 7
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "764f2011b9d395f0"
+FINGERPRINT = "aad58824ce1739f7"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -62,8 +63,9 @@ RULES = (
     ("a host that moved since the save (its own probe between runs): decided only where the runs as measured and on "
      "the host's scale agree", "host, sequential.judged_both_ways"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
-    ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides",
-     "policy.never_decided"),
+    ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides, "
+     "unless its last nights together pass against a saved baseline (together below the threshold: a regression)",
+     "policy.never_decided, nights"),
     ("sigma: pooled, a prior of tolerance / 3 without the baseline's runs, at least 1%", "evidence.pooled_sigma"),
     ("tau: the history's, else its machine class's, else a fifth of the tolerance", "drift.drift"),
 )
@@ -81,7 +83,8 @@ def readme_table() -> str:
                  f"([the looks](docs/verdicts.md#the-looks)), from {REGRESSION_RUNS} runs or more (\"not confirmed\" "
                  f"from fewer where the runs stopped); {FAR_RUNS} runs in a row cut short under half the threshold "
                  f"([far off](docs/verdicts.md#far-off)); or undecided {INCONCLUSIVE_NIGHTS} nights in a row, and "
-                 f"after, in a history store (`dlperf_inconclusive_nights`)", "FAILED",
+                 f"after, in a history store (`dlperf_inconclusive_nights`), unless those nights together pass",
+         "FAILED",
          "a regression: [bisect it](docs/triage.md#a-regression)"),
         ("INCONCLUSIVE", f"undecided after `--dlperf-max-runs` runs, {BUSY_RUNS} runs "
                          f"in a row on a busy machine (another job's CPU or GPU use, steal), or on a host that moved "

@@ -175,7 +175,8 @@ OPTIONS = (
     Option("baseline-from-history", "judge cases without a baseline entry against their last N sessions on this "
                                     "machine class in the --dlperf-history store.", "N", integer(2)),
     Option("inconclusive-nights", "with --dlperf-history, a case inconclusive on this many sessions in a row, this "
-                                  "one included, fails, saying so (default 3).", "N",
+                                  "one included, fails, saying so, unless those sessions' runs together pass "
+                                  "(default 3).", "N",
            integer(1, default=INCONCLUSIVE_NIGHTS), cli=False),
     _switch("history-gate", "fail the session when a case's newest figures in the --dlperf-history store start a "
                             "significant downward step, even within the tolerance."),

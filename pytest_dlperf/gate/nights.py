@@ -1,0 +1,85 @@
+"""Undecided nights judged together: what the never-deciding rule decides from before it fails a case.
+
+A case whose runs decide nothing night after night (a host whose runs vary about as much as its tolerance) would
+stay green while it could be slower by anything its noise hides; so after ``dlperf_inconclusive_nights`` undecided
+nights in a row (:mod:`.policy`) it fails.  But its nights are evidence: each is a session of its own, with its own
+offset, against the same saved baseline.  Before failing, the rule judges the last nights together
+(:func:`judge`):
+
+* the estimate is the mean of the nights' means on the log scale (each night's offset weighs the same);
+* the spread ``sigma`` is pooled within each night and within the baseline's runs (the nights' offsets are not in
+  it), never below :data:`~.evidence.FLOOR_CV`;
+* the standard error of ``log(estimate / baseline)`` is
+  ``sqrt(sigma^2 (sum(1/n_i) / k^2 + 1/m) + tau^2 (1/k + 1))`` for ``k`` nights of ``n_i`` runs against a save of
+  ``m`` runs: the nights' offsets average out, the save's does not;
+* the decision is :func:`.evidence.decide`'s at one look.
+
+Where the nights together show a regression, the case fails as one; where they pass, it stays green, saying so;
+where they still decide nothing, the never-deciding rule fails it as before.  Only against a saved baseline: a
+baseline from history (``--dlperf-baseline-from-history``) is made of these same nights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Sequence
+
+from . import evidence as ev
+from .drift import prior
+
+
+@dataclasses.dataclass(frozen=True)
+class Nights:
+    """The last undecided nights judged together: how many, their estimate and its decision."""
+
+    nights: int
+    estimate: ev.Estimate
+    decision: ev.Decision
+
+    def line(self, unit: str) -> str:
+        """What the nights together say, for the verdict's message."""
+        est = self.estimate
+        low, high = est.relative() or (0.0, 0.0)
+        said = {ev.Decision.REGRESSION: "show it below the threshold", ev.Decision.PASS: "pass",
+                ev.Decision.IMPROVED: "show it faster than the tolerance"}.get(self.decision, "decide nothing either")
+        return (f"its last {self.nights} nights together ({est.runs} runs): {est.value:.1f} {unit}, "
+                f"{100 * (est.value / est.baseline - 1):+.1f}% (98% CI {100 * low:+.1f}..{100 * high:+.1f}%): "
+                f"they {said}")
+
+
+def estimate(nights: Sequence[Sequence[float]], baseline: float, baseline_runs: Sequence[float], tolerance: float,
+             drift: ev.Drift | None = None) -> ev.Estimate:
+    """The nights' runs (``nights``: each night's run figures) together against ``baseline`` (a save of
+    ``baseline_runs``), as the module says."""
+    groups = [[math.log(v) for v in night if v > 0] for night in nights]
+    groups = [g for g in groups if g]
+    if not groups:
+        raise ValueError("no night with runs to judge together")
+    base_logs = [math.log(v) for v in baseline_runs if v > 0]
+    squares = sum((len(g) - 1) * statistics.variance(g) for g in (*groups, base_logs) if len(g) >= 2)
+    dof = sum(len(g) - 1 for g in (*groups, base_logs) if len(g) >= 2)
+    if len(base_logs) < ev.MEASURED_SPREAD_RUNS:
+        squares, dof = squares + ev.PRIOR_DOF * ev.prior_sigma(tolerance) ** 2, dof + ev.PRIOR_DOF
+    sigma = max(math.log1p(ev.FLOOR_CV), math.sqrt(squares / dof))
+    k = len(groups)
+    runs = k * k / sum(1 / len(g) for g in groups)  # the one sample size whose 1/n is the nights' sum(1/n_i) / k^2
+    drift = prior(tolerance) if drift is None else drift
+    se, dof = ev.standard_error(sigma, dof, runs, len(base_logs), drift, 1 / k + 1)
+    center = statistics.fmean(statistics.fmean(g) for g in groups)
+    half = ev.t_quantile(0.5 + ev.CONFIDENCE / 2, dof) * se
+    value = math.exp(center)
+    return ev.Estimate(value, value * math.exp(-half), value * math.exp(half), sum(map(len, groups)), sigma, dof,
+                       baseline, len(base_logs), ev.CONFIDENCE, se, drift.tau, 1 / k + 1)
+
+
+def judge(nights: Sequence[Sequence[float]], baseline: float, baseline_runs: Sequence[float], tolerance: float,
+          drift: ev.Drift | None = None) -> Nights | None:
+    """The nights judged together (:func:`estimate`, then :func:`.evidence.decide` at one look); None where fewer
+    than two nights have runs."""
+    kept = [night for night in nights if any(v > 0 for v in night)]
+    if len(kept) < 2:
+        return None
+    est = estimate(kept, baseline, baseline_runs, tolerance, drift)
+    return Nights(len(kept), est, ev.decide(est, tolerance))

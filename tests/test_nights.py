@@ -1,0 +1,85 @@
+"""Undecided nights judged together (pytest_dlperf.gate.nights): the never-deciding rule fails a case only where its
+last nights together decide nothing, fails it as a regression where they show one, and leaves it green where they
+pass (issue 53: the rule failed unchanged code on a noisy host)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_dlperf.controller.history import HistoryBaselines
+from pytest_dlperf.gate import evidence as ev
+from pytest_dlperf.gate import nights
+from pytest_dlperf.gate.policy import Policy, settle
+from pytest_dlperf.history.records import CaseRow
+from pytest_dlperf.results.judgement import Judgement, Reason, Status, Why
+
+BASE_RUNS = [1000.0 * (1 + 0.05 * d) for d in (-1, 1, -0.5, 0.5, 0, -1, 1, -0.5, 0.5, 0)]
+
+
+def noisy_night(rng, level, runs=3, cv=0.05):
+    return [float(v) for v in level * np.exp(rng.normal(0.0, cv, runs))]
+
+
+def test_the_estimate_pools_within_nights_and_averages_their_offsets():
+    est = nights.estimate([[990.0, 1010.0], [1039.5, 1060.5]], 1000.0, BASE_RUNS, 0.05)
+    assert est.value == pytest.approx(math.exp((math.log(990 * 1010) / 2 + math.log(1039.5 * 1060.5) / 2) / 2))
+    assert est.runs == 4 and est.offsets == pytest.approx(1.5)  # two nights' offsets averaged, the save's whole
+    # sigma comes from within each night and the baseline's runs, not from the 5% between the two nights.
+    within = nights.estimate([[990.0, 1010.0], [990.0, 1010.0]], 1000.0, BASE_RUNS, 0.05)
+    assert est.sigma == pytest.approx(within.sigma)
+    one = ev.estimate([990.0, 1010.0], 0.05, 1000.0, BASE_RUNS, drift=ev.Drift(0.01))
+    assert est.se < one.se  # more runs and more offsets averaged than one night's
+
+
+def test_unchanged_nights_each_undecided_pass_together_and_a_slower_case_fails():
+    rng = np.random.default_rng(3)
+    unchanged = [noisy_night(rng, 1000.0) for _ in range(3)]
+    for night in unchanged:
+        alone = ev.estimate(night, 0.05, 1000.0, BASE_RUNS, drift=ev.Drift(0.01))
+        assert ev.decide(alone, 0.05) is ev.Decision.UNDECIDED or alone.runs == 3
+    together = nights.judge(unchanged, 1000.0, BASE_RUNS, 0.05)
+    assert together.decision is ev.Decision.PASS and together.nights == 3
+    slower = nights.judge([noisy_night(rng, 880.0) for _ in range(3)], 1000.0, BASE_RUNS, 0.05)
+    assert slower.decision is ev.Decision.REGRESSION
+    assert slower.line("img/s").startswith("its last 3 nights together (9 runs): ")
+    assert slower.line("img/s").endswith(": they show it below the threshold")
+    assert nights.judge([[1000.0], []], 1000.0, BASE_RUNS, 0.05) is None  # one night with runs is not nights
+
+
+def undecided(message="INCONCLUSIVE c: 990 img/s"):
+    return Judgement(Status.INCONCLUSIVE, (Reason(message, Why.HEADLINE, Status.INCONCLUSIVE),
+                                           Reason("undecided after 3 runs", Why.EVIDENCE)), undecided=True)
+
+
+def test_the_never_deciding_rule_judges_the_nights_together_before_failing():
+    rng = np.random.default_rng(5)
+    policy = Policy(nights=3)
+    passing = nights.judge([noisy_night(rng, 1000.0) for _ in range(3)], 1000.0, BASE_RUNS, 0.05)
+    kept = settle(undecided(), policy, 2, passing, "img/s")
+    assert not kept.failed and "nights together" in kept.reasons[-1].text
+    assert kept.reasons[-1].text.endswith(": they pass: not failed for never deciding")
+    failing = nights.judge([noisy_night(rng, 850.0) for _ in range(3)], 1000.0, BASE_RUNS, 0.05)
+    failed = settle(undecided(), policy, 2, failing, "img/s")
+    assert failed.failed and failed.reasons[-1].text.startswith("fails: its last 3 nights together")
+    stuck = nights.judge([[700.0, 1300.0], [800.0, 1250.0], [650.0, 1350.0]], 1000.0, BASE_RUNS, 0.05)
+    assert stuck.decision is ev.Decision.UNDECIDED
+    still = settle(undecided(), policy, 2, stuck, "img/s")
+    assert still.failed and "; its last 3 nights together (6 runs): " in still.reasons[-1].text
+    assert not settle(undecided(), policy, 1, failing, "img/s").failed  # the second night: the rule waits
+
+
+def row(runs, verdict="inconclusive", tolerance=0.05, busy_runs=0, decided=False):
+    return CaseRow("c", {}, "img/s", 1000.0, tuple(runs), verdict, baseline=1000.0, tolerance=tolerance,
+                   busy_runs=busy_runs, decided=decided)
+
+
+def test_the_history_gives_the_streak_s_nights_runs_oldest_first():
+    history = HistoryBaselines(0, "cpu", {}, verdicts={"c": [
+        row([900.0], "fail", decided=True), row([1.0, 2.0]), row([3.0], busy_runs=1), row([4.0], tolerance=0.1),
+        row([5.0, 6.0]), row([7.0])]})
+    assert history.undecided_runs("c", 0.05, 2) == ((5.0, 6.0), (7.0,))
+    # A night with a busy run is in the streak but not judged; another tolerance's neither; a decided night ends it.
+    assert history.undecided_runs("c", 0.05, 5) == ((1.0, 2.0), (5.0, 6.0), (7.0,))
+    assert history.inconclusive_streak("c", 0.05) == 4
+    assert history.undecided_runs("other", 0.05, 2) == ()
