@@ -239,6 +239,24 @@ def both_errors(trials: int, seed: int, tolerance: float = 0.05, out=print) -> l
     return met
 
 
+#: The settings of ``--three-nights``: (CV, session offsets, nights of history).
+NIGHT_SETTINGS = ((0.02, 0.0, 0), (0.05, 0.0, 0), (0.02, 0.02, 0), (0.05, 0.02, 0), (0.02, 0.02, 10),
+                  (0.05, 0.02, 10), (0.05, 0.05, 10))
+
+
+def three_nights(trials: int, seed: int, out=print) -> None:
+    """Unchanged code and twice the tolerance over three nights against one save (the never-deciding rule failing a
+    third undecided night, after judging the nights together): FAIL / PASS / INCONCLUSIVE in %."""
+    rng = np.random.default_rng(seed)
+    out(f"three nights against one save, {trials} sessions a cell (seed {seed}); FAIL / PASS / INCONCLUSIVE in %")
+    out("setting | unchanged, 3 nights | 2 x tolerance, 3 nights")
+    for cv, offset, history in NIGHT_SETTINGS:
+        setting = Setting(cv, offset, history=history)
+        u, t = (shares(rng, setting, ratio, trials, nights=3) for ratio in (1.0, 0.9))
+        out(f"CV {cv:g}, offsets {offset:g}, history {history} | {u['fail']:.1f}/{u['pass']:.0f}/{u['inconclusive']:.0f}"
+            f" | {t['fail']:.0f}/{t['pass']:.1f}/{t['inconclusive']:.0f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cv", default="0.02,0.05", help="noise between runs, comma-separated (0.02,0.05)")
@@ -256,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=2000, help="trials per cell (2000)")
     parser.add_argument("--seed", type=int, default=0, help="the generator's seed (0)")
     parser.add_argument("--acceptance", action="store_true", help="print the issue 43 checks instead of the table")
+    parser.add_argument("--three-nights", action="store_true",
+                        help="print unchanged code and twice the tolerance over three nights against one save")
     parser.add_argument("--both-errors", action="store_true",
                         help="print one table of both errors, stored and history verdicts (issue 53)")
     opts = parser.parse_args(argv)
@@ -273,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     if opts.acceptance:
         met = acceptance(opts.trials, opts.seed)
         print(f"{sum(m[-1] for m in met)} of {len(met)} met; {time.monotonic() - started:.0f} s")
+        return 0
+    if opts.three_nights:
+        three_nights(opts.trials, opts.seed)
         return 0
     if opts.both_errors:
         both_errors(opts.trials, opts.seed, opts.tolerance)

@@ -83,3 +83,17 @@ def test_the_history_gives_the_streak_s_nights_runs_oldest_first():
     assert history.undecided_runs("c", 0.05, 5) == ((1.0, 2.0), (5.0, 6.0), (7.0,))
     assert history.inconclusive_streak("c", 0.05) == 4
     assert history.undecided_runs("other", 0.05, 2) == ()
+
+
+def test_nights_that_rule_out_twice_the_tolerance_keep_an_undecided_case_green():
+    """3.5% below the save, undecided together (nearer the threshold than the baseline, the interval reaching below
+    it), but ruling out a slowdown of 10%: its noise hides nothing as large as a pass's promise, so it is not failed
+    for never deciding; a case 10% slower is."""
+    level = [965.0 * (1 + 0.01 * d) for d in (-1, 0, 1)]
+    near = nights.judge([level] * 3, 1000.0, BASE_RUNS, 0.05)
+    assert near.decision is ev.Decision.UNDECIDED and near.clears
+    assert 900.0 <= near.estimate.low < 950.0 and ": they rule out a slowdown over " in near.line("img/s")
+    kept = settle(undecided(), Policy(nights=3), 2, near, "img/s")
+    assert not kept.failed and kept.reasons[-1].text.endswith("%: not failed for never deciding")
+    slower = nights.judge([[v * 0.9 / 0.965 for v in level]] * 3, 1000.0, BASE_RUNS, 0.05)
+    assert not slower.clears and settle(undecided(), Policy(nights=3), 2, slower, "img/s").failed

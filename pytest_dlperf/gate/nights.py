@@ -14,8 +14,9 @@ offset, against the same saved baseline.  Before failing, the rule judges the la
   ``m`` runs: the nights' offsets average out, the save's does not;
 * the decision is :func:`.evidence.decide`'s at one look.
 
-Where the nights together show a regression, the case fails as one; where they pass, it stays green, saying so;
-where they still decide nothing, the never-deciding rule fails it as before.  Only against a saved baseline: a
+Where the nights together show a regression, the case fails as one.  Where they pass, or rule out a slowdown of
+twice the tolerance (:func:`.evidence.ruled_out`, the slowdown a pass's promise is made at: its noise hides nothing
+that large), it stays green, saying so.  Else the never-deciding rule fails it as before.  Only against a saved baseline: a
 baseline from history (``--dlperf-baseline-from-history``) is made of these same nights.
 """
 
@@ -37,6 +38,14 @@ class Nights:
     nights: int
     estimate: ev.Estimate
     decision: ev.Decision
+    tolerance: float
+
+    @property
+    def clears(self) -> bool:
+        """Whether the nights together keep the case green: they pass, or rule out twice the tolerance."""
+        est = self.estimate
+        return self.decision in (ev.Decision.PASS, ev.Decision.IMPROVED) or (
+            self.decision is ev.Decision.UNDECIDED and est.low >= est.baseline * (1 - ev.ruled_out(self.tolerance)))
 
     def line(self, unit: str) -> str:
         """What the nights together say, for the verdict's message."""
@@ -44,6 +53,8 @@ class Nights:
         low, high = est.relative() or (0.0, 0.0)
         said = {ev.Decision.REGRESSION: "show it below the threshold", ev.Decision.PASS: "pass",
                 ev.Decision.IMPROVED: "show it faster than the tolerance"}.get(self.decision, "decide nothing either")
+        if self.decision is ev.Decision.UNDECIDED and self.clears:
+            said = f"rule out a slowdown over {100 * -low:.1f}%"
         return (f"its last {self.nights} nights together ({est.runs} runs): {est.value:.1f} {unit}, "
                 f"{100 * (est.value / est.baseline - 1):+.1f}% (98% CI {100 * low:+.1f}..{100 * high:+.1f}%): "
                 f"they {said}")
@@ -82,4 +93,4 @@ def judge(nights: Sequence[Sequence[float]], baseline: float, baseline_runs: Seq
     if len(kept) < 2:
         return None
     est = estimate(kept, baseline, baseline_runs, tolerance, drift)
-    return Nights(len(kept), est, ev.decide(est, tolerance))
+    return Nights(len(kept), est, ev.decide(est, tolerance), tolerance)

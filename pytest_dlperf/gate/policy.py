@@ -66,7 +66,7 @@ def never_decided(judgement: Judgement, streak: int, nights: int, together: Nigh
     nights judged together, :func:`.nights.judge`) pass; where they show a regression, it fails as one."""
     if not judgement.undecided or judgement.failed or streak + 1 < nights:
         return judgement
-    if together is not None and together.decision in (Decision.PASS, Decision.IMPROVED):
+    if together is not None and together.clears:
         return judgement.adding(Reason(f"{together.line(unit)}: not failed for never deciding", Why.POLICY))
     if together is not None and together.decision is Decision.REGRESSION:
         return judgement.failing(Reason(f"fails: {together.line(unit)} (dlperf_inconclusive_nights {nights})",

@@ -34,7 +34,7 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: undecided night after night is judged on its last nights together before the never-deciding rule fails it.
 VERDICT_RULES = 7
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "aad58824ce1739f7"
+FINGERPRINT = "452b3c51c788766c"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -64,7 +64,8 @@ RULES = (
      "the host's scale agree", "host, sequential.judged_both_ways"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
     ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides, "
-     "unless its last nights together pass against a saved baseline (together below the threshold: a regression)",
+     "unless its last nights together pass or rule out twice the tolerance against a saved baseline (together below "
+     "the threshold: a regression)",
      "policy.never_decided, nights"),
     ("sigma: pooled, a prior of tolerance / 3 without the baseline's runs, at least 1%", "evidence.pooled_sigma"),
     ("tau: the history's, else its machine class's, else a fifth of the tolerance", "drift.drift"),
