@@ -40,6 +40,11 @@ def test_host_probes_beyond_the_factor_say_another_machine_and_within_it_the_sam
                                     "another machine")
     slower = machines.Machine(**EPYC, memory_gbs=2.0)
     assert "memory bandwidth (2 GB/s) is 0.25x this host's (8 GB/s)" in here.differs(slower)
+    # The same CPU family and model on both sides: probes 3.5x apart are a busy moment, not another machine.
+    same = dict(EPYC, signature="family 23 model 1")
+    assert machines.Machine(**same, core_gflops=20.0).matches(machines.Machine(**same, core_gflops=70.0))
+    assert not machines.Machine(**same, core_gflops=20.0).matches(
+        machines.Machine(**dict(EPYC, signature="family 26 model 2"), core_gflops=70.0))
     # A side without probes is not compared: the names decide, as before.
     assert here.matches(machines.Machine(**EPYC)) and machines.Machine(**EPYC).matches(faster)
     assert here.describe() == "AMD EPYC, 2 CPUs, avx2, core 20 GFLOP/s"

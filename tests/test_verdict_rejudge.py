@@ -53,14 +53,16 @@ def test_the_plugins_rule_replays_the_recorded_verdicts_at_their_own_tolerance_a
     sessions = tmp_path / "sessions"
     sessions.mkdir()
     (sessions / "0.05-unchanged-1.json").write_text(json.dumps(document([1001.0, 999.0], "pass")))
-    # 12% slower, six runs: a regression at 5% (its sixth look of the ten planned), a pass at 20%.
+    # 12% slower, six runs: a regression at 5% (its sixth look of the ten planned); at 20%, undecided (verdict_rules
+    # 7): more than half the tolerance below the baseline, and its interval (the drift prior: 4% a session) reaching
+    # below the threshold.
     (sessions / "0.05-slowed-1.json").write_text(json.dumps(document([880.0, 881.0, 879.0, 880.0, 881.0, 880.0],
                                                                      "fail")))
     code, output = rejudge(sessions, capsys, "--baseline", str(baseline), "--tolerance", "0.05,0.2")
     assert code == 0, output
     table = rows(output)
     assert table["tolerance 0.05", "unchanged"] == (0, 0, 1) and table["tolerance 0.05", "slowed"] == (1, 0, 0)
-    assert table["tolerance 0.2", "slowed"] == (0, 0, 1)
+    assert table["tolerance 0.2", "slowed"] == (0, 1, 0)
     assert "tolerance 0.05, baseline runs pooled: 5: 2 of 2 verdicts as recorded" in output
     code, output = rejudge(sessions, capsys, "--baseline", str(baseline))
     assert "each session's own tolerance" in output and rows(output)["each session's own tolerance", "slowed"] == (1, 0, 0)

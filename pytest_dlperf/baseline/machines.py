@@ -109,7 +109,12 @@ class Machine:
         return self.probe_gap(other)
 
     def probe_gap(self, other: Machine) -> str | None:
-        """Where ``other``'s host figures are beyond :data:`.hardware.PROBE_FACTOR` of this host's: which, how far."""
+        """Where ``other``'s host figures are beyond :data:`.hardware.PROBE_FACTOR` of this host's: which, how far.
+        Never where both name the same CPU family and model (``signature``) and count: then the probes read a busy
+        moment of one host or the other (beside two other test processes on 2 cores, this host's best of 7 memory
+        probes read 3.2x below its own save's), not another machine."""
+        if self.signature and self.signature == other.signature and self.cpus == other.cpus:
+            return None
         for what, unit, mine, theirs in (("core speed", "GFLOP/s", self.core_gflops, other.core_gflops),
                                          ("memory bandwidth", "GB/s", self.memory_gbs, other.memory_gbs)):
             if mine and theirs and not 1 / hardware.PROBE_FACTOR <= (ratio := theirs / mine) <= hardware.PROBE_FACTOR:
