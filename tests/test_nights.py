@@ -97,3 +97,33 @@ def test_nights_that_rule_out_twice_the_tolerance_keep_an_undecided_case_green()
     assert not kept.failed and kept.reasons[-1].text.endswith("%: not failed for never deciding")
     slower = nights.judge([[v * 0.9 / 0.965 for v in level]] * 3, 1000.0, BASE_RUNS, 0.05)
     assert not slower.clears and settle(undecided(), Policy(nights=3), 2, slower, "img/s").failed
+
+
+def test_a_case_whose_sessions_drift_too_far_for_its_save_is_named_before_any_case_runs():
+    """A history whose nights moved 5% apart: against a saved baseline a 5% tolerance cannot pass the case unchanged
+    in 10 runs, so the session says so before any case, with what to run instead; steady nights say nothing."""
+    from types import SimpleNamespace
+
+    from pytest_dlperf.baseline.document import Entry
+    from pytest_dlperf.cases import Case
+    from pytest_dlperf.controller.references import References
+
+    case = Case.make("tiny", "fp32", 32, 1)
+    entry = Entry(case, 1000.0, "img/s", None, "test", {}, 0,
+                  runs=tuple(1000.0 * (1 + 0.01 * d) for d in (-1, 0, 1, 0, -1, 1, 0, 0, 1, -1)))
+    baseline = SimpleNamespace(find=lambda c: entry if c == case else None)
+    options = SimpleNamespace(max_runs=10, inconclusive_nights=3, tolerance=None)
+
+    def references(levels):
+        nights = [(level, (level * 0.99, level * 1.01)) for level in levels]
+        history = HistoryBaselines(0, "cpu", {}, nights={case.id: nights})
+        return References(options, baseline, None, [], history=history)
+
+    moving = references([1000.0 * (1 + 0.05 * d) for d in (1, -1, 1, -1, 1, -1, 1, -1)])
+    line = moving.undecidable(case)
+    assert line.startswith(f"{case.id}: its sessions here drift ") and "history: this case's 8 sessions" in line
+    assert "10 runs cannot pass it unchanged at 5%" in line and "--dlperf-against last-good" in line
+    wider = float(line.rsplit("--dlperf-tolerance ", 1)[1])
+    assert 0.05 < wider < 0.5
+    assert references([1000.0 * (1 + 0.002 * d) for d in (1, -1, 1, -1, 1, -1)]).undecidable(case) is None
+    assert moving.undecidable(Case.make("tiny", "fp32", 64, 1)) is None  # no saved entry

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import statistics
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from .. import baseline as baseline_mod
 from .. import models
 from ..cases import Case
+from ..gate import tolerance as tolerance_mod
 from ..gate.drift import Drift
 from ..gate.verdict import ONE_RANK_DDP, PLAIN_PROCESS
 from ..launch.launchers import get_launcher
@@ -115,6 +118,26 @@ class References:
         if self.baseline is not None and key in self.baseline.defaults:
             return self.baseline.defaults[key]
         return from_option
+
+    def undecidable(self, case: Case) -> str | None:
+        """Where the history says this case's sessions drift too far apart for its saved baseline to pass it unchanged
+        within ``--dlperf-max-runs``: one line saying so and what to run instead (before any case runs, rather than
+        failing its third undecided night by surprise); else None."""
+        entry = self.baseline.find(case) if self.baseline is not None else None
+        runs = [v for v in (entry.runs if entry is not None and not entry.unjudged else ()) if v > 0]
+        if self.history is None or len(runs) < 3:
+            return None
+        tol, max_runs = self.tolerance(entry), self.options.max_runs
+        drift = self.history.drift(case.id, tol)
+        sigma = statistics.stdev(math.log(v) for v in runs)
+        needed = tolerance_mod.runs_to_pass(sigma, len(runs), tol, drift=drift)
+        if not drift.source.startswith("history") or (needed is not None and needed <= max_runs):
+            return None
+        wider = tolerance_mod.decidable_tolerance(sigma, len(runs), max_runs, drift)
+        return (f"{case.id}: its sessions here drift {100 * drift.tau:.1f}% apart ({drift.source}): against its saved "
+                f"baseline, {max_runs} runs cannot pass it unchanged at {100 * tol:g}%, so it will end undecided and "
+                f"fail after dlperf_inconclusive_nights {self.options.inconclusive_nights} nights; run it in pairs "
+                f"(--dlperf-against last-good) or ask for --dlperf-tolerance {wider:g}")
 
     def for_case(self, case: Case, entry: baseline_mod.Entry | None, unit: str) -> CaseReference:
         """``case``'s reference, resolved once (its scaling reference when first asked for)."""

@@ -101,6 +101,11 @@ class DlperfSession:
                     tr.write_line(line, red=True)
             pytest.exit(f"dlperf: {len(self.gaps)} selected case(s) cannot be measured here; none ran",
                         returncode=pytest.ExitCode.TESTS_FAILED)
+        # Before any case runs: a case whose sessions drift too far apart here for its saved baseline to decide.
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        for line in filter(None, map(pipeline.references.undecidable, cases)):
+            if tr is not None:
+                tr.write_line(f"dlperf: {line}", yellow=True)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         return outputs.header_lines(self.pipeline) + ab.header_lines(self.pipeline.ab) + self.header

@@ -59,8 +59,8 @@ MEASURED_SPREAD_RUNS = 3  # the baseline runs from which its measured spread rep
 MAX_DOF = 1e6  # degrees of freedom beyond which t is the normal (and a results document keeps a number)
 #: A pass whose interval reaches below the threshold must rule out this many tolerances of slowdown (the slowdown its
 #: promise is made at) with its estimate within WITHIN x the tolerance of the baseline.  Simulated against a save 4%
-#: low, twice the tolerance passed 44% of sessions with the estimate merely above the threshold, 9% within half the
-#: tolerance, 1% with no such pass, which left 59% of unchanged cases undecided where runs vary 5% (9% here).
+#: low, twice the tolerance passed 44% of sessions where the estimate need only be above the threshold, 9% with this
+#: rule, 1% with no second pass; but without it 59% of unchanged cases ended undecided where runs vary 5% (with it 9%).
 RULED_OUT, WITHIN = 2.0, 0.5
 #: The least spread (CV between runs) the interval assumes, whatever the runs show.
 FLOOR_CV = 0.01

@@ -16,38 +16,42 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from .evidence import CONFIDENCE, ruled_out, standard_error, t_quantile
+from .evidence import CONFIDENCE, Drift, ruled_out, standard_error, t_quantile
 
 #: The widest tolerance a baseline takes (the schema takes less than 1).
 MAX_SAVED_TOLERANCE = 0.9
 
 
-def _half(sigma: float, baseline_runs: int, runs: int, tolerance: float) -> float:
+def _half(sigma: float, baseline_runs: int, runs: int, tolerance: float, drift: Drift | None = None) -> float:
     """The interval's half-width (log scale) of ``runs`` session runs against a saved baseline of ``baseline_runs``,
-    runs varying ``sigma``, the drift between sessions the prior's (:func:`pytest_dlperf.gate.drift.prior`)."""
+    runs varying ``sigma``, the drift between sessions ``drift`` (None: the prior's,
+    :func:`pytest_dlperf.gate.drift.prior`)."""
     from .drift import prior
 
     dof = max(1, baseline_runs - 1 + runs - 1)
-    se, dof = standard_error(sigma, dof, runs, max(1, baseline_runs), prior(tolerance), 2.0)
+    se, dof = standard_error(sigma, dof, runs, max(1, baseline_runs), drift or prior(tolerance), 2.0)
     return t_quantile(0.5 + CONFIDENCE / 2, dof) * se
 
 
-def runs_to_pass(sigma: float, baseline_runs: int, tolerance: float, limit: int = 200) -> int | None:
+def runs_to_pass(sigma: float, baseline_runs: int, tolerance: float, limit: int = 200,
+                 drift: Drift | None = None) -> int | None:
     """About how many runs a session needs to pass an unchanged case (its estimate on the baseline's figure)
     against a baseline of ``baseline_runs`` runs, where runs vary ``sigma`` (the standard deviation of
-    log(run figure)) and sessions drift as the prior says; None where no number of runs up to ``limit`` would."""
+    log(run figure)) and sessions drift as ``drift`` (None: the prior) says; None where no number of runs up to
+    ``limit`` would."""
     margin = -math.log(1 - ruled_out(tolerance))
     for n in range(1, limit + 1):
-        if _half(sigma, baseline_runs, n, tolerance) <= margin:
+        if _half(sigma, baseline_runs, n, tolerance, drift) <= margin:
             return n
     return None
 
 
-def decidable_tolerance(sigma: float, baseline_runs: int, runs: int) -> float:
-    """The least tolerance, in whole percents, at which ``runs`` session runs pass an unchanged case."""
+def decidable_tolerance(sigma: float, baseline_runs: int, runs: int, drift: Drift | None = None) -> float:
+    """The least tolerance, in whole percents, at which ``runs`` session runs pass an unchanged case (sessions
+    drifting as ``drift``, None: the prior, says)."""
     for percent in range(1, round(100 * MAX_SAVED_TOLERANCE)):
         tolerance = percent / 100
-        if _half(sigma, baseline_runs, runs, tolerance) <= -math.log(1 - ruled_out(tolerance)):
+        if _half(sigma, baseline_runs, runs, tolerance, drift) <= -math.log(1 - ruled_out(tolerance)):
             return tolerance
     return MAX_SAVED_TOLERANCE
 
