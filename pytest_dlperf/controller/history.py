@@ -66,7 +66,12 @@ class HistoryBaselines:
         rule fails every night after its first failure until a night decides).  Nights of another kind (judged at
         another tolerance, or against no baseline, as a local run or a PR's session) and crashes neither count nor
         break the streak; a decided night ends it."""
-        count = 0
+        return len(self._streak(case_id, tolerance))
+
+    def _streak(self, case_id: str, tolerance: float | None) -> list[CaseRow]:
+        """The case's rows of its streak of undecided nights at ``tolerance`` (None: any), newest first: the nights
+        of another kind (another tolerance, no baseline, a crash) skipped, a decided night ending it."""
+        rows = []
         for row in reversed(self.verdicts.get(case_id, [])):
             if row.baseline is None or row.verdict == "error" or (
                     tolerance is not None and (row.tolerance is None or
@@ -74,25 +79,15 @@ class HistoryBaselines:
                 continue
             if not row.undecided:
                 break
-            count += 1
-        return count
+            rows.append(row)
+        return rows
 
     def undecided_runs(self, case_id: str, tolerance: float, nights: int) -> tuple[tuple[float, ...], ...]:
         """The runs of the case's last ``nights`` undecided nights of its streak (:meth:`inconclusive_streak`),
         oldest first, leaving out a night with a run measured on a busy machine (its runs are not all evidence):
         what the never-deciding rule judges together with tonight's (:mod:`pytest_dlperf.gate.nights`)."""
-        kept: list[tuple[float, ...]] = []
-        for row in reversed(self.verdicts.get(case_id, [])):
-            if len(kept) >= nights or row.baseline is None or row.verdict == "error" or row.tolerance is None \
-                    or not math.isclose(row.tolerance, tolerance, rel_tol=1e-9):
-                if len(kept) >= nights:
-                    break
-                continue
-            if not row.undecided:
-                break
-            if not row.busy_runs and row.runs:
-                kept.append(tuple(row.runs))
-        return tuple(reversed(kept))
+        kept = [tuple(row.runs) for row in self._streak(case_id, tolerance) if not row.busy_runs and row.runs]
+        return tuple(reversed(kept[:nights]))
 
     def expected(self, case: Case, unit: str, tolerance: float | None) -> Expected | None:
         """The case's expected figure from history: the median of its last N sessions here, judged with the

@@ -210,7 +210,6 @@ class Pipeline:
                 judgement = policies.refuse(judgement, case.id, unsaved)
         return Outcome(measurement, judgement, unsaved)
 
-
     def nights_together(self, plan: Plan, measurement: Measurement, judgement: Judgement) -> nights.Nights | None:
         """Where the never-deciding rule would fail this undecided case: its last undecided nights and tonight's
         runs judged together (:mod:`pytest_dlperf.gate.nights`); else None."""

@@ -129,9 +129,11 @@ class References:
             return None
         tol, max_runs = self.tolerance(entry), self.options.max_runs
         drift = self.history.drift(case.id, tol)
+        if not drift.source.startswith("history"):  # the prior: the save already said what its runs can decide
+            return None
         sigma = statistics.stdev(math.log(v) for v in runs)
         needed = tolerance_mod.runs_to_pass(sigma, len(runs), tol, drift=drift)
-        if not drift.source.startswith("history") or (needed is not None and needed <= max_runs):
+        if needed is not None and needed <= max_runs:
             return None
         wider = tolerance_mod.decidable_tolerance(sigma, len(runs), max_runs, drift)
         return (f"{case.id}: its sessions here drift {100 * drift.tau:.1f}% apart ({drift.source}): against its saved "

@@ -93,8 +93,8 @@ class DlperfSession:
             return
         cases = [item.case for item in session.items if isinstance(item, collection.DlperfItem)]
         self.gaps = coverage.gaps(cases, pipeline.missing_reason)
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
         if self.gaps and not pipeline.options.allow_missing:
-            tr = self.config.pluginmanager.get_plugin("terminalreporter")
             if tr is not None:
                 tr.ensure_newline()
                 for line in coverage.refusal(self.gaps).splitlines():
@@ -102,7 +102,6 @@ class DlperfSession:
             pytest.exit(f"dlperf: {len(self.gaps)} selected case(s) cannot be measured here; none ran",
                         returncode=pytest.ExitCode.TESTS_FAILED)
         # Before any case runs: a case whose sessions drift too far apart here for its saved baseline to decide.
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
         for line in filter(None, map(pipeline.references.undecidable, cases)):
             if tr is not None:
                 tr.write_line(f"dlperf: {line}", yellow=True)

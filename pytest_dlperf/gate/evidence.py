@@ -1,40 +1,34 @@
 """Runs as evidence: the case's figure from its runs' figures (:mod:`.figures`), with its interval, and the decision.
 
-A run is one fresh worker process.  Its windows are correlated (same process, same
-allocation, same neighbours), so the *runs* are the independent samples and a run's figure is
-the median of its windows (:class:`~.figures.RunFigure`); a run measured on a busy machine is no
-evidence either way (:func:`~.figures.busy_reason`).
+A run is one fresh worker process.  Its windows are correlated (same process, same allocation, same neighbours), so the
+*runs* are the independent samples and a run's figure is the median of its windows (:class:`~.figures.RunFigure`); a run
+measured on a busy machine is no evidence either way (:func:`~.figures.busy_reason`).
 
-:func:`estimate` gives the case's figure relative to its baseline with a confidence interval,
-on the log scale (throughput is a rate: slowdowns multiply, and its spread is relative):
+:func:`estimate` gives the case's figure relative to its baseline with a confidence interval, on the log scale
+(throughput is a rate: slowdowns multiply, and its spread is relative):
 
 * the estimate is the geometric mean of the evidence runs' medians;
-* the spread ``sigma`` (the standard deviation of ``log(run median)``) is pooled from the
-  session's runs (n - 1 degrees of freedom) and the baseline's own runs (m - 1) when it kept
-  three or more (a saved baseline keeps :data:`pytest_dlperf.gate.sequential.SAVE_RUNS`); a baseline
-  without its runs (a published figure) adds a prior, :func:`prior_sigma`, worth
-  :data:`PRIOR_DOF` runs, so that one or two runs never give a spread of zero;
-* the standard error of ``log(estimate / baseline)`` is ``sqrt(sigma^2 (1/n + 1/m) + k tau^2)``
-  (the baseline figure is itself an estimate from m runs; a published figure, m unknown, counts
-  as exact: its tolerance covers it; ``tau`` the drift between sessions, :mod:`.drift`, ``k`` the
-  session offsets in the comparison: 2 against a one-session baseline), and the interval is
-  Student's t at Welch-Satterthwaite's degrees of freedom, :data:`CONFIDENCE` two-sided.
+* the spread ``sigma`` (the standard deviation of ``log(run median)``) is pooled from the session's runs (n - 1 degrees
+  of freedom) and the baseline's own runs (m - 1) when it kept three or more (a saved baseline keeps
+  :data:`pytest_dlperf.gate.sequential.SAVE_RUNS`); a baseline without its runs (a published figure) adds a prior,
+  :func:`prior_sigma`, worth :data:`PRIOR_DOF` runs, so that one or two runs never give a spread of zero;
+* the standard error of ``log(estimate / baseline)`` is ``sqrt(sigma^2 (1/n + 1/m) + k tau^2)`` (the baseline figure is
+  itself an estimate from m runs; a published figure, m unknown, counts as exact: its tolerance covers it; ``tau`` the
+  drift between sessions, :mod:`.drift`, ``k`` the session offsets in the comparison: 2 against a one-session baseline),
+  and the interval is Student's t at Welch-Satterthwaite's degrees of freedom, :data:`CONFIDENCE` two-sided.
 
 :func:`decide`, against the threshold ``baseline x (1 - tolerance)``:
 
-* **regression** when the interval's top at the look's boundary (:func:`t_boundary`, :mod:`.looks`: the
-  looks of a case spend 1% together) is below it;
+* **regression** when the interval's top at the look's boundary (:func:`t_boundary`, :mod:`.looks`: the looks of a case
+  spend 1% together) is below it;
 * **improved** when the whole interval is above ``baseline x (1 + tolerance)``;
-* **pass** when the whole interval is above it, or, on a host whose runs vary more than the tolerance can
-  resolve, when the estimate is nearer the baseline than the threshold (within :data:`WITHIN` x the tolerance) and
-  the interval rules out a slowdown of :data:`RULED_OUT` x the tolerance (10% at 5%): the message then says what
-  the runs rule out (``verdict_rules`` 7; until then the estimate above the threshold and 2.25 x the tolerance
-  ruled out, which passed most slowdowns of twice the tolerance against a save made in a slow minute);
+* **pass** when the whole interval is above it, or, on a noisy host, when the estimate is within :data:`WITHIN` x the
+  tolerance of the baseline and the interval rules out :data:`RULED_OUT` x the tolerance (10% at 5%);
 * else undecided, and the session measures another run (:mod:`.sequential`).
 
-What the runs showed is one :class:`Evidence`: every run's figure, the estimate, the decision and why
-measuring stopped (:class:`StopReason`).  The operating characteristic of these rules under a known
-noise: ``benchmarks/verdict_simulation.py``.
+What the runs showed is one :class:`Evidence`: every run's figure, the estimate, the decision and why measuring stopped
+(:class:`StopReason`).  The operating characteristic of these rules under a known noise:
+``benchmarks/verdict_simulation.py``.
 """
 
 from __future__ import annotations
@@ -57,10 +51,9 @@ NOISE_SIGMAS = 3
 PRIOR_DOF = 3
 MEASURED_SPREAD_RUNS = 3  # the baseline runs from which its measured spread replaces the prior
 MAX_DOF = 1e6  # degrees of freedom beyond which t is the normal (and a results document keeps a number)
-#: A pass whose interval reaches below the threshold must rule out this many tolerances of slowdown (the slowdown its
-#: promise is made at) with its estimate within WITHIN x the tolerance of the baseline.  Simulated against a save 4%
-#: low, twice the tolerance passed 44% of sessions where the estimate need only be above the threshold, 9% with this
-#: rule, 1% with no second pass; but without it 59% of unchanged cases ended undecided where runs vary 5% (with it 9%).
+#: A pass whose interval reaches below the threshold rules out this many tolerances (its promise's slowdown), its
+#: estimate within WITHIN x the tolerance.  Against a save 4% low (simulated), twice the tolerance passed 44% with the
+#: estimate only above the threshold, 9% so, 1% with no such pass, which left 59% of unchanged cases undecided at 5%.
 RULED_OUT, WITHIN = 2.0, 0.5
 #: The least spread (CV between runs) the interval assumes, whatever the runs show.
 FLOOR_CV = 0.01
@@ -150,14 +143,14 @@ class Estimate:
 
 
 def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], tolerance: float,
-                 prior_scale: float = 1.0) -> tuple[float, float]:
-    """(sigma, degrees of freedom): the session's and the baseline's spreads pooled by their dof, with the prior
-    (:func:`prior_sigma` times ``prior_scale``: sqrt(2) for the log ratio of two runs) where the baseline kept
-    fewer than :data:`MEASURED_SPREAD_RUNS` runs; never below :data:`FLOOR_CV`."""
+                 prior_scale: float = 1.0, more: Sequence[Sequence[float]] = ()) -> tuple[float, float]:
+    """(sigma, dof): the spreads of the session's, ``more`` sessions' (:mod:`.nights`) and the baseline's runs pooled
+    by their dof, with the prior (:func:`prior_sigma` x ``prior_scale``: sqrt(2) for a ratio of two runs) where the
+    baseline kept fewer than :data:`MEASURED_SPREAD_RUNS` runs; never below :data:`FLOOR_CV`."""
     squares, dof = 0.0, 0.0
     if len(baseline_logs) < MEASURED_SPREAD_RUNS:
         squares, dof = PRIOR_DOF * (prior_scale * prior_sigma(tolerance)) ** 2, float(PRIOR_DOF)
-    for sample in (logs, baseline_logs):
+    for sample in (logs, *more, baseline_logs):
         if len(sample) >= 2:
             squares += (len(sample) - 1) * statistics.variance(sample)
             dof += len(sample) - 1
@@ -251,6 +244,16 @@ def ruled_out(tolerance: float) -> float:
     return min(RULED_OUT * tolerance, 0.9)
 
 
+def near(est: Estimate, tolerance: float) -> bool:
+    """Whether the estimate lies within :data:`WITHIN` x the tolerance of its baseline (for the second pass)."""
+    return est.value >= est.baseline * (1 - WITHIN * tolerance)
+
+
+def rules_out(est: Estimate, tolerance: float) -> bool:
+    """Whether the interval rules out a slowdown of :func:`ruled_out` (the second pass's other condition)."""
+    return est.low >= est.baseline * (1 - ruled_out(tolerance))
+
+
 def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, look: int = 1,
            looks: int = 1, spend_pass: bool = False) -> Decision:
     """Regression when the interval's top at the look's boundary lies below the threshold, improved when the
@@ -286,8 +289,7 @@ def decide(est: Estimate, tolerance: float, *, lower_is_better: bool = False, lo
         return Decision.REGRESSION
     if est.low > high:
         return Decision.IMPROVED
-    if bottom >= low or (not spend_pass and est.value >= est.baseline * (1 - WITHIN * tolerance)
-                         and est.low >= est.baseline * (1 - ruled_out(tolerance))):
+    if bottom >= low or (not spend_pass and near(est, tolerance) and rules_out(est, tolerance)):
         return Decision.PASS
     return Decision.UNDECIDED
 
@@ -302,7 +304,7 @@ def runs_to_decide(est: Estimate, tolerance: float, limit: int = 100) -> int | N
     # The interval's top must come below the threshold, or its bottom above it (or above ruled_out(), the estimate
     # being near enough the baseline).
     margin = abs(math.log(threshold / est.value))
-    if est.value >= est.baseline * (1 - WITHIN * tolerance):
+    if near(est, tolerance):
         margin = max(margin, math.log(est.value / (est.baseline * (1 - ruled_out(tolerance)))))
     if margin <= 0:
         return None

@@ -16,8 +16,8 @@ offset, against the same saved baseline.  Before failing, the rule judges the la
 
 Where the nights together show a regression, the case fails as one.  Where they pass, or rule out a slowdown of
 twice the tolerance (:func:`.evidence.ruled_out`, the slowdown a pass's promise is made at: its noise hides nothing
-that large), it stays green, saying so.  Else the never-deciding rule fails it as before.  Only against a saved baseline: a
-baseline from history (``--dlperf-baseline-from-history``) is made of these same nights.
+that large), it stays green, saying so.  Else the never-deciding rule fails it as before.  Only against a saved
+baseline: a baseline from history (``--dlperf-baseline-from-history``) is made of these same nights.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Nights:
         """Whether the nights together keep the case green: they pass, or rule out twice the tolerance."""
         est = self.estimate
         return self.decision in (ev.Decision.PASS, ev.Decision.IMPROVED) or (
-            self.decision is ev.Decision.UNDECIDED and est.low >= est.baseline * (1 - ev.ruled_out(self.tolerance)))
+            self.decision is ev.Decision.UNDECIDED and ev.rules_out(est, self.tolerance))
 
     def line(self, unit: str) -> str:
         """What the nights together say, for the verdict's message."""
@@ -69,11 +69,7 @@ def estimate(nights: Sequence[Sequence[float]], baseline: float, baseline_runs: 
     if not groups:
         raise ValueError("no night with runs to judge together")
     base_logs = [math.log(v) for v in baseline_runs if v > 0]
-    squares = sum((len(g) - 1) * statistics.variance(g) for g in (*groups, base_logs) if len(g) >= 2)
-    dof = sum(len(g) - 1 for g in (*groups, base_logs) if len(g) >= 2)
-    if len(base_logs) < ev.MEASURED_SPREAD_RUNS:
-        squares, dof = squares + ev.PRIOR_DOF * ev.prior_sigma(tolerance) ** 2, dof + ev.PRIOR_DOF
-    sigma = max(math.log1p(ev.FLOOR_CV), math.sqrt(squares / dof))
+    sigma, dof = ev.pooled_sigma(groups[0], base_logs, tolerance, more=groups[1:])  # within each night, not between
     k = len(groups)
     runs = k * k / sum(1 / len(g) for g in groups)  # the one sample size whose 1/n is the nights' sum(1/n_i) / k^2
     drift = prior(tolerance) if drift is None else drift

@@ -21,8 +21,8 @@ from ..results.case import Expected, GateResult, GateStatus, Scaling
 from ..results.judgement import Gate, GateName, Judgement, Reason, Status, Why
 from ..results.telemetry import gpu_utilizations
 from . import far
-from .evidence import (CAUGHT_POWER, WITHIN, Decision, Estimate, Evidence, StopReason, could_catch, ruled_out,
-                       runs_to_decide)
+from .evidence import (CAUGHT_POWER, WITHIN, Decision, Estimate, Evidence, StopReason, could_catch, near,
+                       ruled_out, runs_to_decide)
 from .format import fmt_pct, fmt_signed, fmt_value
 from .policy import INCONCLUSIVE_POLICIES  # noqa: F401  (the options' choices)
 
@@ -277,9 +277,8 @@ def _what_would_decide(j: Judged, est: Estimate, expected: Expected, below: bool
     else:
         more = f", more than --dlperf-max-runs {j.max_runs}" if j.max_runs is not None and needed > j.max_runs else ""
         would = f"about {needed} runs would decide it{more}"
-    near = est.value >= expected.throughput * (1 - WITHIN * tol)  # a pass may rule out twice the tolerance instead
     goal = (f"to show it below the threshold {fmt_value(threshold)} {j.unit}" if below else
-            f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}" if near else
+            f"to rule out a slowdown over {fmt_pct(ruled_out(tol))}" if near(est, tol) else
             f"to show it above the threshold {fmt_value(threshold)} {j.unit}")
     caught = could_catch(est, tol)
     caught = (f"; runs like these catch a slowdown of {fmt_pct(caught)} or more {round(10 * CAUGHT_POWER)} times "
