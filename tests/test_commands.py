@@ -157,11 +157,12 @@ def test_a_baseline_saved_from_a_baseline_given_command_keeps_the_command(good, 
     # nothing here registers ml).
     # (Measured and judged against it: pass or fail is the machine's business here, with other tests beside it.)
     # One run: any verdict will do here, an undecided one too (up to 10 fresh commands otherwise; each run starts
-    # the script, torch's import included, afresh).
+    # the script, torch's import included, afresh).  Its {steps} epochs as few as a window needs: 1 + 1 x 2, not 12.
     dlperf.pytester.makeconftest(GOOD)
     (dlperf.path / "saved-again.json").write_text(json.dumps(saved))
     again = dlperf.run("--dlperf-baseline", "saved-again.json", "-k", "ml-fp32-bs64-gpu1",
-                       "--dlperf-json", "again.json", "--dlperf-max-runs", "1")
+                       "--dlperf-json", "again.json", "--dlperf-max-runs", "1",
+                       "--dlperf-warmup-steps", "1", "--dlperf-steps", "1")
     assert again.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), again.stdout.str()
     (case,) = dlperf.results("again.json")["cases"]
     # Judged: any verdict the gate gives, inconclusive too (seen beside other test workers: 5 runs undecided).

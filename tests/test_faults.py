@@ -12,42 +12,47 @@ import pytest
 
 from pytest_dlperf.launch import process as launch
 from pytest_dlperf.launch import waiting
-from tests.fixtures import wait_gone
+from tests.fixtures import UNUSED_PLUGINS, wait_gone
 
 FAULTY = textwrap.dedent("""
     import os, subprocess, sys, time
-    import torch
-    from torch import nn
     from pytest_dlperf import register_model
 
     HERE = os.path.dirname(__file__)
 
-    class Faulty(nn.Module):
-        def __init__(self, kind):
-            super().__init__()
-            self.kind = kind
-            self.fc = nn.Linear(3 * 4 * 4, 2)
+    def faulty(kind):
+        # torch is imported where the worker builds the model: the SIGTERM test's pytest, a process of its own,
+        # imports this conftest and no torch otherwise (3.7 s of CPU).
+        import torch
+        from torch import nn
 
-        def forward(self, x):
-            if self.kind == "raise":
-                raise ValueError("boom in forward")
-            if self.kind == "exit":
-                print("about to die", file=sys.stderr, flush=True)
-                os._exit(7)
-            if self.kind == "oom":
-                torch.empty(1 << 44)  # 64 TiB of float32: the CPU allocator refuses
-            if self.kind == "hang":
-                # Leave a grandchild too: the whole process group must go.
-                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-                with open(os.path.join(HERE, "pids"), "w") as f:
-                    f.write(f"{os.getpid()} {child.pid}")
-                time.sleep(600)
-            return self.fc(x.flatten(1))
+        class Faulty(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3 * 4 * 4, 2)
+
+            def forward(self, x):
+                if kind == "raise":
+                    raise ValueError("boom in forward")
+                if kind == "exit":
+                    print("about to die", file=sys.stderr, flush=True)
+                    os._exit(7)
+                if kind == "oom":
+                    torch.empty(1 << 44)  # 64 TiB of float32: the CPU allocator refuses
+                if kind == "hang":
+                    # Leave a grandchild too: the whole process group must go.
+                    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+                    with open(os.path.join(HERE, "pids"), "w") as f:
+                        f.write(f"{os.getpid()} {child.pid}")
+                    time.sleep(600)
+                return self.fc(x.flatten(1))
+
+        return Faulty()
 
     for kind in ("raise", "exit", "oom", "hang"):
         register_model(f"faulty-{kind}", task="image-classification", batch_size=32,
                        defaults={"image_size": 4, "num_classes": 2},
-                       factory=lambda settings, kind=kind: Faulty(kind))
+                       factory=lambda settings, kind=kind: faulty(kind))
 """)
 
 
@@ -109,7 +114,7 @@ def test_a_hung_worker_is_killed_with_its_whole_process_group(shared_run):
 def test_sigterm_to_pytest_mid_case_leaves_no_worker(dlperf):
     dlperf.pytester.makeconftest(FAULTY)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", *UNUSED_PLUGINS,
          "--dlperf-device", "cpu", "--dlperf-model", "faulty-hang", "--dlperf-warmup-steps", "1"],
         cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid_file = dlperf.path / "pids"

@@ -10,6 +10,7 @@ to start; and an interrupted session that leaves no process behind.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -28,16 +29,16 @@ from pytest_dlperf.launch import forkserver
 from pytest_dlperf.launch.launchers import STEADY_MALLOC
 from pytest_dlperf.worker import forkserver as server_side
 from pytest_dlperf.worker import process_state
-from tests.fixtures import wait_gone
+from tests.fixtures import UNUSED_PLUGINS, wait_gone
 
 STEADY = ":".join(f"{name}={value}" for name, value in STEADY_MALLOC.items())
 
 PROBE = textwrap.dedent('''
     import json, os, random, resource, signal, subprocess, sys, time
-    import numpy, torch
-    from torch import nn
     from pytest_dlperf import register_model
 
+    # numpy and torch are imported where a worker builds a model, not here: the interrupted session's pytest
+    # imports this conftest in a process of its own, which imports no torch otherwise (3.7 s of CPU).
     HERE = os.path.dirname(__file__)
 
 
@@ -59,12 +60,16 @@ PROBE = textwrap.dedent('''
 
     @register_model("probe", task="image-classification", batch_size=4, defaults={"image_size": 8, "num_classes": 2})
     def probe(settings):
+        import numpy, torch
+        from torch import nn
+
         if getattr(torch, "probe_leak", None) == os.getpid():  # built again in the same run (to count its FLOPs)
             return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 2))
         environ = proc_environ()
         seen = {
             "started": time.time(), "rank": os.environ.get("RANK"), "pid": os.getpid(), "ppid": os.getppid(),
-            "grandparent": parent_of(os.getppid()), "grandparent_cmdline": cmdline(parent_of(os.getppid())), "pgid": os.getpgid(0), "sid": os.getsid(0),
+            "grandparent": parent_of(os.getppid()), "grandparent_cmdline": cmdline(parent_of(os.getppid())),
+            "pgid": os.getpgid(0), "sid": os.getsid(0),
             "parent": cmdline(os.getppid()),
             "torch_seed": torch.initial_seed(), "torch_draw": torch.rand(3).tolist(),
             "random": random.random(), "numpy": float(numpy.random.rand()),
@@ -87,29 +92,32 @@ PROBE = textwrap.dedent('''
         return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 2))
 
 
-    class Fault(nn.Module):
+    def fault(kind):
         """``killserver``: SIGKILL the fork server mid-run, then hang; ``hang``: hang with a grandchild."""
+        from torch import nn
 
-        def __init__(self, kind):
-            super().__init__()
-            self.kind = kind
-            self.fc = nn.Linear(3 * 4 * 4, 2)
+        class Fault(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3 * 4 * 4, 2)
 
-        def forward(self, x):
-            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-            with open(os.path.join(HERE, "pids"), "w") as handle:
-                handle.write(f"{os.getpid()} {child.pid} {os.getppid()}")
-            if self.kind == "killserver":
-                if "pytest_dlperf.worker.forkserver" not in cmdline(os.getppid()):
-                    raise RuntimeError("not forked by a fork server")
-                os.kill(os.getppid(), signal.SIGKILL)
-            time.sleep(600)
-            return self.fc(x.flatten(1))
+            def forward(self, x):
+                child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+                with open(os.path.join(HERE, "pids"), "w") as handle:
+                    handle.write(f"{os.getpid()} {child.pid} {os.getppid()}")
+                if kind == "killserver":
+                    if "pytest_dlperf.worker.forkserver" not in cmdline(os.getppid()):
+                        raise RuntimeError("not forked by a fork server")
+                    os.kill(os.getppid(), signal.SIGKILL)
+                time.sleep(600)
+                return self.fc(x.flatten(1))
+
+        return Fault()
 
 
     for kind in ("killserver", "hang"):
         register_model(kind, task="image-classification", batch_size=4, defaults={"image_size": 4, "num_classes": 2},
-                       factory=lambda settings, kind=kind: Fault(kind))
+                       factory=lambda settings, kind=kind: fault(kind))
 ''')
 
 
@@ -121,10 +129,36 @@ def probes(folder: Path) -> list[dict]:
     return sorted(found, key=lambda seen: seen["started"])
 
 
-def torch_seeds_are_fixed() -> bool:
-    """Whether two fresh processes start torch's generator at one seed (older builds) or each at its own."""
-    draw = [sys.executable, "-c", "import torch; print(torch.initial_seed())"]
-    return len({subprocess.run(draw, capture_output=True, text=True, check=True).stdout for _ in range(2)}) == 1
+@functools.cache
+def preloaded_interpreter() -> subprocess.CompletedProcess:
+    """A fresh interpreter that imports what a fork server imports before its first fork (``preload``), checks what
+    the server checks then, and prints whether CUDA is initialized and torch's seed.
+
+    Run once per test process, for two tests (the server's start, the seeds of fresh processes): each interpreter
+    that imports torch costs 3.7 s of CPU."""
+    script = ("from pytest_dlperf.worker import forkserver as f; f.preload(); f.check_clean(); import torch; "
+              "print(torch.cuda.is_initialized(), torch.initial_seed())")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+
+
+#: :func:`torch_seeds_are_fixed`'s answer, once known: the torch of a test process does not change.
+_SEEDS_FIXED: list[bool] = []
+
+
+def torch_seeds_are_fixed(fresh_seed: int | None = None) -> bool:
+    """Whether two fresh processes start torch's generator at one seed (older builds) or each at its own.
+
+    The two: :func:`preloaded_interpreter` and a fresh worker (``fresh_seed``), where the test has one, else
+    another interpreter.  Asked once per test process (each interpreter is a torch import, 3.7 s of CPU).
+    """
+    if not _SEEDS_FIXED:
+        done = preloaded_interpreter()
+        assert done.returncode == 0, done.stderr
+        if fresh_seed is None:
+            draw = [sys.executable, "-c", "import torch; print(torch.initial_seed())"]
+            fresh_seed = int(subprocess.run(draw, capture_output=True, text=True, check=True).stdout)
+        _SEEDS_FIXED.append(int(done.stdout.split()[1]) == fresh_seed)
+    return _SEEDS_FIXED[0]
 
 
 def run_probe(dlperf, *args: str) -> list[dict]:
@@ -183,7 +217,7 @@ def test_each_run_is_a_process_of_its_own(probed):
     assert all(seen["rlimit_as"] == resource.RLIM_INFINITY for seen in runs + fresh)
     # Its own random state: torch's seed drawn per process where a fresh process draws one (torch 2.14 does),
     # its stream from the start (an earlier run drew 1000 more); Python's and numpy's drawn anew.
-    fixed = torch_seeds_are_fixed()
+    fixed = torch_seeds_are_fixed(fresh[0]["torch_seed"])
     assert [seen["torch_draw"] == torch.rand(3, generator=torch.Generator().manual_seed(seen["torch_seed"])).tolist()
             for seen in capped + runs + fresh] == [True] * len(pids)
     seeds = [seen["torch_seed"] for seen in capped + runs + fresh]
@@ -288,8 +322,8 @@ def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
     # non-interactive shell (`cmd &`, nohup) has it ignored, and Python then never raises KeyboardInterrupt
     # (2026-11-26: the cause of this test's occasional hang, SigIgn 0x1001007 in both processes).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--dlperf-device",
-         "cpu", "--dlperf-model", "hang", "--dlperf-warmup-steps", "1"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", *UNUSED_PLUGINS,
+         "--dlperf-device", "cpu", "--dlperf-model", "hang", "--dlperf-warmup-steps", "1"],
         cwd=probed.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     pid_file = probed.path / "pids"
@@ -332,10 +366,8 @@ def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
 
 
 def test_the_server_starts_no_thread_and_never_cuda():
-    script = ("from pytest_dlperf.worker import forkserver as f; f.preload(); f.check_clean(); import torch; "
-              "print(torch.cuda.is_initialized())")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and done.stdout.split() == ["False"], done.stderr
+    done = preloaded_interpreter()  # the seed's check may have run it already
+    assert done.returncode == 0 and done.stdout.split()[:1] == ["False"] and len(done.stdout.split()) == 2, done.stderr
     stop = threading.Event()
     thread = threading.Thread(target=stop.wait)
     thread.start()
@@ -377,7 +409,8 @@ def test_torchvision_is_imported_before_the_second_fork_not_the_first(tmp_path):
             out = tmp_path / f"seen{index}"
             worker = forkserver.start(["seen_modules", str(out)], env, str(tmp_path), tmp_path / "stdout.log",
                                       tmp_path / "stderr.log")
-            assert worker is not None and worker.server is forkserver.server_for(env), (tmp_path / "stderr.log").read_text()
+            assert worker is not None and worker.server is forkserver.server_for(env), \
+                (tmp_path / "stderr.log").read_text()
             assert worker.wait(60) == 0, (tmp_path / "stderr.log").read_text()
             seen.append(out.read_text())
         assert seen == ["False", "True", "True"]
