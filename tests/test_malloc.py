@@ -22,8 +22,8 @@ from pytest_dlperf import register_model
 
 @register_model("seen", task="image-classification", batch_size=4, defaults={"image_size": 8, "num_classes": 2})
 def seen(settings):
-    rank = os.environ.get("RANK", "0")
-    Path(f"tunables-{rank}.txt").write_text(os.environ.get("GLIBC_TUNABLES", "<unset>"))
+    ranks, rank = os.environ.get("WORLD_SIZE", "1"), os.environ.get("RANK", "0")
+    Path(f"tunables-{ranks}-{rank}.txt").write_text(os.environ.get("GLIBC_TUNABLES", "<unset>"))
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 2))
 '''
 
@@ -62,6 +62,6 @@ def test_each_rank_gets_the_allocator_settings(dlperf, monkeypatch, args, expect
     dlperf.pytester.makeconftest(CONFTEST)
     result = dlperf.run("--dlperf-model", "seen", "--dlperf-gpus", "1,2", *args)
     result.assert_outcomes(passed=2)
-    # The 2-rank case's ranks write over the 1-rank case's file: all three processes were given it.
+    # A file per process, named by its case's ranks and its rank: all three processes were given it.
     assert {p.name: p.read_text() for p in dlperf.path.glob("tunables-*.txt")} == {
-        "tunables-0.txt": expected, "tunables-1.txt": expected}
+        "tunables-1-0.txt": expected, "tunables-2-0.txt": expected, "tunables-2-1.txt": expected}
