@@ -105,24 +105,22 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("PYTEST_ADDOPTS", " ".join(UNUSED_PLUGINS))
 
 
-#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-28 16:18, under CI=true, the sum
-#: of their JUnit times under ``-n 3``, scaled by 0.5 as the figures before them: the VM was shared, 14:03 in all),
+#: Seconds each of the slowest test files took in a full run on the 2-core VM (2026-11-29 07:45, a fresh clone's
+#: .ci/run, the sum of their JUnit times under ``-n 3``, scaled by 0.5 as the figures before them: 9:14 in all),
 #: for :func:`pytest_collection_modifyitems`.
 #: A file not named here runs after these, in its usual order; a figure that has drifted only makes the schedule a
 #: little worse, never a test wrong.
 FILE_SECONDS = {
-    "test_gpu_check.py": 138, "test_fork_server.py": 75, "test_launchers.py": 71, "test_readme.py": 66,
-    "test_bisect.py": 63, "test_commands.py": 59, "test_mlperf_commands.py": 52, "test_attribution.py": 41,
-    "test_history_site.py": 36, "test_command_faults.py": 27, "test_sequential.py": 27, "test_distributed.py": 25,
-    "test_verdict_simulation.py": 23, "test_last_good.py": 23, "test_faults.py": 23, "test_nightly_examples.py": 20,
-    "test_verdict_quality.py": 18, "test_compile_layout.py": 16, "test_measure.py": 16, "test_max_batch.py": 16,
-    "test_machine_identity.py": 16, "test_plots.py": 15, "test_phases.py": 15, "test_data.py": 14,
-    "test_machine_baselines.py": 14, "test_telemetry_flops.py": 14, "test_far_off.py": 13, "test_malloc.py": 11,
-    "test_crash_messages.py": 11, "test_markdown.py": 11, "test_cluster.py": 10, "test_collection.py": 10,
-    "test_cpu_threads.py": 10, "test_ab.py": 10, "test_fuzz_baseline.py": 10, "test_host_work.py": 9,
-    "test_language_models.py": 9, "test_environment.py": 9, "test_history.py": 9, "test_convergence.py": 9,
-    "test_benchmark_json.py": 8, "test_trust.py": 7, "test_custom_models.py": 7, "test_save_slow_host.py": 7,
-    "test_gate_compare.py": 6, "test_bad_input.py": 6,
+    "test_gpu_check.py": 87, "test_launchers.py": 54, "test_fork_server.py": 44, "test_readme.py": 39,
+    "test_mlperf_commands.py": 31, "test_command_faults.py": 30, "test_history_site.py": 27,
+    "test_nightly_examples.py": 27, "test_sequential.py": 27, "test_bisect.py": 25, "test_distributed.py": 23,
+    "test_commands.py": 22, "test_attribution.py": 18, "test_compile_layout.py": 18, "test_measure.py": 17,
+    "test_fuzz_baseline.py": 14, "test_cluster.py": 14, "test_data.py": 14, "test_faults.py": 14,
+    "test_verdict_quality.py": 13, "test_markdown.py": 12, "test_ab.py": 11, "test_language_models.py": 11,
+    "test_malloc.py": 10, "test_cpu_threads.py": 10, "test_benchmark_json.py": 10, "test_max_batch.py": 10,
+    "test_phases.py": 10, "test_last_good.py": 9, "test_machine_identity.py": 9, "test_crash_messages.py": 8,
+    "test_verdict_simulation.py": 8, "test_machine_baselines.py": 7, "test_environment.py": 7,
+    "test_telemetry_flops.py": 7,
 }
 
 
