@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-__all__ = ["FAST", "UNUSED_PLUGINS", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_case", "nvml_works",
-           "shared_run", "tiny_case", "wait_gone"]
+__all__ = ["FAST", "PLUGINS_OFF", "UNUSED_PLUGINS", "DlperfTester", "SharedRun", "alive", "dlperf", "make_tiny_case",
+           "nvml_works", "shared_run", "tiny_case", "wait_gone"]
 
 # A few steps are enough to exercise the whole path; each case still starts a fresh worker.
 # Interference detection off (CPU, memory bandwidth and core speed): on a shared test machine the neighbours'
@@ -32,12 +32,13 @@ __all__ = ["FAST", "UNUSED_PLUGINS", "DlperfTester", "SharedRun", "alive", "dlpe
 # Without hypothesis's and anyio's plugins, which an inner session does not use: a subprocess session
 # starts about a second sooner without importing them.
 UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
+#: What every inner session leaves out: those, pytest's cache (no test reads it) and pytest-benchmark (its own tests
+#: turn it on).  A session started as a process of its own that does not take FAST takes these.
+PLUGINS_OFF = ("-p", "no:cacheprovider", "-p", "no:benchmark", *UNUSED_PLUGINS)
 FAST = ("--dlperf-device", "cpu", "--dlperf-warmup-steps", "2", "--dlperf-steps", "5",
         "-o", "dlperf_repeats=2", "-o", "dlperf_max_interference=off",
         "-o", "dlperf_save_span=off",
-        "-p", "no:cacheprovider",
-        "-p", "no:benchmark",
-        *UNUSED_PLUGINS)
+        *PLUGINS_OFF)
 
 
 class DlperfTester:

@@ -12,7 +12,7 @@ import pytest
 from pytest_dlperf import jsonio
 from pytest_dlperf.worker.distributed import Ranks, global_windows, ranks_from_env
 from pytest_dlperf.launch.launchers import LocalLauncher, MpiLauncher, SlurmLauncher, node_rank_from_env
-from tests.fixtures import UNUSED_PLUGINS, tiny_case, wait_gone
+from tests.fixtures import PLUGINS_OFF, tiny_case, wait_gone
 
 
 #: CPU ranks are bounded by the CPUs: the 4-rank case runs where there are 4.
@@ -186,7 +186,7 @@ def test_a_hung_collective_is_killed_on_every_rank(dlperf):
 def test_sigterm_to_pytest_ends_every_rank(dlperf):
     dlperf.pytester.makeconftest(RANK_FAULTS)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", *UNUSED_PLUGINS,
+        [sys.executable, "-m", "pytest", *PLUGINS_OFF,
          "--dlperf-device", "cpu", "--dlperf-model", "rank-hang", "--dlperf-gpus", "2", "--dlperf-warmup-steps", "1"],
         cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pids = rank_pids(dlperf.path)

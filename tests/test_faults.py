@@ -12,7 +12,7 @@ import pytest
 
 from pytest_dlperf.launch import process as launch
 from pytest_dlperf.launch import waiting
-from tests.fixtures import UNUSED_PLUGINS, wait_gone
+from tests.fixtures import PLUGINS_OFF, wait_gone
 
 FAULTY = textwrap.dedent("""
     import os, subprocess, sys, time
@@ -114,7 +114,7 @@ def test_a_hung_worker_is_killed_with_its_whole_process_group(shared_run):
 def test_sigterm_to_pytest_mid_case_leaves_no_worker(dlperf):
     dlperf.pytester.makeconftest(FAULTY)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", *UNUSED_PLUGINS,
+        [sys.executable, "-m", "pytest", *PLUGINS_OFF,
          "--dlperf-device", "cpu", "--dlperf-model", "faulty-hang", "--dlperf-warmup-steps", "1"],
         cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid_file = dlperf.path / "pids"

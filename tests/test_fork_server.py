@@ -29,7 +29,7 @@ from pytest_dlperf.launch import forkserver
 from pytest_dlperf.launch.launchers import STEADY_MALLOC
 from pytest_dlperf.worker import forkserver as server_side
 from pytest_dlperf.worker import process_state
-from tests.fixtures import UNUSED_PLUGINS, wait_gone
+from tests.fixtures import PLUGINS_OFF, wait_gone
 
 STEADY = ":".join(f"{name}={value}" for name, value in STEADY_MALLOC.items())
 
@@ -322,7 +322,7 @@ def test_an_interrupted_or_killed_session_leaves_no_process(probed, how):
     # non-interactive shell (`cmd &`, nohup) has it ignored, and Python then never raises KeyboardInterrupt
     # (2026-11-26: the cause of this test's occasional hang, SigIgn 0x1001007 in both processes).
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", *UNUSED_PLUGINS,
+        [sys.executable, "-m", "pytest", *PLUGINS_OFF,
          "--dlperf-device", "cpu", "--dlperf-model", "hang", "--dlperf-warmup-steps", "1"],
         cwd=probed.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import tiny_case
+from tests.fixtures import PLUGINS_OFF, tiny_case
 from pytest_dlperf import cli, jsonio
 from pytest_dlperf.reporting import markdown as markdown_report
 from pytest_dlperf.reporting import markdown_tables
@@ -289,8 +289,7 @@ def hangs(settings):
 def test_an_interrupted_session_still_writes_the_results_and_the_report(dlperf):
     dlperf.pytester.makeconftest(HANGS)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", "no:hypothesispytest",
-         "-p", "no:anyio", "--dlperf-device", "cpu", "--dlperf-model", "hangs", "--dlperf-json", "results.json",
+        [sys.executable, "-m", "pytest", *PLUGINS_OFF, "--dlperf-device", "cpu", "--dlperf-model", "hangs", "--dlperf-json", "results.json",
          "--dlperf-report", "report.md"],
         cwd=dlperf.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 120
