@@ -121,7 +121,9 @@ def test_a_file_3x_this_host_s_figures_is_not_judged_against_and_ci_fails(dlperf
         "      not judged: far.json: its host's core speed (1e+05 GFLOP/s) is *x this host's (* GFLOP/s): another "
         "machine"])
     # The same file with this host's own figure is judged (1 img/s: IMPROVED, whatever this host's speed).
-    near = cpu_file(dlperf, "near.json", [machines.hardware.host_figures()[0]])
+    # This host's figure as the best of 30 readings: the default 7, read in a busy moment of the suite's own
+    # workers, once came to 0.32x of what the session read a second later (21.8 against 68.1 GFLOP/s).
+    near = cpu_file(dlperf, "near.json", [machines.hardware.host_figures(readings=30)[0]])
     judged = dlperf.run("--dlperf-baseline", near, "--dlperf-max-runs", "1")
     assert judged.ret == pytest.ExitCode.OK
     judged.stdout.fnmatch_lines(["  IMPROVED tiny-fp32-bs8-gpu1: *"])

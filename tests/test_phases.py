@@ -109,7 +109,7 @@ def test_the_phase_that_grows_is_the_one_slowed(mlp, where):
 
 
 def test_the_unchanged_model_s_phase_shares_are_stable(mlp):
-    first, second = map(phases.pooled, in_turn(slowed_step(mlp, None), slowed_step(mlp, None), windows=6, length=16))
+    first, second = map(phases.pooled, in_turn(slowed_step(mlp, None), slowed_step(mlp, None), windows=10, length=16))
     shares = first.shares(), second.shares()
     assert all(abs(shares[0][name] - shares[1][name]) < 0.15 for name in shares[0]), shares
     assert first.data < 0.01 * first.step_seconds  # the synthetic batch is there already
