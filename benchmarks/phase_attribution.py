@@ -9,7 +9,10 @@ saved with the plugin, then sessions gate against it, alternating kinds:
   torch's optimizer step hook, each sleeping): its FAIL must name that phase (the data phase, with the synthetic
   batch a model of its own trains on, is measured by tests/test_phases.py's slow source instead);
 * ``comm`` (``--ranks 2``): two gloo ranks, the second waiting ``--delay`` in its backward, so the first waits for
-  the all-reduce: the first rank's exposed communication grows, and the FAIL must name ``comm``.
+  the all-reduce: the first rank's exposed communication grows, and the FAIL must name ``comm``;
+* ``allreduce`` (``--ranks 2``): the all-reduce itself made larger on both ranks: a parameter of
+  ``--allreduce-floats`` floats that the loss multiplies by zero, so its gradient (zeros) is all-reduced each step,
+  last of the backward, with no computation to hide it: the FAIL must name ``comm``.
 
 The delay is a sleep, a share of the step chosen by ``--slowdown`` (the unchanged step time, from the baseline's
 phases, times it), so each kind is about that much slower.  It prints, per kind: sessions, failed, whose FAIL
@@ -34,6 +37,7 @@ CONFTEST = '''
 import os
 import time
 
+import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -42,6 +46,7 @@ from pytest_dlperf import register_model
 WHERE = os.environ.get("SLOW_PHASE")
 DELAY = float(os.environ.get("SLOW_SECONDS", "0"))
 RANK = int(os.environ.get("RANK", "0"))
+FLOATS = int(os.environ.get("SLOW_FLOATS", "0"))
 
 
 def nap(*args):
@@ -52,9 +57,22 @@ if WHERE == "optimizer":  # every optimizer's step waits first (torch's global s
     register_optimizer_step_pre_hook(nap)
 
 
+class Padded(nn.Module):
+    """Passes its input on, plus zero times a parameter of FLOATS floats: a gradient of zeros to all-reduce."""
+
+    def __init__(self):
+        super().__init__()
+        self.pad = nn.Parameter(torch.zeros(FLOATS))
+
+    def forward(self, x):
+        return x + 0 * self.pad[:1].sum()
+
+
 @register_model("phasenet", task="regression", batch_size=64, defaults={"in_features": 64, "out_features": 4})
 def phasenet(settings):
     model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 4))
+    if WHERE == "allreduce":
+        model = nn.Sequential(Padded(), *model)
     if WHERE == "forward":
         model[0].register_forward_hook(nap)
     elif WHERE == "backward" or (WHERE == "comm" and RANK == 1):
@@ -76,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10, help="sessions of each kind (default 10)")
     parser.add_argument("--slowdown", type=float, default=0.3, help="added time as a share of a step (0.3)")
-    parser.add_argument("--ranks", type=int, default=1, help="2: the comm kind too, on two gloo ranks")
+    parser.add_argument("--ranks", type=int, default=1, help="2: the comm and allreduce kinds too, on two gloo ranks")
+    parser.add_argument("--allreduce-floats", type=int, default=4_000_000,
+                        help="the allreduce kind's extra gradient, in floats (4,000,000: 16 MB a step)")
     parser.add_argument("--busy-off", action="store_true",
                         help="-o dlperf_max_interference=off in every session: a smoke run on a loaded machine")
     opts = parser.parse_args(argv)
@@ -97,11 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"baseline {entry['throughput']:,.1f} {entry['unit']}, a step {step * 1e3:.2f} ms: "
               f"phases {', '.join(f'{k} {v * 1e3:.2f}' for k, v in entry['phases'].items())} ms; "
               f"delay {delay * 1e3:.2f} ms a step")
-        kinds = [*KINDS, *(["comm"] if opts.ranks > 1 else [])]
+        kinds = [*KINDS, *(["comm", "allreduce"] if opts.ranks > 1 else [])]
         table = {kind: {"sessions": 0, "failed": 0, "right": 0, "other": 0, "none": 0, "named": 0} for kind in kinds}
         for _ in range(opts.sessions):
             for kind in kinds:
-                env = {} if kind == "unchanged" else {"SLOW_PHASE": kind, "SLOW_SECONDS": str(delay)}
+                env = {} if kind == "unchanged" else {"SLOW_PHASE": kind, "SLOW_SECONDS": str(delay),
+                                                      "SLOW_FLOATS": str(opts.allreduce_floats)}
                 code, out = session(folder, [*gpus, "--dlperf-baseline", "base.json"], env)
                 named = PHASE_LINE.findall(out)
                 row = table[kind]
@@ -109,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["failed"] += code == 1
                 row["named"] += bool(named)
                 if code == 1:
-                    row["right" if named and named[0] == kind else "other" if named else "none"] += 1
+                    put = "comm" if kind == "allreduce" else kind  # where the slowdown was put, as the line names it
+                    row["right" if named and named[0] == put else "other" if named else "none"] += 1
                 print(f"  {kind}: exit {code}, named {named or '-'}", flush=True)
     print(f"\n{'kind':10} sessions failed names-it names-other names-none lines-naming-a-phase")
     for kind, row in table.items():

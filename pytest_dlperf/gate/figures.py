@@ -94,7 +94,8 @@ def busy_reason(interference: Mapping[str, Any] | None, threshold: float | None 
 
     Other processes' CPU (or the hypervisor's steal) above ``threshold`` percent of one CPU
     counts where the machine's CPUs were saturated (a process on an idle core takes nothing
-    from the case); other processes on the case's GPU always count.  Clock throttling does not:
+    from the case; the kernel's own work is never other processes': what the run made it do cannot be told from a
+    neighbour's); other processes on the case's GPU always count.  Clock throttling does not:
     it is usually the workload's own heat, which the code under test controls (:func:`throttle_notes`
     names it beside the verdict).
     """
@@ -103,7 +104,7 @@ def busy_reason(interference: Mapping[str, Any] | None, threshold: float | None 
     reasons = []
     other, steal = interference.get("other_cpu_percent", 0.0), interference.get("steal_percent", 0.0)
     capacity = 100.0 * interference.get("cpus", 1)
-    used = other + steal + interference.get("own_cpu_percent", 0.0)
+    used = other + steal + interference.get("own_cpu_percent", 0.0) + interference.get("kernel_cpu_percent", 0.0)
     if other + steal > threshold and used >= SATURATED * capacity:
         what = f"other processes used {other:.0f}% CPU"
         reasons.append(what + (f", steal {steal:.0f}%" if steal >= 1 else ""))

@@ -31,10 +31,11 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: that moved since the save (the controller's own probe between runs) is judged both ways, decided where they agree,
 #: and the budget is in runs only (dlperf_max_seconds removed); 7, a pass whose interval reaches below the threshold
 #: needs its estimate within half the tolerance and twice the tolerance ruled out (was: above it, 2.25 x), and a case
-#: undecided night after night is judged on its last nights together before the never-deciding rule fails it.
-VERDICT_RULES = 7
+#: undecided night after night is judged on its last nights together before the never-deciding rule fails it; 8, the
+#: kernel's own work (interrupts, softirqs, kernel threads) is never other processes' CPU, which alone makes a run busy.
+VERDICT_RULES = 8
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "a9d4e50c32a95dab"
+FINGERPRINT = "856206aec395ddb1"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -50,7 +51,8 @@ RULES = (
     ("pass: the whole interval above the threshold", "evidence.decide"),
     ("pass: the estimate within WITHIN x the tolerance, the interval ruling out RULED_OUT x the tolerance",
      "evidence.decide"),
-    ("busy: a named cause measured outside the case's processes and their descendants", "figures.busy_reason"),
+    ("busy: a named cause measured outside the case's processes, their descendants and the kernel's own work",
+     "figures.busy_reason"),
     ("a busy run counts towards a pass only", "sequential.assess"),
     ("BUSY_RUNS busy runs in a row end the case", "sequential.measure_until_decided"),
     ("a case without a baseline is not re-measured for a busy machine", "sequential.assess"),

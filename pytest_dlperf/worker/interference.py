@@ -11,7 +11,9 @@ last (never inside a timed window; chained like the telemetry sampler, :meth:`st
   torchrun agent, every rank and their data-loader workers) and every process descending from
   them, whatever its environment (a model's own helpers are its load, not a neighbour's).
   ``other_cpu_percent`` is the difference over the windows' wall time, in percent of one CPU
-  (200: two CPUs kept busy by other processes);
+  (200: two CPUs kept busy by other processes).  The kernel's own work (interrupts, softirqs, kernel
+  threads: ``kernel_cpu_percent``) is left out of it: what a run made the kernel do (its disk writes,
+  its page faults, its sockets) cannot be told from what a neighbour did, so it is never a neighbour's;
 * ``steal_percent``: time the hypervisor gave this VM's CPUs to others, where the kernel
   reports it (``cpu_times().steal``), in percent of one CPU;
 * on CUDA, the processes NVML lists on this rank's GPU that are not the case's own
@@ -84,17 +86,25 @@ def cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
 
 
 def machine_times() -> tuple[float, float, float]:
-    """(busy CPU seconds other than disk wait and steal, disk wait seconds, steal seconds) of the whole machine."""
+    """(busy CPU seconds of processes, disk wait seconds, steal seconds) of the whole machine: busy is all but idle,
+    disk wait, steal and the kernel's own work (:func:`host_times`)."""
+    return host_times()[:3]
+
+
+def host_times() -> tuple[float, float, float, float]:
+    """(busy CPU seconds of processes, disk wait, steal, the kernel's own work) of the whole machine, in seconds.
+
+    The kernel's own work: interrupts, softirqs, and the kernel threads (kthreadd and its children: pid 2 and
+    ppid 2 on Linux), whose CPU times psutil reads from ``/proc``."""
     t = psutil.cpu_times()
     total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
     iowait, steal = getattr(t, "iowait", 0.0), getattr(t, "steal", 0.0)
-    return total - t.idle - iowait - steal, iowait, steal
-
-
-def _machine() -> tuple[float, float]:
-    """(busy CPU seconds other than steal, steal seconds) of the whole machine."""
-    busy, _, steal = machine_times()
-    return busy, steal
+    kernel = getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    for proc in psutil.process_iter(["ppid", "cpu_times"]):
+        times = proc.info.get("cpu_times")
+        if (proc.pid == 2 or proc.info.get("ppid") == 2) and times is not None:
+            kernel += times.user + times.system
+    return total - t.idle - iowait - steal - kernel, iowait, steal, kernel
 
 
 #: The probe's buffers: two of this size, larger than most L3 caches' share of one process, so a copy
@@ -218,7 +228,7 @@ class Interference:
     def __init__(self, then=None, gpu_index: int | None = None, probe: bool = True, core: bool = True):
         self.then = then
         self.gpu_index = gpu_index
-        self._start: tuple[float, tuple[float, float], dict[int, float], list[psutil.Process]] | None = None
+        self._start: tuple[float, tuple[float, ...], dict[int, float], list[psutil.Process]] | None = None
         self.figures: dict[str, Any] | None = None
         self.probe = MemoryProbe() if probe else None
         self.core = CoreProbe() if core else None
@@ -235,7 +245,7 @@ class Interference:
     def start(self) -> None:
         self._probe()  # before the CPU counters start: its own CPU time is the case's anyway
         procs = own_processes()
-        self._start = (time.perf_counter(), _machine(), cpu_seconds(procs), procs)
+        self._start = (time.perf_counter(), host_times(), cpu_seconds(procs), procs)
         if self.then is not None:
             self.then.start()
 
@@ -244,8 +254,8 @@ class Interference:
             self.then.stop()
         if self._start is None or self.figures is not None:
             return
-        began, (busy0, steal0), own0, _ = self._start
-        busy1, steal1 = _machine()
+        began, (busy0, _, steal0, kernel0), own0, _ = self._start
+        busy1, _, steal1, kernel1 = host_times()
         seconds = time.perf_counter() - began
         procs = own_processes()
         own1 = cpu_seconds(procs)
@@ -256,6 +266,7 @@ class Interference:
             "other_cpu_percent": round(100 * other / seconds, 2) if seconds > 0 else 0.0,
             "own_cpu_percent": round(100 * own / seconds, 2) if seconds > 0 else 0.0,
             "steal_percent": round(100 * max(0.0, steal1 - steal0) / seconds, 2) if seconds > 0 else 0.0,
+            "kernel_cpu_percent": round(100 * max(0.0, kernel1 - kernel0) / seconds, 2) if seconds > 0 else 0.0,
             "own_processes": len(own1),
             "cpus": psutil.cpu_count() or 1,
         }
