@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=1, help="2: the comm and allreduce kinds too, on two gloo ranks")
     parser.add_argument("--allreduce-floats", type=int, default=4_000_000,
                         help="the allreduce kind's extra gradient, in floats (4,000,000: 16 MB a step)")
+    parser.add_argument("--kinds", default=None, help="the kinds to run, comma-separated (default: all)")
     parser.add_argument("--busy-off", action="store_true",
                         help="-o dlperf_max_interference=off in every session: a smoke run on a loaded machine")
     opts = parser.parse_args(argv)
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
               f"phases {', '.join(f'{k} {v * 1e3:.2f}' for k, v in entry['phases'].items())} ms; "
               f"delay {delay * 1e3:.2f} ms a step")
         kinds = [*KINDS, *(["comm", "allreduce"] if opts.ranks > 1 else [])]
+        kinds = [kind for kind in kinds if opts.kinds is None or kind in opts.kinds.split(",")]
         table = {kind: {"sessions": 0, "failed": 0, "right": 0, "other": 0, "none": 0, "named": 0} for kind in kinds}
         for _ in range(opts.sessions):
             for kind in kinds:

@@ -5,9 +5,10 @@ second (:func:`pytest_dlperf.launch.process.run_command`).  It keeps the run's f
 the start of its pace, and the machine's CPU times then; once the pace since is far under the floor for long enough,
 it measures what else used the machine meanwhile, from outside the run:
 
-* the machine's busy CPU time (psutil's ``cpu_times``: all but idle, disk wait and steal) less the CPU time of the
-  run's own processes: the process it started, its process group, every process tagged with its run id, and every
-  process descending from them, whatever their environment (a model's own helpers are its load);
+* the machine's busy CPU time (psutil's ``cpu_times``: all but idle, disk wait, steal and interrupts) less the CPU
+  time of the run's own processes: the process it started, its process group, every process tagged with its run id,
+  and every process descending from them, whatever their environment (a model's own helpers are its load), and of
+  the kernel's threads (what the run made the kernel do is never a neighbour's);
 * the CPUs' wait on disks (a cold file cache is the machine's) and the hypervisor's steal;
 * on a GPU, the processes NVML lists on the machine's GPUs that are not the run's.
 
@@ -25,13 +26,14 @@ import psutil
 from ..gate import far as far_mod
 from ..gate.far import Cut, FarRule
 from ..protocol import Progress
-from ..worker.interference import cpu_seconds, machine_times
+from ..worker.interference import cpu_seconds, kernel_threads, machine_times
 from .process import group_members, tagged_processes
 
 
 @dataclasses.dataclass(frozen=True)
 class HostSample:
-    """The machine's CPU times (busy, disk wait, steal) and its run's processes' CPU seconds by pid, at ``at``."""
+    """The machine's CPU times (busy, disk wait, steal) and its run's processes' and the kernel threads' CPU seconds
+    by pid, at ``at``."""
 
     at: float
     busy: float
@@ -41,7 +43,7 @@ class HostSample:
 
     @classmethod
     def take(cls, pid: int, run_id: str, clock: Callable[[], float] = time.monotonic) -> HostSample:
-        return cls(clock(), *machine_times(), cpu_seconds(own_processes(pid, run_id)))
+        return cls(clock(), *machine_times(), cpu_seconds(own_processes(pid, run_id) + kernel_threads()))
 
 
 def own_processes(pid: int, run_id: str) -> list[psutil.Process]:

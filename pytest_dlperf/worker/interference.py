@@ -85,26 +85,37 @@ def cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
     return out
 
 
-def machine_times() -> tuple[float, float, float]:
+def machine_times(times=None) -> tuple[float, float, float]:
     """(busy CPU seconds of processes, disk wait seconds, steal seconds) of the whole machine: busy is all but idle,
-    disk wait, steal and the kernel's own work (:func:`host_times`)."""
-    return host_times()[:3]
-
-
-def host_times() -> tuple[float, float, float, float]:
-    """(busy CPU seconds of processes, disk wait, steal, the kernel's own work) of the whole machine, in seconds.
-
-    The kernel's own work: interrupts, softirqs, and the kernel threads (kthreadd and its children: pid 2 and
-    ppid 2 on Linux), whose CPU times psutil reads from ``/proc``."""
-    t = psutil.cpu_times()
+    disk wait, steal, interrupts and softirqs (the kernel's own work, with :func:`kernel_threads`' time).
+    ``times``: psutil's ``cpu_times()``, read where None."""
+    t = psutil.cpu_times() if times is None else times
     total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)
     iowait, steal = getattr(t, "iowait", 0.0), getattr(t, "steal", 0.0)
-    kernel = getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
-    for proc in psutil.process_iter(["ppid", "cpu_times"]):
-        times = proc.info.get("cpu_times")
-        if (proc.pid == 2 or proc.info.get("ppid") == 2) and times is not None:
-            kernel += times.user + times.system
-    return total - t.idle - iowait - steal - kernel, iowait, steal, kernel
+    return total - t.idle - iowait - steal - interrupt_seconds(t), iowait, steal
+
+
+def interrupt_seconds(times=None) -> float:
+    """CPU seconds of the machine's interrupts and softirqs (``times``: psutil's ``cpu_times()``; read where None)."""
+    t = psutil.cpu_times() if times is None else times
+    return getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+
+
+def kernel_threads() -> list[psutil.Process]:
+    """The kernel's threads: kthreadd and its children (pid 2 and ppid 2 on Linux; none where this process cannot see
+    them, another PID namespace).  Their time, with the interrupts', is the kernel's own work."""
+    found = []
+    for proc in psutil.process_iter(["ppid"]):
+        if proc.pid == 2 or proc.info.get("ppid") == 2:
+            found.append(proc)
+    return found
+
+
+def _machine() -> tuple[float, float, float]:
+    """(busy CPU seconds of processes, steal seconds, interrupt and softirq seconds) of the whole machine."""
+    t = psutil.cpu_times()
+    busy, _, steal = machine_times(t)
+    return busy, steal, interrupt_seconds(t)
 
 
 #: The probe's buffers: two of this size, larger than most L3 caches' share of one process, so a copy
@@ -228,7 +239,8 @@ class Interference:
     def __init__(self, then=None, gpu_index: int | None = None, probe: bool = True, core: bool = True):
         self.then = then
         self.gpu_index = gpu_index
-        self._start: tuple[float, tuple[float, ...], dict[int, float], list[psutil.Process]] | None = None
+        self._start: tuple[float, tuple[float, float, float], dict[int, float], dict[int, float],
+                           list[psutil.Process]] | None = None
         self.figures: dict[str, Any] | None = None
         self.probe = MemoryProbe() if probe else None
         self.core = CoreProbe() if core else None
@@ -245,7 +257,7 @@ class Interference:
     def start(self) -> None:
         self._probe()  # before the CPU counters start: its own CPU time is the case's anyway
         procs = own_processes()
-        self._start = (time.perf_counter(), host_times(), cpu_seconds(procs), procs)
+        self._start = (time.perf_counter(), _machine(), cpu_seconds(procs), cpu_seconds(kernel_threads()), procs)
         if self.then is not None:
             self.then.start()
 
@@ -254,19 +266,21 @@ class Interference:
             self.then.stop()
         if self._start is None or self.figures is not None:
             return
-        began, (busy0, _, steal0, kernel0), own0, _ = self._start
-        busy1, _, steal1, kernel1 = host_times()
+        began, (busy0, steal0, interrupts0), own0, kernel0, _ = self._start
+        busy1, steal1, interrupts1 = _machine()
         seconds = time.perf_counter() - began
         procs = own_processes()
-        own1 = cpu_seconds(procs)
+        own1, kernel1 = cpu_seconds(procs), cpu_seconds(kernel_threads())
         own = sum(own1[pid] - own0.get(pid, 0.0) for pid in own1)
-        other = max(0.0, (busy1 - busy0) - own)
+        threads = sum(kernel1[pid] - kernel0.get(pid, 0.0) for pid in kernel1)  # the kernel threads' own time
+        kernel = threads + max(0.0, interrupts1 - interrupts0)
+        other = max(0.0, (busy1 - busy0) - own - threads)
         self.figures = {
             "seconds": round(seconds, 4),
             "other_cpu_percent": round(100 * other / seconds, 2) if seconds > 0 else 0.0,
             "own_cpu_percent": round(100 * own / seconds, 2) if seconds > 0 else 0.0,
             "steal_percent": round(100 * max(0.0, steal1 - steal0) / seconds, 2) if seconds > 0 else 0.0,
-            "kernel_cpu_percent": round(100 * max(0.0, kernel1 - kernel0) / seconds, 2) if seconds > 0 else 0.0,
+            "kernel_cpu_percent": round(100 * max(0.0, kernel) / seconds, 2) if seconds > 0 else 0.0,
             "own_processes": len(own1),
             "cpus": psutil.cpu_count() or 1,
         }
