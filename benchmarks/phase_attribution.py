@@ -10,9 +10,10 @@ saved with the plugin, then sessions gate against it, alternating kinds:
   batch a model of its own trains on, is measured by tests/test_phases.py's slow source instead);
 * ``comm`` (``--ranks 2``): two gloo ranks, the second waiting ``--delay`` in its backward, so the first waits for
   the all-reduce: the first rank's exposed communication grows, and the FAIL must name ``comm``;
-* ``allreduce`` (``--ranks 2``): the all-reduce itself made larger on both ranks: a parameter of
-  ``--allreduce-floats`` floats that the loss multiplies by zero, so its gradient (zeros) is all-reduced each step,
-  last of the backward, with no computation to hide it: the FAIL must name ``comm``.
+* ``allreduce`` (``--ranks 2``): the all-reduce itself made slower on both ranks: DDP's all-reduce (the one the
+  worker's communication hook calls) completes ``--delay`` later, after the backward, with no computation to hide
+  it: the FAIL must name ``comm``.  (A larger all-reduce, a zero gradient of as many floats as the model's own, was
+  named ``optimizer`` 3 of 3: the optimizer's step over the extra floats grew more than the all-reduce.)
 
 The delay is a sleep, a share of the step chosen by ``--slowdown`` (the unchanged step time, from the baseline's
 phases, times it), so each kind is about that much slower.  It prints, per kind: sessions, failed, whose FAIL
@@ -37,7 +38,6 @@ CONFTEST = '''
 import os
 import time
 
-import torch
 from torch import nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
@@ -46,7 +46,6 @@ from pytest_dlperf import register_model
 WHERE = os.environ.get("SLOW_PHASE")
 DELAY = float(os.environ.get("SLOW_SECONDS", "0"))
 RANK = int(os.environ.get("RANK", "0"))
-FLOATS = int(os.environ.get("SLOW_FLOATS", "0"))
 
 
 def nap(*args):
@@ -57,22 +56,20 @@ if WHERE == "optimizer":  # every optimizer's step waits first (torch's global s
     register_optimizer_step_pre_hook(nap)
 
 
-class Padded(nn.Module):
-    """Passes its input on, plus zero times a parameter of FLOATS floats: a gradient of zeros to all-reduce."""
+if WHERE == "allreduce":  # every rank's all-reduce completes DELAY later, on the collective's own thread
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    def __init__(self):
-        super().__init__()
-        self.pad = nn.Parameter(torch.zeros(FLOATS))
+    _allreduce = default_hooks.allreduce_hook
 
-    def forward(self, x):
-        return x + 0 * self.pad[:1].sum()
+    def _slower_allreduce(process_group, bucket):
+        return _allreduce(process_group, bucket).then(lambda done: (time.sleep(DELAY), done.value())[1])
+
+    default_hooks.allreduce_hook = _slower_allreduce
 
 
 @register_model("phasenet", task="regression", batch_size=64, defaults={"in_features": 64, "out_features": 4})
 def phasenet(settings):
     model = nn.Sequential(nn.Linear(64, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 4))
-    if WHERE == "allreduce":
-        model = nn.Sequential(Padded(), *model)
     if WHERE == "forward":
         model[0].register_forward_hook(nap)
     elif WHERE == "backward" or (WHERE == "comm" and RANK == 1):
@@ -95,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=10, help="sessions of each kind (default 10)")
     parser.add_argument("--slowdown", type=float, default=0.3, help="added time as a share of a step (0.3)")
     parser.add_argument("--ranks", type=int, default=1, help="2: the comm and allreduce kinds too, on two gloo ranks")
-    parser.add_argument("--allreduce-floats", type=int, default=4_000_000,
-                        help="the allreduce kind's extra gradient, in floats (4,000,000: 16 MB a step)")
     parser.add_argument("--kinds", default=None, help="the kinds to run, comma-separated (default: all)")
+    parser.add_argument("--show", action="store_true", help="print each session's FAIL message")
     parser.add_argument("--busy-off", action="store_true",
                         help="-o dlperf_max_interference=off in every session: a smoke run on a loaded machine")
     opts = parser.parse_args(argv)
@@ -123,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         table = {kind: {"sessions": 0, "failed": 0, "right": 0, "other": 0, "none": 0, "named": 0} for kind in kinds}
         for _ in range(opts.sessions):
             for kind in kinds:
-                env = {} if kind == "unchanged" else {"SLOW_PHASE": kind, "SLOW_SECONDS": str(delay),
-                                                      "SLOW_FLOATS": str(opts.allreduce_floats)}
+                env = {} if kind == "unchanged" else {"SLOW_PHASE": kind, "SLOW_SECONDS": str(delay)}
                 code, out = session(folder, [*gpus, "--dlperf-baseline", "base.json"], env)
                 named = PHASE_LINE.findall(out)
                 row = table[kind]
@@ -135,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
                     put = "comm" if kind == "allreduce" else kind  # where the slowdown was put, as the line names it
                     row["right" if named and named[0] == put else "other" if named else "none"] += 1
                 print(f"  {kind}: exit {code}, named {named or '-'}", flush=True)
+                if code == 1 and not named or opts.show:  # what the FAIL said instead
+                    lines = out.splitlines()
+                    start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("FAIL ")), None)
+                    print("\n".join("    " + line for line in lines[start:start + 6]) if start is not None
+                          else out[-1500:], flush=True)
     print(f"\n{'kind':10} sessions failed names-it names-other names-none lines-naming-a-phase")
     for kind, row in table.items():
         print(f"{kind:10} {row['sessions']:8} {row['failed']:6} {row['right']:8} {row['other']:12} "

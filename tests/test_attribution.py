@@ -114,6 +114,22 @@ def test_a_scaling_loss_in_parts_computation_all_reduce_and_the_rest():
     assert attribution.scaling_parts(2, many, None) is None
 
 
+def test_per_rank_a_straggler_reads_apart_from_a_slower_all_reduce():
+    # Issue 49: rank 1 computes 4 ms longer and rank 0 waits for it in the all-reduce: a straggler.  Both ranks
+    # computing alike and waiting alike: the all-reduce's own time.
+    rank = {"step": 0.020, "forward": 0.004, "backward": 0.008, "optimizer": 0.002}
+    straggler = {0: {**rank, "comm": 0.0050}, 1: {**rank, "backward": 0.012, "comm": 0.0008}}
+    assert attribution.rank_parts(straggler) == (
+        "per rank, computation + exposed all-reduce (ms a step): rank 0 14.0 + 5.0, rank 1 18.0 + 0.8: rank 1 is a "
+        "straggler: it computes 4.0 ms a step longer than the fastest, and the others wait for it in the all-reduce")
+    alike = {0: {**rank, "comm": 0.0050}, 1: {**rank, "backward": 0.0083, "comm": 0.0047}}
+    assert attribution.rank_parts(alike).endswith(
+        "rank 0 14.0 + 5.0, rank 1 14.3 + 4.7: the ranks compute alike: what the all-reduce exposes is the "
+        "collective's own time")
+    assert attribution.rank_parts({0: {**rank, "comm": 0.005}}) is None  # one rank
+    assert attribution.rank_parts({0: rank, 1: rank}) is None  # no all-reduce timed
+
+
 def test_a_failed_scaling_gate_says_its_loss_in_parts(dlperf):
     """Two gloo ranks on this host's CPUs against one, gated at an efficiency of 1.49: a 2-rank step would have to be
     faster than a 1-rank one to meet it (beside a busy neighbour, 2 ranks once read 0.99 of 1: 0.99 was a flaky gate)."""
@@ -122,4 +138,6 @@ def test_a_failed_scaling_gate_says_its_loss_in_parts(dlperf):
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED, out
     result.stdout.fnmatch_lines(["*scaling in parts: a step on 2 ranks * ms against * ms on 1: computation * ms, "
-                                 "exposed all-reduce * ms, the rest * ms*"])
+                                 "exposed all-reduce * ms, the rest * ms*",
+                                 "*per rank, computation + exposed all-reduce (ms a step): rank 0 * + *, "
+                                 "rank 1 * + *: *"])

@@ -110,3 +110,44 @@ def scaling_parts(ranks: int, many: Mapping[str, float] | None, one: Mapping[str
     return (f"scaling in parts: a step on {ranks} ranks {many[STEP] * 1e3:,.1f} ms against {one[STEP] * 1e3:,.1f} ms "
             f"on 1: computation {compute * 1e3:+,.1f} ms, exposed all-reduce {many['comm'] * 1e3:,.1f} ms, "
             f"the rest {rest * 1e3:+,.1f} ms")
+
+
+def of_ranks(runs: Iterable[Any], counted: set[int] | None = None) -> dict[int, dict[str, float]]:
+    """Each rank's phases (as :func:`of_runs` gives a case's), from the windows the counted runs kept per rank
+    (``RunRecord.ranks``): {} for a run of one rank, or where no rank's windows have phases."""
+    windows: dict[int, list] = {}
+    for run in runs:
+        if counted is None or run.index in counted:
+            for rank in run.ranks:
+                windows.setdefault(rank.rank, []).extend(rank.windows)
+    out = {}
+    for rank, kept in sorted(windows.items()):
+        found = pooled(kept)
+        if found is not None:
+            out[rank] = {STEP: found.step_seconds, **found.seconds()}
+    return out
+
+
+#: :func:`rank_parts`: a rank whose computation takes this share of a step more than the fastest rank's, and which
+#: waits least in the all-reduce, is a straggler.
+STRAGGLER_SHARE = 0.10
+
+
+def rank_parts(per_rank: Mapping[int, Mapping[str, float]]) -> str | None:
+    """Per rank, its computation and its exposed all-reduce (ms a step), and what they say: a straggler (one rank
+    computes longer, the others wait for it in the all-reduce) or ranks that compute alike (a slower all-reduce is
+    the network's or the collective's); None for fewer than two ranks with those phases."""
+    usable = {r: p for r, p in per_rank.items() if p.get("comm") is not None and all(n in p for n in COMPUTE)}
+    if len(usable) < 2:
+        return None
+    compute = {r: sum(p[n] for n in COMPUTE) for r, p in usable.items()}
+    comm = {r: p["comm"] for r, p in usable.items()}
+    each = ", ".join(f"rank {r} {compute[r] * 1e3:,.1f} + {comm[r] * 1e3:,.1f}" for r in sorted(usable))
+    slow, fastest = max(compute, key=compute.get), min(compute.values())
+    step = max(p[STEP] for p in usable.values())
+    if compute[slow] - fastest > STRAGGLER_SHARE * step and comm[slow] < min(c for r, c in comm.items() if r != slow):
+        reading = (f"rank {slow} is a straggler: it computes {(compute[slow] - fastest) * 1e3:,.1f} ms a step longer "
+                   f"than the fastest, and the others wait for it in the all-reduce")
+    else:
+        reading = "the ranks compute alike: what the all-reduce exposes is the collective's own time"
+    return f"per rank, computation + exposed all-reduce (ms a step): {each}: {reading}"

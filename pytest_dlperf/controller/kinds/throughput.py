@@ -49,9 +49,9 @@ class Judged:
     #: Where its step's time went against its baseline's (:mod:`pytest_dlperf.gate.attribution`): said on a FAIL
     #: or an IMPROVED, which it explains; None without phases on both sides.
     shift: attribution.Shift | None = None
-    #: A multi-rank case's scaling loss in parts (:func:`pytest_dlperf.gate.attribution.scaling_parts`): said where
-    #: its scaling gate failed.
-    parts: str | None = None
+    #: A multi-rank case's scaling loss in parts, and per rank (:func:`pytest_dlperf.gate.attribution.scaling_parts`,
+    #: :func:`~pytest_dlperf.gate.attribution.rank_parts`): said where its scaling gate failed.
+    parts: tuple[str, ...] = ()
 
 
 class ThroughputKind:
@@ -73,7 +73,7 @@ class ThroughputKind:
         moved = judged.shift is not None and verdict.status in (Status.FAIL, Status.IMPROVED)
         notes = (judged.shift.line(), *judged.notes) if moved else judged.notes
         if judged.parts and measurement.scaling is not None and measurement.scaling.failed:
-            notes = (judged.parts, *notes)
+            notes = (*judged.parts, *notes)
         return combine(verdict, measurement.scaling, judged.scaling_note, measurement.gpu_utilization_gate, notes)
 
 
@@ -173,8 +173,16 @@ def figures_of(plan: Plan, runner: Runner, last: Attempt, evidence: Evidence, sc
         hardware_mismatch=mismatch, host_bound=bound, evidence=evidence, phases=phases,
         value=Judged(runner.label(case), scaling_note, tuple(notes),
                      shift(phases, expected.phases if expected is not None else None),
-                     attribution.scaling_parts(case.gpus, phases, plan.reference.one_rank_phases())
-                     if scale is not None else None))
+                     scaling_parts(case.gpus, phases, plan.reference.one_rank_phases(), last.runs, evidence)
+                     if scale is not None else ()))
+
+
+def scaling_parts(ranks: int, phases, one_rank, runs, evidence: Evidence) -> tuple[str, ...]:
+    """A multi-rank case's scaling loss in parts against its 1-rank reference, and per rank (the lines a failed
+    scaling gate says, :mod:`pytest_dlperf.gate.attribution`)."""
+    per_rank = attribution.of_ranks(runs, {f.index for f in evidence.counted})
+    return tuple(line for line in (attribution.scaling_parts(ranks, phases, one_rank),
+                                   attribution.rank_parts(per_rank)) if line)
 
 
 def shift(now: Mapping[str, float] | None, then: Mapping[str, float] | None) -> attribution.Shift | None:
