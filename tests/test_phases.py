@@ -109,9 +109,20 @@ def test_the_phase_that_grows_is_the_one_slowed(mlp, where):
 
 
 def test_the_unchanged_model_s_phase_shares_are_stable(mlp):
-    first, second = map(phases.pooled, in_turn(slowed_step(mlp, None), slowed_step(mlp, None), windows=10, length=16))
-    shares = first.shares(), second.shares()
-    assert all(abs(shares[0][name] - shares[1][name]) < 0.15 for name in shares[0]), shares
+    # Two step objects of one model, their windows in turn, agree on each phase's share of the step.  Under a busy
+    # machine (a spinning process beside the suite's workers) the scheduler's slices, milliseconds long as these
+    # phases are, once moved the optimizer's share from 0.45 to 0.73 in one measurement: of three measurements, one
+    # must agree (a clock that misplaced a phase would disagree in all three).
+    tried = []
+    for _ in range(3):
+        first, second = map(phases.pooled, in_turn(slowed_step(mlp, None), slowed_step(mlp, None), windows=10,
+                                                   length=16))
+        shares = first.shares(), second.shares()
+        tried.append(shares)
+        if all(abs(shares[0][name] - shares[1][name]) < 0.15 for name in shares[0]):
+            break
+    else:
+        pytest.fail(f"no measurement of three agreed: {tried}")
     assert first.data < 0.01 * first.step_seconds  # the synthetic batch is there already
 
 
