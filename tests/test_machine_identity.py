@@ -101,7 +101,7 @@ def test_a_folder_reads_this_host_only_where_a_file_has_probes_and_passes_over_a
     assert not asked and plain  # no file with probes: nothing to compare, no probe read
     cpu_file(dlperf, "probed/fast.json", [70.0, 75.0, 64.0])
     loaded = machines.select(str(dlperf.path / "probed"), here, dlperf.path / "rec", measure)
-    assert asked == [1] and loaded.selection.how == "none"
+    assert len(asked) == 1 + machines.AGAIN and loaded.selection.how == "none"  # a gap is read again before it stands
     assert "fast.json: its host's core speed (70 GFLOP/s) is 3.5x this host's (20 GFLOP/s): another machine" in (
         loaded.selection.line())
 

@@ -117,7 +117,10 @@ def test_the_unchanged_model_s_phase_shares_are_stable(mlp):
     for _ in range(3):
         first, second = map(phases.pooled, in_turn(slowed_step(mlp, None), slowed_step(mlp, None), windows=10,
                                                    length=16))
-        shares = first.shares(), second.shares()
+        # Each timed phase's share of the timed phases: "other" is the step's median less the phases' medians, a
+        # residual that medians of parts need not keep (0.30 against 0.03 once, the phases themselves agreeing).
+        shares = tuple({name: value / sum(v for n, v in one.shares().items() if n != "other")
+                        for name, value in one.shares().items() if name != "other"} for one in (first, second))
         tried.append(shares)
         if all(abs(shares[0][name] - shares[1][name]) < 0.15 for name in shares[0]):
             break
