@@ -119,8 +119,8 @@ def test_the_unchanged_model_s_phase_shares_are_stable(mlp):
                                                    length=16))
         # Each timed phase's share of the timed phases: "other" is the step's median less the phases' medians, a
         # residual that medians of parts need not keep (0.30 against 0.03 once, the phases themselves agreeing).
-        shares = tuple({name: value / sum(v for n, v in one.shares().items() if n != "other")
-                        for name, value in one.shares().items() if name != "other"} for one in (first, second))
+        shares = tuple({name: value / sum(timed.values()) for name, value in timed.items()}
+                       for timed in (first.named(), second.named()))
         tried.append(shares)
         if all(abs(shares[0][name] - shares[1][name]) < 0.15 for name in shares[0]):
             break

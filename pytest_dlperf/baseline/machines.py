@@ -42,20 +42,21 @@ from . import hardware, named
 from .document import Baseline, Entry
 from .measured import from_measurements
 
+AGAIN, AGAIN_SECONDS = 4, 0.25  # probed: more readings of this host, this far apart, before a gap stands
+
 
 @dataclasses.dataclass(frozen=True)
 class Machine:
-    """A machine class: a GPU model (and where known its board: memory, power limit, clock), or a CPU model and
-    (where known) its number of logical CPUs, its training-relevant instruction set
-    (:func:`pytest_dlperf.environment.cpu_isa`), its family and model numbers and its host probes' figures."""
+    """A machine class: a GPU model (and where known its board: memory, power, clock), or a CPU model and where known
+    its logical CPUs, instruction set (:func:`~pytest_dlperf.environment.cpu_isa`), family, model and probes."""
 
     kind: str  # "cuda" or "cpu"
     model: str | None
     cpus: int | None = None
     isa: str | None = None  # "avx2 avx512f avx512_bf16"; None: not known
     signature: str | None = None  # "family 23 model 1"; None: not known
-    #: A CPU run's host probes (:mod:`pytest_dlperf.worker.interference`): a file's, the median of its entries';
-    #: this host's, its best reading at the session's start (a neighbour only lowers a reading).
+    #: A CPU run's host probes (:mod:`pytest_dlperf.worker.interference`): a file's, the median of its entries'; this
+    #: host's, its best readings at the session's start (a neighbour only lowers a reading: :func:`probed`).
     core_gflops: float | None = None
     memory_gbs: float | None = None
     board: hardware.Board | None = None
@@ -158,9 +159,6 @@ def this_machine(device: str, env: Mapping[str, Any]) -> Machine:
     return Machine("cpu", host.get("cpu"), host.get("cpu_count"), host.get("cpu_isa"), host.get("cpu_signature"))
 
 
-AGAIN, AGAIN_SECONDS = 4, 0.25  # probed: more readings of this host, this far apart, before a gap stands
-
-
 def probed(machine: Machine, theirs: Iterable[Machine | None], measure=hardware.host_figures) -> Machine:
     """``machine`` with this host's probe figures (``measure()``: core, memory), on a CPU where a file (``theirs``)
     has some.  A busy moment reads a host slow, never fast: a gap is read again (a best of 7 once read 4x low)."""
@@ -168,8 +166,10 @@ def probed(machine: Machine, theirs: Iterable[Machine | None], measure=hardware.
     if machine.kind != "cpu" or machine.core_gflops or not theirs:
         return machine
     core, memory = measure()
-    for _ in range(AGAIN):
-        if not any(dataclasses.replace(machine, core_gflops=core, memory_gbs=memory).probe_gap(m) for m in theirs):
+    for _ in range(AGAIN):  # only a gap where a file reads faster than this host: reading again cannot close another
+        mine = dataclasses.replace(machine, core_gflops=core, memory_gbs=memory)
+        if not any(mine.probe_gap(m) and ((m.core_gflops or 0) > (core or 0) or (m.memory_gbs or 0) > (memory or 0))
+                   for m in theirs):
             break
         time.sleep(AGAIN_SECONDS)
         core, memory = (max(filter(None, pair), default=None) for pair in zip((core, memory), measure()))

@@ -26,7 +26,7 @@ import psutil
 from ..gate import far as far_mod
 from ..gate.far import Cut, FarRule
 from ..protocol import Progress
-from ..worker.interference import cpu_seconds, kernel_threads, machine_times
+from ..worker.interference import cpu_seconds, cpu_since, kernel_threads, machine_times
 from .process import group_members, tagged_processes
 
 
@@ -63,8 +63,7 @@ def others_percent(then: HostSample, now: HostSample) -> tuple[float, float, flo
     """(other processes' CPU, disk wait, steal) between two samples, in percent of one CPU.  A process of the run
     that ended between them leaves its CPU time to the others: the run is then not cut, never cut wrongly."""
     seconds = max(now.at - then.at, 1e-6)
-    own = sum(cpu - then.own.get(pid, 0.0) for pid, cpu in now.own.items())
-    other = max(0.0, now.busy - then.busy - own)
+    other = max(0.0, now.busy - then.busy - cpu_since(then.own, now.own))
     return (100 * other / seconds, 100 * (now.iowait - then.iowait) / seconds,
             100 * (now.steal - then.steal) / seconds)
 

@@ -85,6 +85,12 @@ def cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
     return out
 
 
+def cpu_since(then: dict[int, float], now: dict[int, float]) -> float:
+    """The CPU seconds the processes of ``now`` (:func:`cpu_seconds`) used since ``then``; one that ended between the
+    two is left out (its time since counts for nobody), one that started counts whole."""
+    return sum(cpu - then.get(pid, 0.0) for pid, cpu in now.items())
+
+
 def machine_times(times=None) -> tuple[float, float, float]:
     """(busy CPU seconds of processes, disk wait seconds, steal seconds) of the whole machine: busy is all but idle,
     disk wait, steal, interrupts and softirqs (the kernel's own work, with :func:`kernel_threads`' time).
@@ -271,8 +277,7 @@ class Interference:
         seconds = time.perf_counter() - began
         procs = own_processes()
         own1, kernel1 = cpu_seconds(procs), cpu_seconds(kernel_threads())
-        own = sum(own1[pid] - own0.get(pid, 0.0) for pid in own1)
-        threads = sum(kernel1[pid] - kernel0.get(pid, 0.0) for pid in kernel1)  # the kernel threads' own time
+        own, threads = cpu_since(own0, own1), cpu_since(kernel0, kernel1)
         kernel = threads + max(0.0, interrupts1 - interrupts0)
         other = max(0.0, (busy1 - busy0) - own - threads)
         self.figures = {
