@@ -4,6 +4,7 @@ last session fails with the line the README shows."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -36,6 +37,17 @@ ADDOPTS = ("-p no:cacheprovider --dlperf-warmup-steps 5 --dlperf-steps 20 -o dlp
 #: only need to pass, which noisier runs make no harder (a FAIL needs the whole interval below the threshold).
 TINY_ADDOPTS = "--dlperf-tolerance 0.5 --dlperf-warmup-steps 2 --dlperf-steps 5 -o dlperf_repeats=2"
 SAVE_ADDOPTS = "--dlperf-runs 3"
+#: Step 3's save is made again (up to this many times) where one of its runs read under half another's: under the
+#: suite's load its 3 runs once read 17,197, 102,900 and 84,581 samples/s (one starved of the CPU for seconds; the
+#: busy rule is off here), and against them 16 layers could not be told from 2.  The README says to save on a quiet
+#: machine; the suite's is not.
+SAVE_AGAIN = 2
+
+
+def starved(path: Path) -> bool:
+    """Whether the save in ``path`` has a run under half another's."""
+    (entry,) = json.loads(path.read_text())["cases"]
+    return max(entry["runs"]) > 2 * min(entry["runs"])
 
 
 def quick_start() -> tuple[str, list[str], str]:
@@ -67,8 +79,11 @@ def test_the_quick_start_runs_as_written_and_its_last_session_fails(tmp_path: Pa
             added.append(TINY_ADDOPTS)
             if "--dlperf-save-baseline" in command:
                 added.append(SAVE_ADDOPTS)
-        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                              env=dict(os.environ, PYTEST_ADDOPTS=" ".join(added), PATH=path))
+        for _ in range(1 + SAVE_AGAIN):
+            done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=600, env=dict(os.environ, PYTEST_ADDOPTS=" ".join(added), PATH=path))
+            if "my-mlp" not in command or done.returncode or not starved(tmp_path / "mine.json"):
+                break
         outputs.append(done)
         if command != commands[-1]:
             assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
