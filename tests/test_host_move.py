@@ -113,3 +113,43 @@ def test_a_save_keeps_the_hosts_readings_and_a_session_against_it_reads_its_own(
     runs = [run for attempt in case["attempts"] for run in attempt["runs"]]
     assert runs and all(run["host_probe"]["index"] > 0 for run in runs)
     assert all(figure["host"] > 0 for figure in case["evidence"]["runs"])
+
+
+#: A save whose runs' own probes read 45 GFLOP/s and 6.4 GB/s, 3% apart (its spread), and no controller readings.
+PROBED = dataclasses.replace(BASE, host_runs=None, memory_gbs=6.4, core_gflops=45.0)
+PROBE_RUNS = {"memory_gbs": (6.2, 6.4, 6.6), "core_gflops": (43.6, 45.0, 46.4)}
+
+
+def probed_runs(probes: float, code: float, host_speed: float = 1.0):
+    """A session's runs whose own probes read ``probes`` of the save's (the controller's probe: none)."""
+    def one(index: int) -> Attempt:
+        value = 1000.0 * host_speed * code * (1 + 0.01 * ((index % 3) - 1))
+        run = RunRecord.from_dict({"index": index, "windows": [{"throughput": value}], "wall_seconds": 0.01,
+                                   "interference": {"memory_gbs": 6.4 * probes, "core_gflops": 45.0 * probes}})
+        return Attempt(summarize([value]), "img/s", [run], {}, [])
+    return one
+
+
+def probed(probes: float, code: float, host_speed: float = 1.0):
+    _, evidence = measure_until_decided(probed_runs(probes, code, host_speed), PROBED, SAVED, Budget(max_runs=10),
+                                        sleep=lambda s: None, probe_runs=PROBE_RUNS)
+    return evidence, judge_evidence("x", evidence, "img/s", PROBED)
+
+
+def test_runs_whose_own_probes_read_faster_never_pass_a_slowdown_the_faster_host_hides():
+    """The save in a slow stretch: a slowdown of twice the tolerance reads above the baseline as measured, on a host
+    whose runs' probes read 40% faster; judged on their scale too, it does not pass."""
+    evidence, judgement = probed(1.4, 0.9, host_speed=1.3)
+    assert judgement.status is Status.INCONCLUSIVE and evidence.stopped == ev.StopReason.HOST_MOVED
+    assert "the runs' own probes of its memory and cores (timed between windows) read 40% faster" in \
+        render(judgement)
+
+
+@pytest.mark.parametrize("probes, code, status", [(0.6, 0.7, Status.FAIL), (0.6, 1.0, Status.PASS),
+                                                  (1.4, 0.7, Status.FAIL), (1.0, 1.0, Status.PASS),
+                                                  (1.05, 1.0, Status.PASS)])
+def test_runs_own_probes_only_withhold_a_pass_and_only_when_faster(probes, code, status):
+    """Slower probes (the code's own work can lower them) change no verdict; faster ones never turn a FAIL; within
+    their reach (10%, or 3 x their spread) they are no move."""
+    evidence, judgement = probed(probes, code)
+    assert judgement.status is status and evidence.stopped != ev.StopReason.HOST_MOVED

@@ -220,21 +220,15 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
     it: more than the probe's ``drops`` (:data:`MAX_BANDWIDTH_DROP`, :data:`MAX_CORE_DROP` on the CPU; None: never
     named, a GPU case's)
     and outside :data:`PROBE_SIGMAS` of the probe's own spread between the baseline's runs (``spreads``: their
-    readings).  Nothing here decides: a faster host may hide a slowdown, a slower one may explain part of one.
+    readings).  A slower probe decides nothing (the case's own processes can lower it; it may explain part of a
+    slowdown); faster ones may hide a slowdown, and the case is judged on their scale too (:func:`faster`,
+    :mod:`.host`).
 
     ``references``: the baseline's probe figures, by :attr:`HostProbe.key`.
     """
     notes = []
-    for probe in HOST_PROBES:
-        reference = references.get(probe.key)
-        reach = _reach(probe, reference, (spreads or {}).get(probe.key), drops)
-        values = [f.probe(probe) for f in figures if not f.busy and f.probe(probe)]
-        if reach is None or not values:
-            continue
-        (limit, own), median = reach, statistics.median(values)
+    for probe, median, reference, own in _far_probes(figures, references, spreads, drops):
         change = median / reference - 1
-        if abs(change) <= limit:
-            continue
         why = (f"outside {PROBE_SIGMAS} x its spread between the baseline's runs ({100 * own / PROBE_SIGMAS:.0f}% CV)"
                if own else "")
         if change > 0:
@@ -245,6 +239,34 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
                          f"{reference:.1f} {probe.unit}{', ' + why if why else ''}): another tenant of the host may "
                          f"have slowed the runs")
     return notes
+
+
+def faster(figures: Sequence[RunFigure], references: Mapping[str, float | None],
+           spreads: Mapping[str, Sequence[float]] | None = None,
+           drops: Mapping[str, float | None] | None = None) -> float | None:
+    """How much faster than the baseline's the counted runs' host probes read, where every probe named beside the
+    verdict (:func:`probe_notes`) reads faster: the smallest of their ratios (their median over the baseline's);
+    None where none is named, or one is named slower."""
+    ratios = [median / reference for _, median, reference, _ in _far_probes(figures, references, spreads, drops)]
+    return min(ratios) if ratios and min(ratios) > 1 else None
+
+
+def _far_probes(figures: Sequence[RunFigure], references: Mapping[str, float | None],
+                spreads: Mapping[str, Sequence[float]] | None,
+                drops: Mapping[str, float | None] | None) -> list[tuple[HostProbe, float, float, float]]:
+    """The probes whose counted runs' median reads beyond their reach (:func:`_reach`) from the baseline's: (the
+    probe, that median, the baseline's figure, the probe's own spread x :data:`PROBE_SIGMAS`)."""
+    out = []
+    for probe in HOST_PROBES:
+        reference = references.get(probe.key)
+        reach = _reach(probe, reference, (spreads or {}).get(probe.key), drops)
+        values = [f.probe(probe) for f in figures if not f.busy and f.probe(probe)]
+        if reach is None or not values:
+            continue
+        (limit, own), median = reach, statistics.median(values)
+        if abs(median / reference - 1) > limit:
+            out.append((probe, median, reference, own))
+    return out
 
 
 def run_figures(runs: Sequence[RunRecord], threshold: float | None = MAX_INTERFERENCE) -> list[RunFigure]:

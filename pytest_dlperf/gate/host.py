@@ -16,6 +16,14 @@ other not, more runs are measured; where they contradict (unchanged code on a sl
 PASS on the host's scale), the case ends INCONCLUSIVE, saying that the host moved and by how much.  A slowdown
 beyond the host's move fails both ways, so the rule never excuses one: it only withholds a verdict the host's move
 would have made.
+
+Where the controller's probe does not say the host moved, the runs' own probes may (the memory and core probes the
+worker times between windows, :func:`pytest_dlperf.gate.figures.faster`), but only one way: faster.  They run beside
+the case's own processes, whose work (its loaders, its helpers, its memory traffic) can lower them and so cannot be
+an excuse; nothing the code does makes the host read faster.  A case whose runs' probes all read faster than the
+save's, beyond their own spread, is judged on their scale too (each run's figure divided by the smallest of their
+ratios), so that a slowdown a faster host hides does not pass (measured on a host whose speed moves by minutes: a
+save in a slow stretch, then 5 of 20 sessions twice the tolerance slower passed, their probes 50-82% faster).
 """
 
 from __future__ import annotations
@@ -23,9 +31,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from . import evidence as ev
+from . import figures as fig
 from .figures import RunFigure
 
 #: Standard errors of the difference of the two sides' mean log readings beyond which the host has moved.
@@ -45,11 +54,12 @@ class Move:
     ratio: float
     runs: int
     saved_runs: int
+    by: str = "its own probe (a process of its own between runs) reads"  # what read it, and the verb
 
     def line(self) -> str:
         way = "slower" if self.ratio < 1 else "faster"
-        return (f"the host moved: its own probe (a process of its own between runs) reads {abs(self.ratio - 1):.0%} "
-                f"{way} than when the baseline was saved ({self.runs} against {self.saved_runs} readings)")
+        return (f"the host moved: {self.by} {abs(self.ratio - 1):.0%} {way} than when the baseline was saved "
+                f"({self.runs} against {self.saved_runs} readings)")
 
 
 def moved(figures: Sequence[RunFigure], saved: Sequence[float] | None, tolerance: float) -> Move | None:
@@ -67,6 +77,18 @@ def moved(figures: Sequence[RunFigure], saved: Sequence[float] | None, tolerance
     if abs(difference) <= max(MOVED_SIGMAS * se, MOVED_FLOOR * tolerance):
         return None
     return Move(math.exp(difference), len(now), len(then))
+
+
+def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float | None],
+                  spreads: Mapping[str, Sequence[float]] | None, drops: Mapping[str, float | None] | None,
+                  saved_runs: int) -> Move | None:
+    """The host's move as the runs' own probes read it, where all those named beside the verdict read faster than
+    the baseline's (:func:`pytest_dlperf.gate.figures.faster`); None otherwise.  ``saved_runs``: the baseline's."""
+    ratio = fig.faster(figures, references, spreads, drops)
+    if ratio is None:
+        return None
+    runs = sum(1 for f in figures if not f.busy and not f.far and (f.core or f.bandwidth))
+    return Move(ratio, runs, saved_runs, by="the runs' own probes of its memory and cores (timed between windows) read")
 
 
 def combined(raw: ev.Decision, scaled: ev.Decision) -> tuple[ev.Decision, bool]:

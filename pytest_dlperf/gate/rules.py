@@ -32,10 +32,12 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: and the budget is in runs only (dlperf_max_seconds removed); 7, a pass whose interval reaches below the threshold
 #: needs its estimate within half the tolerance and twice the tolerance ruled out (was: above it, 2.25 x), and a case
 #: undecided night after night is judged on its last nights together before the never-deciding rule fails it; 8, the
-#: kernel's own work (interrupts, softirqs, kernel threads) is never other processes' CPU, which alone makes a run busy.
-VERDICT_RULES = 8
+#: kernel's own work (interrupts, softirqs, kernel threads) is never other processes' CPU, which alone makes a run busy;
+#: 9, where the controller's probe saw no move, runs whose own probes all read faster than the save's are judged on
+#: their scale too (a faster host hides a slowdown; the code cannot raise its probes).
+VERDICT_RULES = 9
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "856206aec395ddb1"
+FINGERPRINT = "1d01e77e142293e3"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -62,8 +64,8 @@ RULES = (
     ("a save's run whose probe read far below its own quiet level is busy", "figures.outliers"),
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
-    ("a host that moved since the save (its own probe between runs): decided only where the runs as measured and on "
-     "the host's scale agree", "host, sequential.judged_both_ways"),
+    ("a host that moved since the save (its own probe between runs, else the runs' own probes, only faster): decided "
+     "only where the runs as measured and on the host's scale agree", "host, sequential.judged_both_ways"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
     ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides, "
      "unless its last nights together pass or rule out twice the tolerance against a saved baseline (together below "

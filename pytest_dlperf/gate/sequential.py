@@ -122,22 +122,29 @@ def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline
 
 
 def evidence_now(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
-                 tolerance: float, drift: ev.Drift | None, budget: Budget, notes: list[str]) -> tuple[Evidence, bool]:
+                 tolerance: float, drift: ev.Drift | None, budget: Budget, notes: list[str],
+                 probe_runs: Mapping[str, Sequence[float]] | None = None) -> tuple[Evidence, bool]:
     """The runs so far as evidence (:func:`assess`, then :func:`judged_both_ways` where the host moved), and whether
     the runs as measured and on the host's scale contradict each other."""
     estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, drift, budget)
     decision, contradicted, line = judged_both_ways(figures, expected, baseline_runs, tolerance, drift, budget,
-                                                    decision)
+                                                    decision, probe_runs)
     notes = [line, *notes] if line else notes
     return Evidence(list(figures), estimate, decision, StopReason.DECIDED, busy_counted, notes), contradicted
 
 
 def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
-                     tolerance: float, drift: ev.Drift | None, budget: Budget,
-                     decision: ev.Decision) -> tuple[ev.Decision, bool, str | None]:
-    """Where the host moved since the save (:mod:`.host`): the decision of the runs as measured and on the host's
-    scale together, whether the two contradict, and the line that says the host moved; else ``decision`` as it is."""
-    move = host.moved(figures, expected.host_runs if expected is not None else None, tolerance)
+                     tolerance: float, drift: ev.Drift | None, budget: Budget, decision: ev.Decision,
+                     probe_runs: Mapping[str, Sequence[float]] | None = None) -> tuple[ev.Decision, bool, str | None]:
+    """Where the host moved since the save (:mod:`.host`: the controller's probe either way, else the runs' own
+    probes, faster): the decision of the runs as measured and on the host's scale together, whether the two
+    contradict, and the line that says the host moved; else ``decision`` as it is.  ``probe_runs``: the baseline's
+    runs' probe readings, by key (their spread)."""
+    if expected is None:
+        return decision, False, None
+    references = {probe.key: getattr(expected, probe.key, None) for probe in fig.HOST_PROBES}
+    move = (host.moved(figures, expected.host_runs, tolerance)
+            or host.probes_faster(figures, references, probe_runs, budget.probe_drops, len(baseline_runs)))
     if move is None:
         return decision, False, None
     scaled = [dataclasses.replace(f, value=f.value / move.ratio) for f in figures]
@@ -233,7 +240,8 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         if len(attempts) < budget.first_runs or (figures and all(f.far for f in figures)):
             continue
         notes = fig.probe_notes(figures, references, probe_runs, budget.probe_drops) + fig.throttle_notes(attempt.runs)
-        evidence, contradicted = evidence_now(figures, expected, baseline_runs, tolerance, drift, budget, notes)
+        evidence, contradicted = evidence_now(figures, expected, baseline_runs, tolerance, drift, budget, notes,
+                                              probe_runs)
         estimate, decision = evidence.estimate, evidence.decision
         if contradicted and estimate.runs >= REGRESSION_RUNS:  # the host's move alone turns the verdict, in runs
             return attempt, out_of_budget(evidence, False, StopReason.HOST_MOVED)  # that agree: no run more helps
