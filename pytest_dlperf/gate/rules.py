@@ -34,10 +34,11 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: undecided night after night is judged on its last nights together before the never-deciding rule fails it; 8, the
 #: kernel's own work (interrupts, softirqs, kernel threads) is never other processes' CPU, which alone makes a run busy;
 #: 9, where the controller's probe saw no move, runs whose own probes all read faster than the save's are judged on
-#: their scale too (a faster host hides a slowdown; the code cannot raise its probes).
+#: their scale too (a faster host hides a slowdown; the code cannot raise its probes), and a save no longer sets aside
+#: its runs whose probes dip (it read the host's fast moments only).
 VERDICT_RULES = 9
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "1d01e77e142293e3"
+FINGERPRINT = "b8cc3d29c9a35592"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -61,7 +62,6 @@ RULES = (
     ("a save measures SAVE_RUNS counted runs, re-measuring busy ones", "controller.throughput"),
     ("a save needs MIN_SAVED_RUNS quiet runs", "sequential.unsaved_reason"),
     ("a save's counted runs start over dlperf_save_span", "controller.throughput.save_spacing"),
-    ("a save's run whose probe read far below its own quiet level is busy", "figures.outliers"),
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
     ("a host that moved since the save (its own probe between runs, else the runs' own probes, only faster): decided "

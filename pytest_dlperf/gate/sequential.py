@@ -190,15 +190,12 @@ def far_off(figures: Sequence[fig.RunFigure], expected: Expected, baseline_runs:
     return Evidence(list(figures), estimate, ev.Decision.REGRESSION, StopReason.FAR_OFF)
 
 
-def run_figures(attempt: Attempt, budget: Budget, saving: bool) -> list[fig.RunFigure]:
-    """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`), or for a baseline being
-    saved (``saving``) far below its own runs' (:func:`~.figures.outliers`); with ``dlperf_max_interference
-    off``, none busy.  A host probe far below the baseline's makes no run busy: the probes run beside the case's
-    own processes, which can move them (a build that streams more memory reads a lower bandwidth)."""
-    figures = fig.run_figures(attempt.runs, budget.max_interference)
-    if budget.max_interference is None or not saving:
-        return figures
-    return fig.outliers(figures, budget.probe_drops)
+def run_figures(attempt: Attempt, budget: Budget) -> list[fig.RunFigure]:
+    """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`); with
+    ``dlperf_max_interference off``, none busy.  A host probe far below the baseline's, or below a save's other
+    runs', makes no run busy: the probes run beside the case's own processes, which can move them (a build that
+    streams more memory reads a lower bandwidth), and a save is judged as its sessions are."""
+    return fig.run_figures(attempt.runs, budget.max_interference)
 
 
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
@@ -234,7 +231,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         attempts.append(measure_one(index))
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
-        figures = run_figures(attempt, budget, counted_runs > 0)
+        figures = run_figures(attempt, budget)
         if far_ended(figures, len(attempts), budget):
             return attempt, far_off(figures, expected, baseline_runs, drift)
         if len(attempts) < budget.first_runs or (figures and all(f.far for f in figures)):
