@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import statistics
 
 import pytest
 
@@ -153,3 +155,20 @@ def test_runs_own_probes_only_withhold_a_pass_and_only_when_faster(probes, code,
     their reach (10%, or 3 x their spread) they are no move."""
     evidence, judgement = probed(probes, code)
     assert judgement.status is status and evidence.stopped != ev.StopReason.HOST_MOVED
+
+
+def test_a_save_whose_probes_spread_widely_still_withholds_a_pass_from_a_host_faster_on_average():
+    """A save on a host that flips between two speeds: its runs' probes spread widely (10 runs, 0.7x to 1.15x), so
+    one session run far from its median is no move, but a session whose runs all read 30% faster than its mean is.
+    Two runs with the same shift that decide nothing alone: within the noise, no move (the pass stands)."""
+    spread = [0.7, 1.15, 0.9, 1.1, 0.75, 1.12, 0.95, 1.05, 0.8, 1.1]
+    readings = {"memory_gbs": tuple(6.4 * v for v in spread), "core_gflops": tuple(45.0 * v for v in spread)}
+    mean = math.exp(statistics.fmean(math.log(v) for v in spread))
+    faster = [RunFigure(i, 1000.0, bandwidth=6.4 * mean * 1.3 * (1 + 0.02 * (i % 2)),
+                        core=45.0 * mean * 1.3 * (1 + 0.02 * (i % 2))) for i in range(6)]
+    move = host.probes_faster(faster, {}, readings, None, 0.05)
+    assert move is not None and move.ratio == pytest.approx(1.31, abs=0.02) and (move.runs, move.saved_runs) == (6, 10)
+    assert host.probes_faster(faster[:1], {}, readings, None, 0.05) is None
+    assert host.probes_faster(faster, {}, readings, {"memory_gbs": None, "core_gflops": None}, 0.05) is None  # a GPU
+    slower = [dataclasses.replace(f, bandwidth=f.bandwidth / 1.7) for f in faster]  # one probe slower: no move
+    assert host.probes_faster(slower, {}, readings, None, 0.05) is None

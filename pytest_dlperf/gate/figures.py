@@ -164,8 +164,8 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
     named, a GPU case's)
     and outside :data:`PROBE_SIGMAS` of the probe's own spread between the baseline's runs (``spreads``: their
     readings).  A slower probe decides nothing (the case's own processes can lower it; it may explain part of a
-    slowdown); faster ones may hide a slowdown, and the case is judged on their scale too (:func:`faster`,
-    :mod:`.host`).
+    slowdown); faster ones may hide a slowdown, and the case is judged on their scale too where their means moved
+    (:func:`.host.probes_faster`).
 
     ``references``: the baseline's probe figures, by :attr:`HostProbe.key`.
     """
@@ -182,16 +182,6 @@ def probe_notes(figures: Sequence[RunFigure], references: Mapping[str, float | N
                          f"{reference:.1f} {probe.unit}{', ' + why if why else ''}): another tenant of the host may "
                          f"have slowed the runs")
     return notes
-
-
-def faster(figures: Sequence[RunFigure], references: Mapping[str, float | None],
-           spreads: Mapping[str, Sequence[float]] | None = None,
-           drops: Mapping[str, float | None] | None = None) -> float | None:
-    """How much faster than the baseline's the counted runs' host probes read, where every probe named beside the
-    verdict (:func:`probe_notes`) reads faster: the smallest of their ratios (their median over the baseline's);
-    None where none is named, or one is named slower."""
-    ratios = [median / reference for _, median, reference, _ in _far_probes(figures, references, spreads, drops)]
-    return min(ratios) if ratios and min(ratios) > 1 else None
 
 
 def _far_probes(figures: Sequence[RunFigure], references: Mapping[str, float | None],

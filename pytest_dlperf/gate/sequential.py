@@ -144,7 +144,7 @@ def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None
         return decision, False, None
     references = {probe.key: getattr(expected, probe.key, None) for probe in fig.HOST_PROBES}
     move = (host.moved(figures, expected.host_runs, tolerance)
-            or host.probes_faster(figures, references, probe_runs, budget.probe_drops, len(baseline_runs)))
+            or host.probes_faster(figures, references, probe_runs, budget.probe_drops, tolerance))
     if move is None:
         return decision, False, None
     scaled = [dataclasses.replace(f, value=f.value / move.ratio) for f in figures]
