@@ -20,10 +20,11 @@ would have made.
 Where the controller's probe does not say the host moved, the runs' own probes may (the memory and core probes the
 worker times between windows, :func:`probes_faster`, by the same test), but only one way: faster.  They run beside
 the case's own processes, whose work (its loaders, its helpers, its memory traffic) can lower them and so cannot be
-an excuse; nothing the code does makes the host read faster.  A case whose runs' probes all read faster than the
-save's, beyond the noise of their means, is judged on their scale too (each run's figure divided by the smallest of their
-ratios), so that a slowdown a faster host hides does not pass (measured on a host whose speed moves by minutes: a
-save in a slow stretch, then 5 of 20 sessions twice the tolerance slower passed, their probes 50-82% faster).
+an excuse; nothing the code does makes the host read faster.  A case whose runs' probes read faster than the
+save's, beyond the noise of their means, is judged on their scale too (each run's figure divided by the smaller of
+their ratios), so that a slowdown a faster host hides does not pass (on a host whose speed flips within seconds, 5 of
+20 sessions twice the tolerance slower passed, their probes 27-82% faster than the save's: 0 of 20 with this rule,
+benchmarks/results/2026-11-29-issue-53-xeon-save-and-faster-probes.md).
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float |
     """The host's move as the runs' own probes read it (memory bandwidth, core speed), where it is faster: each
     probe's counted runs against the save's readings of it (``readings``, else its figure in ``references``), by
     the test of :func:`moved` at :data:`FASTER_SIGMAS`; the smaller ratio of those that moved.  None where none
-    moved, or one moved slower (the code's own work can lower them), or for a probe whose drop is None (a GPU case's: ``drops``)."""
+    moved, or one moved slower (the code's own work can lower them), or for a probe whose drop is None (a GPU
+    case's: ``drops``)."""
     counted = [f for f in figures if not f.busy and not f.far]
     shifts, sides = [], []
     for probe in fig.HOST_PROBES:
