@@ -139,7 +139,7 @@ def throttle_notes(runs: Sequence[RunRecord]) -> list[str]:
             "if the figures fell"]
 
 
-def _drop(probe: HostProbe, drops: Mapping[str, float | None] | None) -> float | None:
+def drop_of(probe: HostProbe, drops: Mapping[str, float | None] | None) -> float | None:
     """``probe``'s drop: as ``drops`` gives it (None: never named), else its default."""
     return (drops or {}).get(probe.key, MAX_BANDWIDTH_DROP if probe is MEMORY else MAX_CORE_DROP)
 
@@ -148,7 +148,7 @@ def _reach(probe: HostProbe, reference: float | None, readings: Sequence[float] 
            drops: Mapping[str, float | None] | None) -> tuple[float, float] | None:
     """How far ``probe`` may read from its ``reference`` before it is named: (the larger of its drop and
     :data:`PROBE_SIGMAS` x its CV between the baseline's runs, that CV x 3); None where it is never named."""
-    drop = _drop(probe, drops)
+    drop = drop_of(probe, drops)
     if drop is None or not reference:
         return None
     readings = [v for v in readings or [] if v]

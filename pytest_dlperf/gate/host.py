@@ -88,7 +88,7 @@ def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float |
     counted = [f for f in figures if not f.busy and not f.far]
     shifts, sides = [], []
     for probe in fig.HOST_PROBES:
-        if (drops or {}).get(probe.key, 0.0) is None:
+        if fig.drop_of(probe, drops) is None:
             continue
         now = [math.log(v) for f in counted if (v := f.probe(probe))]
         saved = [v for v in (readings or {}).get(probe.key) or () if v] or [references.get(probe.key) or 0.0]

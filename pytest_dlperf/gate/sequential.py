@@ -142,9 +142,8 @@ def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None
     runs' probe readings, by key (their spread)."""
     if expected is None:
         return decision, False, None
-    references = {probe.key: getattr(expected, probe.key, None) for probe in fig.HOST_PROBES}
     move = (host.moved(figures, expected.host_runs, tolerance)
-            or host.probes_faster(figures, references, probe_runs, budget.probe_drops, tolerance))
+            or host.probes_faster(figures, probe_references(expected), probe_runs, budget.probe_drops, tolerance))
     if move is None:
         return decision, False, None
     scaled = [dataclasses.replace(f, value=f.value / move.ratio) for f in figures]
@@ -190,12 +189,10 @@ def far_off(figures: Sequence[fig.RunFigure], expected: Expected, baseline_runs:
     return Evidence(list(figures), estimate, ev.Decision.REGRESSION, StopReason.FAR_OFF)
 
 
-def run_figures(attempt: Attempt, budget: Budget) -> list[fig.RunFigure]:
-    """The attempt's run figures, busy for a named cause (:func:`~.figures.busy_reason`); with
-    ``dlperf_max_interference off``, none busy.  A host probe far below the baseline's, or below a save's other
-    runs', makes no run busy: the probes run beside the case's own processes, which can move them (a build that
-    streams more memory reads a lower bandwidth), and a save is judged as its sessions are."""
-    return fig.run_figures(attempt.runs, budget.max_interference)
+def probe_references(expected: Expected | None) -> dict[str, float | None]:
+    """The baseline's host probe figures, by :attr:`~.figures.HostProbe.key` (None each without a baseline)."""
+    return {probe.key: getattr(expected, probe.key, None) if expected is not None else None
+            for probe in fig.HOST_PROBES}
 
 
 def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expected | None,
@@ -219,8 +216,7 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
     end the case as :func:`far_ended` says (:mod:`.far`).
     """
     tolerance = expected.tolerance if expected is not None else 0.05
-    references = {probe.key: getattr(expected, probe.key, None) if expected is not None else None
-                  for probe in fig.HOST_PROBES}
+    references = probe_references(expected)
     last_start = clock()
     attempts: list[Attempt] = []
     while True:
@@ -231,7 +227,9 @@ def measure_until_decided(measure_one: Callable[[int], Attempt], expected: Expec
         attempts.append(measure_one(index))
         attempt = Attempt.from_runs([run for one in attempts for run in one.runs], attempts[0].unit,
                                     attempts[0].device)
-        figures = run_figures(attempt, budget)
+        # Busy for a named cause only (figures.busy_reason; none with dlperf_max_interference off).  A probe far below
+        # the baseline's, or below a save's other runs', makes no run busy: the case's own processes can lower it.
+        figures = fig.run_figures(attempt.runs, budget.max_interference)
         if far_ended(figures, len(attempts), budget):
             return attempt, far_off(figures, expected, baseline_runs, drift)
         if len(attempts) < budget.first_runs or (figures and all(f.far for f in figures)):
