@@ -75,6 +75,15 @@ class Setting:
     inconclusive: str = "pass"
     history: int = 0  # earlier nights in a history store (0: none, the prior)
     night_runs: int = 2
+    #: The host's speed in every night over the save's, the controller's probe (a reading after each run, PROBE_CV
+    #: apart) simulated on both sides as the plugin reads it; None: no probe (the host never moves).
+    host: float | None = None
+    #: The nights together judged as measured only, as before 0.8.0 (for the side by side of ``--host``).
+    nights_as_measured: bool = False
+
+
+#: The controller's host probe's spread between its readings on a quiet host (gate.host.PRIOR_SPREAD's 2-4%).
+PROBE_CV = 0.03
 
 
 def log_sd(cv: float) -> float:
@@ -90,7 +99,11 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
     sigma, tau = log_sd(s.cv), log_sd(s.offset)
     base_runs = np.exp(rng.normal(rng.normal(0.0, tau), sigma, s.baseline_runs)) * 1000.0
     # A saved baseline's figure is the geometric mean of its runs (baseline.measured), and it keeps them.
-    expected = Expected(float(np.exp(np.mean(np.log(base_runs)))), "img/s", s.tolerance, "simulated")
+    probed = s.host is not None
+    host_runs = tuple(float(v) for v in np.exp(rng.normal(0.0, log_sd(PROBE_CV), s.baseline_runs))) \
+        if probed else None
+    expected = Expected(float(np.exp(np.mean(np.log(base_runs)))), "img/s", s.tolerance, "simulated",
+                        host_runs=host_runs)
     drift = None
     if s.history:
         history = []
@@ -101,10 +114,13 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
     streak = used = 0
     undecided: list[tuple[float, ...]] = []  # the runs of the streak's nights, for the nights judged together
     for _ in range(nights):
-        session = np.exp(rng.normal(math.log(ratio) + rng.normal(0.0, tau), sigma, s.budget.max_runs)) * 1000.0
+        level = math.log(ratio * (s.host or 1.0)) + rng.normal(0.0, tau)
+        session = np.exp(rng.normal(level, sigma, s.budget.max_runs)) * 1000.0
+        probes = s.host * np.exp(rng.normal(0.0, log_sd(PROBE_CV), s.budget.max_runs)) if probed else None
 
-        def one(index: int, session: np.ndarray = session) -> Attempt:
-            return Attempt.from_runs([RunRecord(index, RunStatus.OK, windows=[{"throughput": float(session[index])}])],
+        def one(index: int, session: np.ndarray = session, probes: np.ndarray | None = probes) -> Attempt:
+            return Attempt.from_runs([RunRecord(index, RunStatus.OK, windows=[{"throughput": float(session[index])}],
+                                                host_probe=None if probes is None else {"index": float(probes[index])})],
                                      "img/s", {})
 
         attempt, evidence = sequential.measure_until_decided(one, expected, [float(v) for v in base_runs],
@@ -112,9 +128,12 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
         # The plugin's own policies, as its session applies them (with a history store: the never-deciding nights,
         # which judge the streak's last nights and tonight's runs together first, as controller/pipeline.py does).
         tonight = tuple(f.value for f in evidence.counted)
-        together = nights_mod.judge([*undecided[-(nights - 1):], tonight], expected.throughput,
-                                    [float(v) for v in base_runs], s.tolerance, drift) \
-            if nights > 1 and streak + 1 >= nights and undecided else None
+        together = None
+        if nights > 1 and streak + 1 >= nights and undecided:
+            if s.nights_as_measured:
+                evidence = dataclasses.replace(evidence, moved=None)
+            together = nights_mod.with_tonight(undecided[-(nights - 1):], evidence, expected.throughput,
+                                               [float(v) for v in base_runs], s.tolerance, drift)
         verdict = settle(judge_evidence("sim", evidence, "img/s", expected), Policy(s.inconclusive, nights=nights),
                          streak if nights > 1 else None, together, "img/s")
         status = "fail" if verdict.status.value == "fail" else "inconclusive" if verdict.undecided else "pass"
@@ -244,17 +263,24 @@ NIGHT_SETTINGS = ((0.02, 0.0, 0), (0.05, 0.0, 0), (0.02, 0.02, 0), (0.05, 0.02, 
                   (0.05, 0.02, 10), (0.05, 0.05, 10))
 
 
-def three_nights(trials: int, seed: int, out=print) -> None:
+def three_nights(trials: int, seed: int, out=print, host: float | None = None) -> None:
     """Unchanged code and twice the tolerance over three nights against one save (the never-deciding rule failing a
-    third undecided night, after judging the nights together): FAIL / PASS / INCONCLUSIVE in %."""
-    rng = np.random.default_rng(seed)
-    out(f"three nights against one save, {trials} sessions a cell (seed {seed}); FAIL / PASS / INCONCLUSIVE in %")
+    third undecided night, after judging the nights together): FAIL / PASS / INCONCLUSIVE in %.  ``host``: the host's
+    speed in every night over the save's; where it moved, each setting's row for the nights judged both ways (the
+    rule) and as measured only (before 0.8.0), with the same draws."""
+    moved = "" if host is None else f"; the host {host - 1:+.0%} since the save, its probe read after each run"
+    out(f"three nights against one save, {trials} sessions a cell (seed {seed}); FAIL / PASS / INCONCLUSIVE in %{moved}")
     out("setting | unchanged, 3 nights | 2 x tolerance, 3 nights")
+    rng = np.random.default_rng(seed)
     for cv, offset, history in NIGHT_SETTINGS:
-        setting = Setting(cv, offset, history=history)
-        u, t = (shares(rng, setting, ratio, trials, nights=3) for ratio in (1.0, 0.9))
-        out(f"CV {cv:g}, offsets {offset:g}, history {history} | {u['fail']:.1f}/{u['pass']:.0f}/{u['inconclusive']:.0f}"
-            f" | {t['fail']:.0f}/{t['pass']:.1f}/{t['inconclusive']:.0f}")
+        for as_measured in ((False,) if host is None else (False, True)):
+            if host is not None:  # the two rules' rows from the same draws
+                rng = np.random.default_rng([seed, int(1000 * cv), int(1000 * offset), history])
+            setting = Setting(cv, offset, history=history, host=host, nights_as_measured=as_measured)
+            u, t = (shares(rng, setting, ratio, trials, nights=3) for ratio in (1.0, 0.9))
+            rule = "" if host is None else ", as measured only" if as_measured else ", both ways"
+            out(f"CV {cv:g}, offsets {offset:g}, history {history}{rule} | {u['fail']:.1f}/{u['pass']:.0f}/"
+                f"{u['inconclusive']:.0f} | {t['fail']:.0f}/{t['pass']:.1f}/{t['inconclusive']:.0f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--acceptance", action="store_true", help="print the issue 43 checks instead of the table")
     parser.add_argument("--three-nights", action="store_true",
                         help="print unchanged code and twice the tolerance over three nights against one save")
+    parser.add_argument("--host", type=float, default=None,
+                        help="--three-nights: the host's speed in every night over the save's, read by its probe "
+                             "(1.0: unmoved; default: no probe)")
     parser.add_argument("--both-errors", action="store_true",
                         help="print one table of both errors, stored and history verdicts (issue 53)")
     opts = parser.parse_args(argv)
@@ -295,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sum(m[-1] for m in met)} of {len(met)} met; {time.monotonic() - started:.0f} s")
         return 0
     if opts.three_nights:
-        three_nights(opts.trials, opts.seed)
+        three_nights(opts.trials, opts.seed, host=opts.host)
         return 0
     if opts.both_errors:
         both_errors(opts.trials, opts.seed, opts.tolerance)

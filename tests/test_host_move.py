@@ -56,6 +56,16 @@ def test_a_move_within_the_readings_noise_or_the_floor_is_no_move():
         "the host moved: its own probe (a process of its own between runs) reads 15% slower than when the baseline")
 
 
+def test_the_probe_s_faster_move_needs_fewer_standard_errors_than_a_slower_one():
+    # One run's reading against a save spread 3%: 7.5% off is beyond 2 standard errors and within 3.  Faster only
+    # withholds a pass (its scaled runs are lower), so it counts; slower would excuse a FAIL, so it does not.
+    saved = tuple(10.0 * (1 + 0.03 * d) for d in (-1, 1, -1, 1, 0, -1, 1, -1, 1, 0))
+    faster = host.moved([RunFigure(0, 1000.0, host=10.0 * 1.075)], saved, 0.05)
+    assert faster is not None and faster.ratio == pytest.approx(1.075, rel=0.01)
+    assert host.moved([RunFigure(0, 1000.0, host=10.0 / 1.075)], saved, 0.05) is None
+    assert host.moved([RunFigure(0, 1000.0, host=10.0 / 1.12)], saved, 0.05) is not None  # beyond 3 of them
+
+
 def test_two_ways_decide_only_where_they_agree():
     d = ev.Decision
     assert host.combined(d.REGRESSION, d.REGRESSION) == (d.REGRESSION, False)

@@ -2,6 +2,7 @@
 last nights together decide nothing, fails it as a regression where they show one, and leaves it green where they
 pass (issue 53: the rule failed unchanged code on a noisy host)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -127,3 +128,43 @@ def test_a_case_whose_sessions_drift_too_far_for_its_save_is_named_before_any_ca
     assert 0.05 < wider < 0.5
     assert references([1000.0 * (1 + 0.002 * d) for d in (1, -1, 1, -1, 1, -1)]).undecidable(case) is None
     assert moving.undecidable(Case.make("tiny", "fp32", 64, 1)) is None  # no saved entry
+
+
+def steady(level, nights_=3, runs=3):
+    return [[level * (1 + 0.01 * ((i % 3) - 1)) for i in range(runs)] for _ in range(nights_)]
+
+
+def test_on_a_moved_host_the_nights_decide_only_where_as_measured_and_on_its_scale_agree():
+    policy = Policy(nights=3)
+    # 10% slower code on a host 15% faster than at the save: as measured the nights pass; on the host's scale they
+    # show the slowdown.  Judged as measured only (before 0.8.0) they kept the case green for good.
+    hidden = steady(1000.0 * 1.15 * 0.90)
+    assert nights.judge(hidden, 1000.0, BASE_RUNS, 0.05).clears
+    both = nights.judge(hidden, 1000.0, BASE_RUNS, 0.05, moved=1.15)
+    assert not both.clears and not both.regression
+    failed = settle(undecided(), policy, 2, both, "img/s")
+    text = failed.reasons[-1].text
+    assert failed.failed and text.startswith("fails: inconclusive 3 sessions in a row"), text
+    assert "they pass as measured; on the host's scale (tonight it read 15% faster than at the save) they show it " \
+           "below the threshold" in text, text
+    assert text.endswith("save the baseline again on this host, or gate against pairs (--dlperf-against)"), text
+    # Unchanged code on a host 15% slower: a regression as measured, a pass on its scale: not failed as a regression
+    # (the never-deciding rule fails it, saying that the host moved).
+    slower_host = nights.judge(steady(850.0), 1000.0, BASE_RUNS, 0.05, moved=0.85)
+    assert slower_host.decision is ev.Decision.REGRESSION and not slower_host.regression
+    assert settle(undecided(), policy, 2, slower_host, "img/s").reasons[-1].text.startswith("fails: inconclusive")
+    # Both ways agreeing decide: 30% slower on the slower host fails as a regression, unchanged on a faster host clears.
+    assert nights.judge(steady(850.0 * 0.7), 1000.0, BASE_RUNS, 0.05, moved=0.85).regression
+    assert nights.judge(steady(1150.0), 1000.0, BASE_RUNS, 0.05, moved=1.15).clears
+
+
+def test_tonight_s_evidence_gives_its_counted_runs_and_the_host_s_move():
+    from pytest_dlperf.gate.figures import RunFigure
+
+    figures = [RunFigure(i, v) for i, v in enumerate((1035.0, 1040.0))] + [RunFigure(2, 500.0, busy="90% CPU")]
+    tonight = ev.Evidence(figures, None, ev.Decision.UNDECIDED, ev.StopReason.HOST_MOVED, moved=1.15)
+    together = nights.with_tonight(steady(1035.0, 2), tonight, 1000.0, BASE_RUNS, 0.05)
+    assert together.nights == 3 and together.estimate.runs == 8 and together.moved == 1.15  # the busy run left out
+    assert not together.clears
+    plain = nights.with_tonight(steady(1035.0, 2), dataclasses.replace(tonight, moved=None), 1000.0, BASE_RUNS, 0.05)
+    assert plain.scaled is None and plain.clears

@@ -217,9 +217,8 @@ class Pipeline:
         if ref.streak is None or ref.streak + 1 < self.policy.nights or not judgement.undecided or evidence is None \
                 or ref.expected is None or not ref.undecided_runs:
             return None
-        tonight = tuple(f.value for f in evidence.counted)
-        return nights.judge([*ref.undecided_runs, tonight], ref.expected.throughput, ref.own_runs,
-                            ref.expected.tolerance, ref.drift)
+        return nights.with_tonight(ref.undecided_runs, evidence, ref.expected.throughput, ref.own_runs,
+                                   ref.expected.tolerance, ref.drift)
 
 
 @dataclasses.dataclass(frozen=True)

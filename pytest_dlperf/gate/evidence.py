@@ -357,6 +357,8 @@ class Evidence:
     probes: list[str] = dataclasses.field(default_factory=list)
     #: A regression shown by fewer evidence runs than it needs when the budget ended (it fails, "not confirmed").
     unconfirmed: bool = False
+    #: The host's speed over the save's where it moved (:mod:`.host`: the runs were judged both ways); None where not.
+    moved: float | None = None
 
     @property
     def busy(self) -> list[RunFigure]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 
 from ..results.judgement import Judgement, Reason, Status, Why
-from .evidence import Decision
 from .nights import Nights
 
 #: ``--dlperf-inconclusive``: which inconclusive cases fail the session.
@@ -68,13 +67,15 @@ def never_decided(judgement: Judgement, streak: int, nights: int, together: Nigh
         return judgement
     if together is not None and together.clears:
         return judgement.adding(Reason(f"{together.line(unit)}: not failed for never deciding", Why.POLICY))
-    if together is not None and together.decision is Decision.REGRESSION:
+    if together is not None and together.regression:
         return judgement.failing(Reason(f"fails: {together.line(unit)} (dlperf_inconclusive_nights {nights})",
                                         Why.POLICY), headline=True)
     together_line = f"; {together.line(unit)}" if together is not None else ""
+    advice = ("the host moved since the save: save the baseline again on this host, or gate against pairs "
+              "(--dlperf-against)" if together is not None and together.scaled is not None else
+              "make its runs steadier, give it more runs (--dlperf-max-runs) or a wider tolerance")
     why = (f"fails: inconclusive {streak + 1} sessions in a row in the history store (dlperf_inconclusive_nights "
-           f"{nights}){together_line}: the case is never decided here; make its runs steadier, give it more runs "
-           f"(--dlperf-max-runs) or a wider tolerance")
+           f"{nights}){together_line}: the case is never decided here; {advice}")
     return judgement.failing(Reason(why, Why.POLICY), headline=True)
 
 

@@ -36,9 +36,9 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: 9, where the controller's probe saw no move, runs whose own probes all read faster than the save's are judged on
 #: their scale too (a faster host hides a slowdown; the code cannot raise its probes), and a save no longer sets aside
 #: its runs whose probes dip (it read the host's fast moments only).
-VERDICT_RULES = 9
+VERDICT_RULES = 10
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "65d4820e8f223db0"
+FINGERPRINT = "7a2cef0df26b5836"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -64,12 +64,13 @@ RULES = (
     ("a save's counted runs start over dlperf_save_span", "controller.throughput.save_spacing"),
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
-    ("a host that moved since the save (its own probe between runs, else the runs' own probes, only faster): decided "
-     "only where the runs as measured and on the host's scale agree", "host, sequential.judged_both_ways"),
+    ("a host that moved since the save (its own probe between runs, at fewer standard errors faster than slower; else "
+     "the runs' own probes, only faster): decided only where the runs as measured and on the host's scale agree",
+     "host, sequential.judged_both_ways"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
     ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides, "
      "unless its last nights together pass or rule out twice the tolerance against a saved baseline (together below "
-     "the threshold: a regression)",
+     "the threshold: a regression; both ways where tonight's host moved)",
      "policy.never_decided, nights"),
     ("sigma: pooled, a prior of tolerance / 3 without the baseline's runs, at least 1%", "evidence.pooled_sigma"),
     ("tau: the history's, else its machine class's, else a fifth of the tolerance", "drift.drift"),

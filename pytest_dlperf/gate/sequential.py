@@ -127,19 +127,21 @@ def evidence_now(figures: Sequence[fig.RunFigure], expected: Expected | None, ba
     """The runs so far as evidence (:func:`assess`, then :func:`judged_both_ways` where the host moved), and whether
     the runs as measured and on the host's scale contradict each other."""
     estimate, decision, busy_counted = assess(figures, expected, baseline_runs, tolerance, drift, budget)
-    decision, contradicted, line = judged_both_ways(figures, expected, baseline_runs, tolerance, drift, budget,
+    decision, contradicted, move = judged_both_ways(figures, expected, baseline_runs, tolerance, drift, budget,
                                                     decision, probe_runs)
-    notes = [line, *notes] if line else notes
-    return Evidence(list(figures), estimate, decision, StopReason.DECIDED, busy_counted, notes), contradicted
+    notes = [move.line(), *notes] if move else notes
+    return Evidence(list(figures), estimate, decision, StopReason.DECIDED, busy_counted, notes,
+                    moved=move.ratio if move else None), contradicted
 
 
 def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
                      tolerance: float, drift: ev.Drift | None, budget: Budget, decision: ev.Decision,
-                     probe_runs: Mapping[str, Sequence[float]] | None = None) -> tuple[ev.Decision, bool, str | None]:
+                     probe_runs: Mapping[str, Sequence[float]] | None = None
+                     ) -> tuple[ev.Decision, bool, host.Move | None]:
     """Where the host moved since the save (:mod:`.host`: the controller's probe either way, else the runs' own
     probes, faster): the decision of the runs as measured and on the host's scale together, whether the two
-    contradict, and the line that says the host moved; else ``decision`` as it is.  ``probe_runs``: the baseline's
-    runs' probe readings, by key (their spread)."""
+    contradict, and the host's move; else ``decision`` as it is.  ``probe_runs``: the baseline's runs' probe
+    readings, by key (their spread)."""
     if expected is None:
         return decision, False, None
     move = (host.moved(figures, expected.host_runs, tolerance)
@@ -149,7 +151,7 @@ def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None
     scaled = [dataclasses.replace(f, value=f.value / move.ratio) for f in figures]
     decision, contradicted = host.combined(decision, assess(scaled, expected, baseline_runs, tolerance, drift,
                                                             budget)[1])
-    return decision, contradicted, move.line()
+    return decision, contradicted, move
 
 
 #: Evidence runs a regression needs before it is declared (while the run budget allows them): one fresh run can be
