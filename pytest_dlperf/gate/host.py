@@ -65,6 +65,8 @@ class Move:
     runs: int
     saved_runs: int
     by: str = "its own probe (a process of its own between runs) reads"  # what read it, and the verb
+    #: The standard error of ``log(ratio)``: the readings' own noise, which the host's scale carries (0: exact).
+    se: float = 0.0
 
     def line(self) -> str:
         way = "slower" if self.ratio < 1 else "faster"
@@ -80,7 +82,7 @@ def moved(figures: Sequence[RunFigure], saved: Sequence[float] | None, tolerance
     shift = _shift(now, then, tolerance)
     if shift is None and (faster := _shift(now, then, tolerance, FASTER_SIGMAS)) is not None and faster > 0:
         shift = faster  # faster only withholds a pass (the scaled runs are lower): the lower bar of the runs' probes
-    return None if shift is None else Move(math.exp(shift), len(now), len(then))
+    return None if shift is None else Move(math.exp(shift), len(now), len(then), se=_se(now, then))
 
 
 def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float | None],
@@ -102,12 +104,12 @@ def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float |
         shift = _shift(now, then, tolerance, FASTER_SIGMAS)
         if shift is not None:
             shifts.append(shift)
-            sides.append((len(now), len(then)))
+            sides.append((len(now), len(then), _se(now, then)))
     if not shifts or min(shifts) <= 0:
         return None
-    runs, saved_runs = sides[shifts.index(min(shifts))]
+    runs, saved_runs, se = sides[shifts.index(min(shifts))]
     return Move(math.exp(min(shifts)), runs, saved_runs,
-                by="the runs' own probes of its memory and cores (timed between windows) read")
+                by="the runs' own probes of its memory and cores (timed between windows) read", se=se)
 
 
 def _shift(now: Sequence[float], then: Sequence[float], tolerance: float,
@@ -118,11 +120,16 @@ def _shift(now: Sequence[float], then: Sequence[float], tolerance: float,
     if not now or not then:
         return None
     difference = statistics.fmean(now) - statistics.fmean(then)
+    return None if abs(difference) <= max(sigmas * _se(now, then), MOVED_FLOOR * tolerance) else difference
+
+
+def _se(now: Sequence[float], then: Sequence[float]) -> float:
+    """The standard error of the difference of the two sides' mean log readings: their spread pooled within each
+    side (:data:`PRIOR_SPREAD` where neither has two)."""
     deviations = [v - statistics.fmean(side) for side in (now, then) if len(side) > 1 for v in side]
     dof = len(deviations) - sum(len(side) > 1 for side in (now, then))
     spread = math.sqrt(sum(d * d for d in deviations) / dof) if dof > 0 else PRIOR_SPREAD
-    se = spread * math.sqrt(1 / len(now) + 1 / len(then))
-    return None if abs(difference) <= max(sigmas * se, MOVED_FLOOR * tolerance) else difference
+    return spread * math.sqrt(1 / len(now) + 1 / len(then))
 
 
 def combined(raw: ev.Decision, scaled: ev.Decision) -> tuple[ev.Decision, bool]:

@@ -18,6 +18,7 @@ many: its runs' spread is what every later verdict against it pools with its own
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -88,6 +89,13 @@ class Budget:
         return {fig.MEMORY.key: self.max_bandwidth_drop, fig.CORE.key: self.max_core_drop}
 
 
+def offsets_of(expected: Expected | None) -> float:
+    """The session offsets a case's estimate carries against ``expected``: a baseline from history is sessions'
+    figures, whose spread carries the offsets (1: tonight's); a file's is one session's (2: tonight's and the
+    save's)."""
+    return 1.0 if expected is not None and expected.figures else 2.0
+
+
 def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline_runs: Sequence[float],
            tolerance: float, drift: ev.Drift | None = None,
            budget: Budget = Budget()) -> tuple[ev.Estimate | None, ev.Decision, bool]:
@@ -107,8 +115,7 @@ def assess(figures: Sequence[fig.RunFigure], expected: Expected | None, baseline
     base = expected.throughput if expected is not None else None
     runs = baseline_runs if base is not None else ()
     estimate, decision = None, ev.Decision.UNDECIDED
-    # A baseline from history is sessions' figures: their spread carries the offsets; a file's is one session's.
-    offsets = 1.0 if expected is not None and expected.figures else 2.0
+    offsets = offsets_of(expected)
     drift = prior_drift(tolerance) if drift is None else drift
     if values:
         estimate = ev.estimate(values, tolerance, base, runs, drift=drift, offsets=offsets)
@@ -149,7 +156,12 @@ def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None
     if move is None:
         return decision, False, None
     scaled = [dataclasses.replace(f, value=f.value / move.ratio) for f in figures]
-    decision, contradicted = host.combined(decision, assess(scaled, expected, baseline_runs, tolerance, drift,
+    # The host's scale is itself an estimate: its error joins the between-session term (offsets x tau^2), as one
+    # more offset of known size, so that a ratio read small does not pass a slowdown on that scale.
+    base = prior_drift(tolerance) if drift is None else drift
+    offsets = offsets_of(expected)
+    widened = dataclasses.replace(base, tau=math.sqrt(base.tau ** 2 + move.se ** 2 / offsets))
+    decision, contradicted = host.combined(decision, assess(scaled, expected, baseline_runs, tolerance, widened,
                                                             budget)[1])
     return decision, contradicted, move
 
@@ -187,7 +199,7 @@ def far_off(figures: Sequence[fig.RunFigure], expected: Expected, baseline_runs:
     tolerance = expected.tolerance
     estimate = ev.estimate(paces, tolerance, expected.throughput, baseline_runs,
                            drift=prior_drift(tolerance) if drift is None else drift,
-                           offsets=1.0 if expected.figures else 2.0)
+                           offsets=offsets_of(expected))
     return Evidence(list(figures), estimate, ev.Decision.REGRESSION, StopReason.FAR_OFF)
 
 
