@@ -65,7 +65,8 @@ RULES = (
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
     ("a host that moved since the save (its own probe between runs, at fewer standard errors faster than slower; else "
-     "the runs' own probes, only faster): decided only where the runs as measured and on the host's scale agree",
+     "the runs' own probes, only faster): decided only where the runs as measured and on the host's scale (its "
+     "ratio's error in the interval) agree",
      "host, sequential.judged_both_ways"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
     ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides, "
