@@ -12,10 +12,9 @@ The rule: where the session's readings differ from the save's by more than :data
 their difference (:data:`FASTER_SIGMAS` where they read faster: a faster host's scale only lowers the runs, so it can
 withhold a pass, never make a FAIL; at 3, one run's reading missed a host 15% faster about one night in twelve,
 ``benchmarks/verdict_simulation.py --three-nights --host 1.15``), and by at least :data:`MOVED_FLOOR` of the
-tolerance, the case is judged twice, as measured and
-on the host's scale (each run's figure divided by the host's ratio; the ratio is itself an estimate, and its
-standard error, :attr:`Move.se`, joins the between-session term there, so that a ratio read small does not pass a
-slowdown on that scale).  It decides only where the two agree: both
+tolerance, the case is judged twice, as measured and on the host's scale (each run's figure divided by the host's
+ratio; the ratio is itself an estimate, and its standard error, :attr:`Move.se`, joins the between-session term
+there, so that a ratio read small does not pass a slowdown on that scale).  It decides only where the two agree: both
 slower, or both not slower (a pass and an improvement agree, as measured is said).  Where one is decided and the
 other not, more runs are measured; where they contradict (unchanged code on a slower host: a FAIL as measured, a
 PASS on the host's scale), the case ends INCONCLUSIVE, saying that the host moved and by how much.  A slowdown

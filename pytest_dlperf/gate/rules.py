@@ -35,7 +35,9 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: kernel's own work (interrupts, softirqs, kernel threads) is never other processes' CPU, which alone makes a run busy;
 #: 9, where the controller's probe saw no move, runs whose own probes all read faster than the save's are judged on
 #: their scale too (a faster host hides a slowdown; the code cannot raise its probes), and a save no longer sets aside
-#: its runs whose probes dip (it read the host's fast moments only).
+#: its runs whose probes dip (it read the host's fast moments only); 10, undecided nights judged together decide only
+#: where as measured and on the host's scale agree, where tonight's host moved; the controller's probe counts a faster
+#: host at 2 standard errors; the host's scale carries its ratio's error.
 VERDICT_RULES = 10
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
 FINGERPRINT = "12a13f869040185a"
