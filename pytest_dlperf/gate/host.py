@@ -13,9 +13,8 @@ their difference (:data:`FASTER_SIGMAS` where they read faster: a faster host's 
 withhold a pass, never make a FAIL; at 3, one run's reading missed a host 15% faster about one night in twelve,
 ``benchmarks/verdict_simulation.py --three-nights --host 1.15``), and by at least :data:`MOVED_FLOOR` of the
 tolerance, the case is judged twice, as measured and on the host's scale (each run's figure divided by the host's
-ratio; the ratio is itself an estimate, and its standard error, :attr:`Move.se`, joins the between-session term
-there, so that a ratio read small does not pass a slowdown on that scale).  It decides only where the two agree: both
-slower, or both not slower (a pass and an improvement agree, as measured is said).  Where one is decided and the
+ratio).  It decides only where the two agree: both slower, or both not slower (a pass and an improvement agree, as
+measured is said).  Where one is decided and the
 other not, more runs are measured; where they contradict (unchanged code on a slower host: a FAIL as measured, a
 PASS on the host's scale), the case ends INCONCLUSIVE, saying that the host moved and by how much.  A slowdown
 beyond the host's move fails both ways, so the rule never excuses one: it only withholds a verdict the host's move
@@ -66,8 +65,6 @@ class Move:
     runs: int
     saved_runs: int
     by: str = "its own probe (a process of its own between runs) reads"  # what read it, and the verb
-    #: The standard error of ``log(ratio)``: the readings' own noise, which the host's scale carries (0: exact).
-    se: float = 0.0
 
     def line(self) -> str:
         way = "slower" if self.ratio < 1 else "faster"
@@ -83,7 +80,7 @@ def moved(figures: Sequence[RunFigure], saved: Sequence[float] | None, tolerance
     shift = _shift(now, then, tolerance)
     if shift is None and (faster := _shift(now, then, tolerance, FASTER_SIGMAS)) is not None and faster > 0:
         shift = faster  # faster only withholds a pass (the scaled runs are lower): the lower bar of the runs' probes
-    return None if shift is None else Move(math.exp(shift), len(now), len(then), se=_se(now, then))
+    return None if shift is None else Move(math.exp(shift), len(now), len(then))
 
 
 def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float | None],
@@ -105,12 +102,12 @@ def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float |
         shift = _shift(now, then, tolerance, FASTER_SIGMAS)
         if shift is not None:
             shifts.append(shift)
-            sides.append((len(now), len(then), _se(now, then)))
+            sides.append((len(now), len(then)))
     if not shifts or min(shifts) <= 0:
         return None
-    runs, saved_runs, se = sides[shifts.index(min(shifts))]
+    runs, saved_runs = sides[shifts.index(min(shifts))]
     return Move(math.exp(min(shifts)), runs, saved_runs,
-                by="the runs' own probes of its memory and cores (timed between windows) read", se=se)
+                by="the runs' own probes of its memory and cores (timed between windows) read")
 
 
 def _shift(now: Sequence[float], then: Sequence[float], tolerance: float,

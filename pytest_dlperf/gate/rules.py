@@ -37,10 +37,10 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: their scale too (a faster host hides a slowdown; the code cannot raise its probes), and a save no longer sets aside
 #: its runs whose probes dip (it read the host's fast moments only); 10, undecided nights judged together decide only
 #: where as measured and on the host's scale agree, where tonight's host moved; the controller's probe counts a faster
-#: host at 2 standard errors; the host's scale carries its ratio's error.
+#: host at 2 standard errors.
 VERDICT_RULES = 10
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "12a13f869040185a"
+FINGERPRINT = "8632fca6c9a65e19"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
@@ -67,8 +67,7 @@ RULES = (
     ("a save says where its runs vary too much for its tolerance", "tolerance.noisy"),
     ("the probes are named beside a verdict beyond their drop and spread: notes", "figures.probe_notes"),
     ("a host that moved since the save (its own probe between runs, at fewer standard errors faster than slower; else "
-     "the runs' own probes, only faster): decided only where the runs as measured and on the host's scale (its "
-     "ratio's error in the interval) agree",
+     "the runs' own probes, only faster): decided only where the runs as measured and on the host's scale agree",
      "host, sequential.judged_both_ways"),
     ("--dlperf-inconclusive: which undecided cases fail", "policy.inconclusive_fails"),
     ("a case undecided dlperf_inconclusive_nights nights in a row fails, and each night after until one decides, "

@@ -18,7 +18,6 @@ many: its runs' spread is what every later verdict against it pools with its own
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -156,12 +155,7 @@ def judged_both_ways(figures: Sequence[fig.RunFigure], expected: Expected | None
     if move is None:
         return decision, False, None
     scaled = [dataclasses.replace(f, value=f.value / move.ratio) for f in figures]
-    # The host's scale is itself an estimate: its error joins the between-session term (offsets x tau^2), as one
-    # more offset of known size, so that a ratio read small does not pass a slowdown on that scale.
-    base = prior_drift(tolerance) if drift is None else drift
-    offsets = offsets_of(expected)
-    widened = dataclasses.replace(base, tau=math.sqrt(base.tau ** 2 + move.se ** 2 / offsets))
-    decision, contradicted = host.combined(decision, assess(scaled, expected, baseline_runs, tolerance, widened,
+    decision, contradicted = host.combined(decision, assess(scaled, expected, baseline_runs, tolerance, drift,
                                                             budget)[1])
     return decision, contradicted, move
 
