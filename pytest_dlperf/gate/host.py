@@ -14,9 +14,9 @@ withhold a pass, never make a FAIL; at 3, one run's reading missed a host 15% fa
 ``benchmarks/verdict_simulation.py --three-nights --host 1.15``), and by at least :data:`MOVED_FLOOR` of the
 tolerance, the case is judged twice, as measured and on the host's scale (each run's figure divided by the host's
 ratio).  It decides only where the two agree: both slower, or both not slower (a pass and an improvement agree, as
-measured is said).  Where one is decided and the
-other not, more runs are measured; where they contradict (unchanged code on a slower host: a FAIL as measured, a
-PASS on the host's scale), the case ends INCONCLUSIVE, saying that the host moved and by how much.  A slowdown
+measured is said).  Where one is decided and the other not, more runs are measured; where they contradict (unchanged
+code on a slower host: a FAIL as measured, a PASS on the host's scale), the case ends INCONCLUSIVE, saying that the
+host moved and by how much.  A slowdown
 beyond the host's move fails both ways, so the rule never excuses one: it only withholds a verdict the host's move
 would have made.
 
