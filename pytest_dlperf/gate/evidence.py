@@ -350,15 +350,13 @@ class Evidence:
     estimate: Estimate | None  # from the runs that are evidence; None when every run was busy
     decision: Decision
     stopped: StopReason
-    #: The busy runs are in the estimate: a pass (or improved) that holds even with them, which only
-    #: understate the case (see :func:`pytest_dlperf.gate.sequential.assess`).
+    #: The busy runs are in the estimate: a pass (or improved) that holds even with them (:func:`.sequential.assess`).
     busy_counted: bool = False
     #: What the counted runs' host probes say against the baseline's (:func:`~.figures.probe_notes`): notes only.
     probes: list[str] = dataclasses.field(default_factory=list)
     #: A regression shown by fewer evidence runs than it needs when the budget ended (it fails, "not confirmed").
     unconfirmed: bool = False
-    #: The host's speed over the save's where it moved (:mod:`.host`: the runs were judged both ways); None where not.
-    moved: float | None = None
+    moved: float | None = None  # the host's speed over the save's where it moved, judged both ways (:mod:`.host`)
 
     @property
     def busy(self) -> list[RunFigure]:
