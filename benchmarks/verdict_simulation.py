@@ -119,9 +119,9 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
         probes = s.host * np.exp(rng.normal(0.0, log_sd(PROBE_CV), s.budget.max_runs)) if probed else None
 
         def one(index: int, session: np.ndarray = session, probes: np.ndarray | None = probes) -> Attempt:
+            probe = None if probes is None else {"index": float(probes[index])}
             return Attempt.from_runs([RunRecord(index, RunStatus.OK, windows=[{"throughput": float(session[index])}],
-                                                host_probe=None if probes is None else {"index": float(probes[index])})],
-                                     "img/s", {})
+                                                host_probe=probe)], "img/s", {})
 
         attempt, evidence = sequential.measure_until_decided(one, expected, [float(v) for v in base_runs],
                                                              s.budget, sleep=lambda seconds: None, drift=drift)
@@ -130,9 +130,8 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
         tonight = tuple(f.value for f in evidence.counted)
         together = None
         if nights > 1 and streak + 1 >= nights and undecided:
-            if s.nights_as_measured:
-                evidence = dataclasses.replace(evidence, moved=None)
-            together = nights_mod.with_tonight(undecided[-(nights - 1):], evidence, expected.throughput,
+            seen = dataclasses.replace(evidence, moved=None) if s.nights_as_measured else evidence
+            together = nights_mod.with_tonight(undecided[-(nights - 1):], seen, expected.throughput,
                                                [float(v) for v in base_runs], s.tolerance, drift)
         verdict = settle(judge_evidence("sim", evidence, "img/s", expected), Policy(s.inconclusive, nights=nights),
                          streak if nights > 1 else None, together, "img/s")

@@ -77,9 +77,7 @@ def moved(figures: Sequence[RunFigure], saved: Sequence[float] | None, tolerance
     either side has no reading."""
     now = [math.log(f.host) for f in figures if f.host and not f.busy and not f.far]
     then = [math.log(v) for v in saved or () if v > 0]
-    shift = _shift(now, then, tolerance)
-    if shift is None and (faster := _shift(now, then, tolerance, FASTER_SIGMAS)) is not None and faster > 0:
-        shift = faster  # faster only withholds a pass (the scaled runs are lower): the lower bar of the runs' probes
+    shift = _shift(now, then, tolerance, faster_sigmas=FASTER_SIGMAS)  # faster only withholds a pass: a lower bar
     return None if shift is None else Move(math.exp(shift), len(now), len(then))
 
 
@@ -111,23 +109,19 @@ def probes_faster(figures: Sequence[RunFigure], references: Mapping[str, float |
 
 
 def _shift(now: Sequence[float], then: Sequence[float], tolerance: float,
-           sigmas: float = MOVED_SIGMAS) -> float | None:
+           sigmas: float = MOVED_SIGMAS, faster_sigmas: float | None = None) -> float | None:
     """The difference of the two sides' mean log readings, where it is beyond ``sigmas`` standard errors
     (their pooled spread; :data:`PRIOR_SPREAD` where neither side has two) and :data:`MOVED_FLOOR` of the
     tolerance; None where it is not, or either side is empty."""
     if not now or not then:
         return None
     difference = statistics.fmean(now) - statistics.fmean(then)
-    return None if abs(difference) <= max(sigmas * _se(now, then), MOVED_FLOOR * tolerance) else difference
-
-
-def _se(now: Sequence[float], then: Sequence[float]) -> float:
-    """The standard error of the difference of the two sides' mean log readings: their spread pooled within each
-    side (:data:`PRIOR_SPREAD` where neither has two)."""
     deviations = [v - statistics.fmean(side) for side in (now, then) if len(side) > 1 for v in side]
     dof = len(deviations) - sum(len(side) > 1 for side in (now, then))
     spread = math.sqrt(sum(d * d for d in deviations) / dof) if dof > 0 else PRIOR_SPREAD
-    return spread * math.sqrt(1 / len(now) + 1 / len(then))
+    se = spread * math.sqrt(1 / len(now) + 1 / len(then))
+    bar = faster_sigmas if faster_sigmas is not None and difference > 0 else sigmas
+    return None if abs(difference) <= max(bar * se, MOVED_FLOOR * tolerance) else difference
 
 
 def combined(raw: ev.Decision, scaled: ev.Decision) -> tuple[ev.Decision, bool]:
