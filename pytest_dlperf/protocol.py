@@ -6,8 +6,7 @@ One run of a case is one worker process per rank, started by the controller
     controller                                   worker (each rank)
     ----------                                   ------------------
     RUN_DIR/spec.json          (WorkerSpec)  ->  python -m pytest_dlperf.worker RUN_DIR/spec.json
-    RUN_DIR/progress.json      (Progress)    <-  rank 0 rewrites it after the first step,
-                                                 after the warm-up and after the first window
+    RUN_DIR/progress.json      (Progress)    <-  rank 0 rewrites it outside the windows
     RUN_DIR/result-rank{R}.json (WorkerResult) <- each rank, once, when it ends
     exit status                                  EXIT_OK (0), EXIT_ERROR (1), EXIT_OOM (3)
 
@@ -234,9 +233,9 @@ class Progress:
 
     ``step_seconds`` and ``remaining_steps`` set the controller's time limit; ``phase`` (:data:`PHASES`), the warm-up
     steps and windows done so far and the last window's figure are what the controller shows while a case runs; the
-    steps done and the samples of a step, a run's pace (:mod:`pytest_dlperf.gate.far`).  The worker rewrites the file
-    outside the measured windows only: during the warm-up (at most once a second) and after each window.
-    """
+    steps done and the samples of a step, a run's pace (:mod:`pytest_dlperf.gate.far`), and the phases of its steps so
+    far, what a run cut short far off says of its time.  The worker rewrites the file outside the measured windows
+    only: during the warm-up (at most once a second) and after each window."""
 
     step_seconds: float | None
     remaining_steps: int | None
@@ -249,6 +248,7 @@ class Progress:
     last_throughput: float | None = None  # the last window's samples per second
     steps_done: int | None = None  # after any compile steps
     samples_per_step: float | None = None  # of one step on all ranks
+    phase_window: dict[str, Any] | None = None  # the steps' phases so far, as a window (worker.phaseclock.Tally)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

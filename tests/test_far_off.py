@@ -46,15 +46,18 @@ STEPS = ("--dlperf-warmup-steps", "20", "--dlperf-steps", "50", "-o", "dlperf_re
 
 def test_a_case_twenty_times_slower_fails_from_runs_cut_short(dlperf):
     dlperf.pytester.makeconftest(NAP)
+    # The baseline's phases (seconds per step), as a save keeps them: its FAIL says where the time went, from the
+    # steps each run timed before its cut (it wrote no windows).
+    phases = {"step": 0.01, "data": 0.0, "forward": 0.003, "backward": 0.004, "optimizer": 0.002, "other": 0.001}
     path = dlperf.baseline([{"model": "nap", "precision": "fp32", "batch_size": 8, "gpus": 1, "throughput": 780.0,
-                             "unit": "samples/s", "tolerance": 0.05}])
+                             "unit": "samples/s", "tolerance": 0.05, "phases": phases}])
     # The busy rule on, at a level no neighbour on this test machine's 2 cores reaches (other processes' CPU, in
     # percent of one CPU): with it off, no run is cut (the machine cannot be known quiet).
     result = dlperf.run("--dlperf-baseline", path, *STEPS, "-o", "dlperf_max_interference=10000",
                         "--dlperf-json", "results.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*FAIL*nap-fp32-bs8-gpu1: * samples/s, *% below 780.0 (tolerance 5%): far off, "
-                                 "2 runs in a row cut short*"])
+                                 "2 runs in a row cut short*", "*where the time went: forward +*"])
     case = dlperf.results()["cases"][0]
     assert case["verdict"] == "fail" and case["evidence"]["stopped"] == "far-off"
     runs = case["attempts"][0]["runs"]
@@ -63,6 +66,9 @@ def test_a_case_twenty_times_slower_fails_from_runs_cut_short(dlperf):
         cut = run["far_off"]
         assert cut["pace"] < cut["floor"] == pytest.approx(0.5 * 0.95 * 780.0)
         assert cut["steps"] < 119 and cut["seconds"] < 15  # stopped well before its 119 steps after the first
+        window = cut["window"]  # the warm-up's steps after its first, each a nap in its forward
+        assert 1 <= window["steps"] <= cut["steps"] and window["phases"]["forward"] >= 0.2, window
+    assert case["phases"]["forward"] >= 0.2 and case["phases"]["step"] >= 0.2, case["phases"]
 
 
 def progress(steps: int, at: float, phase: str = "warm-up") -> Progress:

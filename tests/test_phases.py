@@ -141,6 +141,26 @@ def test_a_step_without_a_clock_is_timed_as_before():
     assert all("phases" not in window for window in windows) and phases.pooled(windows) is None
 
 
+def test_the_progress_carries_the_phases_of_the_steps_so_far(mlp, monkeypatch):
+    # A run cut short far off writes no windows: its progress file says where its steps' time went, from the warm-up's
+    # steps after the first (read in chunks, each after a synchronization of its own), then the windows' too.
+    monkeypatch.setattr(phaseclock, "CHUNK_STEPS", 4)
+    reports = []
+    time_windows(slowed_step(mlp, "backward"), warmup_steps=11, steps=4, repeats=2, samples_per_step=32,
+                 on_progress=lambda seconds, remaining, **where: reports.append((seconds, where)))
+    tallied = [where["phase_window"] for _, where in reports if where.get("phase_window")]
+    warm = next(where["phase_window"] for seconds, where in reports if seconds is not None and "phase" not in where
+                and "windows_done" not in where)  # the warm-up's last report: its second half's step time
+    assert warm["steps"] == 10 and [w["steps"] for w in tallied][-2:] == [14, 18], tallied
+    slowed = phases.Phases.from_window(warm)
+    assert slowed.largest() == "backward" and slowed.backward >= DELAY, slowed
+    assert sum(warm["phases"].values()) <= warm["seconds"] / warm["steps"]
+    plain = []
+    time_windows(type("Plain", (), {"__call__": lambda self: None, "sync": lambda self: None})(), warmup_steps=3,
+                 steps=2, repeats=1, samples_per_step=1, on_progress=lambda *args, **where: plain.append(where))
+    assert plain and not any(where.get("phase_window") for where in plain)  # no clock: no phases, as before
+
+
 def test_phases_that_would_cost_over_1_percent_are_off_and_say_why(mlp):
     step = slowed_step(mlp, None)
     step.clock.prepare(steps=4, step_seconds=step.clock.marks_per_step * 1e-6)  # a step of a few marks

@@ -26,9 +26,12 @@ SMALL = 0.05
 def of_runs(runs: Iterable[Any], counted: set[int] | None = None) -> dict[str, float] | None:
     """The case's phases from its runs (:class:`~pytest_dlperf.results.runs.RunRecord`; ``counted``: the indices
     of the runs that count, None: all): each phase's median seconds per step over their windows, ``other`` and
-    the median step time (:data:`STEP`); None where no window has phases."""
-    windows = [w for run in runs if counted is None or run.index in counted for w in run.windows]
-    found = pooled(windows)
+    the median step time (:data:`STEP`).  Where no counted window has phases, the runs cut short far off give
+    theirs (the steps each timed before its cut, :class:`~pytest_dlperf.gate.far.Cut`); None where none has."""
+    runs = list(runs)
+    found = pooled([w for run in runs if counted is None or run.index in counted for w in run.windows])
+    if found is None:
+        found = pooled([run.far_off["window"] for run in runs if run.far_off and run.far_off.get("window")])
     if found is None:
         return None
     return {STEP: found.step_seconds, **found.seconds()}

@@ -80,21 +80,27 @@ def long_enough(far: FarRule, samples_per_step: float, steps: int, seconds: floa
 
 @dataclasses.dataclass(frozen=True)
 class Cut:
-    """A run cut short: its pace, its steps and seconds since its first step, its floor and what else used the
-    machine meanwhile (percent of one CPU)."""
+    """A run cut short: its pace, its steps and seconds since its first step, its floor, what else used the
+    machine meanwhile (percent of one CPU), and the phases of its steps until then as one window (``steps``,
+    ``seconds``, ``phases``: the progress file's ``phase_window``), where the worker timed them."""
 
     pace: float
     steps: int
     seconds: float
     floor: float
     other_cpu_percent: float | None = None
+    window: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.window is None:
+            del out["window"]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Cut:
-        return cls(data["pace"], data["steps"], data["seconds"], data["floor"], data.get("other_cpu_percent"))
+        return cls(data["pace"], data["steps"], data["seconds"], data["floor"], data.get("other_cpu_percent"),
+                   data.get("window"))
 
     def line(self, unit: str) -> str:
         return (f"{self.steps} step(s) in {self.seconds:.1f} s after its first: {self.pace:,.1f} {unit}, under "

@@ -121,4 +121,4 @@ class PaceWatch:
             return None
         if self.device == "cuda" and self.gpu(set(now.own)) != 0:
             return None
-        return Cut(pace, steps, seconds, self.far.floor, round(other, 1))
+        return Cut(pace, steps, seconds, self.far.floor, round(other, 1), progress.phase_window)

@@ -114,6 +114,16 @@ class Clock:
             self.decide(seconds / steps)
         return None if phases is None or self.off else phases.to_dict()
 
+    def tally(self, steps: int, seconds: float) -> Phases | None:
+        """Outside the windows (the warm-up's steps, :class:`Tally`): the phases of the ``steps`` steps marked since
+        :meth:`open`, read after a synchronization; None where they cannot be read.  Unlike :meth:`close`, it never
+        decides what the marks cost (that is the windows' question)."""
+        self.on = False
+        try:
+            return self._phases(steps, seconds)
+        except Exception:  # noqa: BLE001 - a clock that cannot be read costs the progress its phases, not the run
+            return None
+
     def _phases(self, steps: int, seconds: float) -> Phases | None:
         marks, readies = self._recorded()
         if len(marks) != MARKS * steps:
@@ -241,6 +251,91 @@ class CudaClock(Clock):
 
     def _span(self, first: Any, second: Any) -> float:
         return first.elapsed_time(second) / 1e3
+
+
+class Tally:
+    """The phases of a run's steps so far, for its progress file: the warm-up's steps after its first, marked in
+    chunks of :data:`CHUNK_STEPS` read at a synchronization of their own, then each window's phases as it closes;
+    pooled into one window-like record (:meth:`record`: steps, seconds, seconds per step of each phase).  A run the
+    controller cuts short far off its baseline writes no windows: this record is what it says of where its time went
+    (:mod:`pytest_dlperf.gate.far`).  Nothing here runs inside a window; a step without a clock tallies nothing."""
+
+    def __init__(self, step) -> None:
+        self.step = step
+        self.clock: Clock | None = getattr(step, "clock", None)
+        self.steps = self.marked = self.chunk = 0
+        self.seconds = 0.0
+        self.sums: dict[str, float] = {}
+        self.start = 0.0
+
+    def begin(self, steps: int) -> None:
+        """After the warm-up's first step and its synchronization: the next ``steps`` steps are marked, read in
+        chunks of at most :data:`CHUNK_STEPS` (a CUDA clock's events for one chunk made now)."""
+        self.chunk = min(CHUNK_STEPS, steps)
+        if self.clock is not None and self.chunk > 0:
+            self.clock._pool(self.chunk)
+            self._open()
+
+    def __call__(self) -> None:
+        """One warm-up step, marked where there is a clock (read once :data:`CHUNK_STEPS` are)."""
+        if self.clock is None or not self.clock.on:
+            self.step()
+            return
+        self.step(self.clock.mark)
+        self.marked += 1
+        if self.marked >= self.chunk:
+            self.read()
+
+    def read(self) -> None:
+        """Synchronize and add the steps marked since the last read (then mark on)."""
+        if self.clock is None or not self.clock.on:
+            return
+        if self.marked:
+            self.step.sync()
+            seconds = time.perf_counter() - self.start
+            phases = self.clock.tally(self.marked, seconds)
+            if phases is not None:
+                self._add(self.marked, seconds, phases)
+        self._open()
+
+    def end(self) -> None:
+        """The warm-up is over: add what was marked since the last read, and mark no more."""
+        self.read()
+        if self.clock is not None:
+            self.clock.on = False
+            self.clock._reset()
+
+    def window(self, window: dict[str, Any]) -> None:
+        """Add a window (as :func:`~pytest_dlperf.worker.main.time_windows` made it) that has phases."""
+        phases = Phases.from_window(window)
+        if phases is not None:
+            self._add(window["steps"], window["seconds"], phases)
+
+    def record(self) -> dict[str, Any] | None:
+        """The steps tallied so far as one window (``steps``, ``seconds``, ``phases``: seconds per step of each
+        phase), None before any."""
+        if not self.steps:
+            return None
+        return {"steps": self.steps, "seconds": self.seconds,
+                "phases": {name: total / self.steps for name, total in self.sums.items()}}
+
+    def _open(self) -> None:
+        self.marked = 0
+        self.clock.open()
+        self.start = time.perf_counter()
+
+    def _add(self, steps: int, seconds: float, phases: Phases) -> None:
+        named = phases.named()
+        if self.steps and set(named) != set(self.sums):  # the ranks' all-reduce timed in some chunks only
+            return
+        self.steps += steps
+        self.seconds += seconds
+        for name, value in named.items():
+            self.sums[name] = self.sums.get(name, 0.0) + value * steps
+
+
+#: Warm-up steps marked between two reads of a :class:`Tally` (a synchronization each).
+CHUNK_STEPS = 16
 
 
 def make(device) -> Clock:
