@@ -5,9 +5,12 @@ saved with the plugin, then sessions gate against it, alternating kinds:
 
 * ``unchanged``: the model as saved; its messages must name no phase (a "where the time went" line comes only
   with a FAIL or an IMPROVED);
-* ``forward``, ``backward``, ``optimizer``: the model slowed in that one place (a forward hook, a backward hook,
-  torch's optimizer step hook, each sleeping): its FAIL must name that phase (the data phase, with the synthetic
-  batch a model of its own trains on, is measured by tests/test_phases.py's slow source instead);
+* ``data``, ``forward``, ``backward``, ``optimizer``: the model slowed in that one place (a dataset that sleeps
+  before it hands over each batch, a forward hook, a backward hook, torch's optimizer step hook, each sleeping):
+  its FAIL must name that phase.  (The model trains on a synthetic batch, so the sleeping dataset is the worker's
+  ``TrainingStep.next_batch`` made to wait, where a loader that cannot keep up shows);
+* ``far``: the forward slowed ten steps' worth, so that its runs are cut short far off the baseline (they write no
+  windows): its FAIL must name ``forward``, from the steps the runs timed before their cut;
 * ``comm`` (``--ranks 2``): two gloo ranks, the second waiting ``--delay`` in its backward, so the first waits for
   the all-reduce: the first rank's exposed communication grows, and the FAIL must name ``comm``;
 * ``allreduce`` (``--ranks 2``): the all-reduce itself made slower on both ranks: DDP's all-reduce (the one the
@@ -52,6 +55,18 @@ def nap(*args):
     time.sleep(DELAY)
 
 
+if WHERE == "data":  # a dataset that sleeps: each batch is handed over DELAY late
+    from pytest_dlperf.worker.training import TrainingStep
+
+    _next_batch = TrainingStep.next_batch
+
+    def _slower_batch(self):
+        time.sleep(DELAY)
+        return _next_batch(self)
+
+    TrainingStep.next_batch = _slower_batch
+
+
 if WHERE == "optimizer":  # every optimizer's step waits first (torch's global step hook)
     register_optimizer_step_pre_hook(nap)
 
@@ -77,7 +92,11 @@ def phasenet(settings):
     return model
 '''
 PHASE_LINE = re.compile(r"where the time went: (outside the timed phases|\S+)")
-KINDS = ("unchanged", "forward", "backward", "optimizer")
+KINDS = ("unchanged", "data", "forward", "backward", "optimizer", "far")
+#: Where each kind puts its slowdown, as a FAIL's line names the phase, where not the kind's own name.
+PUT = {"allreduce": "comm", "far": "forward"}
+#: The ``far`` kind's slowdown, in steps: far beyond half the threshold, so that its runs are cut short.
+FAR_STEPS = 10
 COMMON = ["--dlperf-device", "cpu", "--dlperf-model", "phasenet", "-p", "no:cacheprovider", "-p", "no:benchmark"]
 
 
@@ -119,7 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         table = {kind: {"sessions": 0, "failed": 0, "right": 0, "other": 0, "none": 0, "named": 0} for kind in kinds}
         for _ in range(opts.sessions):
             for kind in kinds:
-                env = {} if kind == "unchanged" else {"SLOW_PHASE": kind, "SLOW_SECONDS": str(delay)}
+                put = PUT.get(kind, kind)  # where the slowdown is put, as the line names it
+                env = {} if kind == "unchanged" else {"SLOW_PHASE": "forward" if kind == "far" else kind,
+                                                      "SLOW_SECONDS": str(FAR_STEPS * step if kind == "far" else delay)}
                 code, out = session(folder, [*gpus, "--dlperf-baseline", "base.json"], env)
                 named = PHASE_LINE.findall(out)
                 row = table[kind]
@@ -127,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 row["failed"] += code == 1
                 row["named"] += bool(named)
                 if code == 1:
-                    put = "comm" if kind == "allreduce" else kind  # where the slowdown was put, as the line names it
                     row["right" if named and named[0] == put else "other" if named else "none"] += 1
-                print(f"  {kind}: exit {code}, named {named or '-'}", flush=True)
+                cut = ", runs cut short far off" if "cut short" in out else ""
+                print(f"  {kind}: exit {code}, named {named or '-'}{cut}", flush=True)
                 if code == 1 and not named or opts.show:  # what the FAIL said instead
                     lines = out.splitlines()
                     start = next((i for i, line in enumerate(lines) if line.lstrip().startswith("FAIL ")), None)
