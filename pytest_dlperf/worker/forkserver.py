@@ -4,11 +4,9 @@
 once (:data:`PRELOAD`), checks that it never initialized CUDA, and then forks one process per
 :class:`~pytest_dlperf.protocol.ForkRequest` read from its stdin: ``python -m MODULE ARGS`` without the
 interpreter's start, our worker or torchrun's agent, whose ranks torchrun forks from it in turn
-(:func:`run_rank`).  torchvision (:data:`DEFERRED`: 1.5 s, most of it the
-``torch._dynamo`` that ``torchvision.ops`` imports) is imported before the second fork, not before the first:
-a session of one run of a model without torchvision (``tiny``, BERT, GPT-2: the plugin's own test sessions,
-most of them) does not pay for it, and one of a torchvision model pays it once either way, in its first
-worker or in the server.  Each worker is still a fresh process of its own, as an exec'd one is:
+(:func:`run_rank`).  Everything is imported before the first fork, ``torch._dynamo`` too: constructing any
+torch optimizer imports it (1.5 s of CPU, sympy with it), so a worker forked without it would pay that itself.
+Each worker is still a fresh process of its own, as an exec'd one is:
 
 * its own pid, in a session and process group of its own (``setsid``), its stdin ``/dev/null`` and its
   stdout and stderr the run's log files;
@@ -52,17 +50,17 @@ from ..protocol import RUN_ID_PLACEHOLDER, ForkRequest
 
 RUN_ID_VARIABLE = "DLPERF_RUN_ID"  # the controller's pytest_dlperf.launch.process.RUN_ID_VARIABLE
 #: Imported once, in this order, before the first fork: all a throughput or convergence run imports before its
-#: first step (torchvision aside: :data:`DEFERRED`).
-PRELOAD = ("numpy", "psutil", "torch", "torch.optim", "torch.distributed", "torch.utils.flop_counter",
+#: first step (``torch._dynamo``: what constructing a torch optimizer imports).
+PRELOAD = ("numpy", "psutil", "torch", "torch.optim", "torch._dynamo", "torch.distributed",
+           "torch.utils.flop_counter",
            "pytest_dlperf.worker.main", "pytest_dlperf.worker.prepare",
            "pytest_dlperf.worker.training", "pytest_dlperf.worker.distributed", "pytest_dlperf.worker.telemetry",
            "pytest_dlperf.worker.interference", "pytest_dlperf.worker.flops", "pytest_dlperf.worker.memory",
            "pytest_dlperf.worker.convergence", "pytest_dlperf.worker.watchdog", "pytest_dlperf.models",
            "pytest_dlperf.data", "pytest_dlperf.environment", "pytest_dlperf.jsonio")
-#: Imported when installed: the NVML bindings the telemetry uses (importing them initializes nothing).
-OPTIONAL = ("pynvml",)
-#: Imported before the server's second fork (the module docstring says why), when installed.
-DEFERRED = ("torchvision",)
+#: Imported when installed: the NVML bindings the telemetry uses (importing them initializes nothing) and
+#: torchvision (0.15 s once ``torch._dynamo`` is in).
+OPTIONAL = ("pynvml", "torchvision")
 KILL_GRACE_SECONDS = 2.0
 
 
@@ -80,29 +78,14 @@ def preload() -> None:
     versions()  # the installed versions every result carries, read from the packages' metadata once
 
 
-def preload_deferred() -> None:
-    """Import :data:`DEFERRED` (what is installed of it), then check again that a fork may follow."""
-    for name in DEFERRED:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    check_clean()
-
-
 def import_as_forked() -> None:
     """In a fresh worker of one rank: import what a forked worker finds imported (:data:`PRELOAD`, what is
-    installed of :data:`OPTIONAL` and :data:`DEFERRED`), in the server's order, so that both starts run with the
+    installed of :data:`OPTIONAL`), in the server's order, so that both starts run with the
     same modules and import hooks, as :mod:`.process_state` records them.  The environment is left as the process
     started with it, as :func:`become` leaves a forked worker's (the request's, whole): what an import writes into
     it (torchvision's sets ``TORCHINDUCTOR_CACHE_DIR``) is the server's in a forked worker, and goes here too."""
     started = dict(os.environ)
     preload()
-    for name in DEFERRED:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
     if dict(os.environ) != started:
         os.environ.clear()
         os.environ.update(started)
@@ -140,7 +123,6 @@ def serve(requests: int, replies: int) -> ForkRequest | None:
     signal.signal(signal.SIGTERM, lambda *_: None)
     live: set[int] = set()
     pending = b""
-    forked = 0
     while True:
         ready, _, _ = select.select([requests, wake_read], [], [])
         if wake_read in ready:
@@ -157,8 +139,6 @@ def serve(requests: int, replies: int) -> ForkRequest | None:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             request = ForkRequest.from_line(line)
-            if forked == 1:
-                preload_deferred()
             sys.stdout.flush()
             sys.stderr.flush()
             try:
@@ -172,7 +152,6 @@ def serve(requests: int, replies: int) -> ForkRequest | None:
                     os.close(fd)
                 return request
             live.add(pid)
-            forked += 1
             send(replies, {"started": pid})
     shut_down(live, replies)
     return None
