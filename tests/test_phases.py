@@ -21,6 +21,7 @@ from pytest_dlperf.results.case import CaseResult, Expected
 from pytest_dlperf.worker import phaseclock, phases
 from pytest_dlperf.worker.distributed import global_windows
 from pytest_dlperf.worker.main import time_windows
+from pytest_dlperf.worker.windows import warm_up
 from pytest_dlperf.worker.training import TrainingStep
 
 #: What a slowed place adds to each step: far above what a phase of the model takes, and the machine's noise.
@@ -159,6 +160,9 @@ def test_the_progress_carries_the_phases_of_the_steps_so_far(mlp, monkeypatch):
     time_windows(type("Plain", (), {"__call__": lambda self: None, "sync": lambda self: None})(), warmup_steps=3,
                  steps=2, repeats=1, samples_per_step=1, on_progress=lambda *args, **where: plain.append(where))
     assert plain and not any(where.get("phase_window") for where in plain)  # no clock: no phases, as before
+    step = slowed_step(mlp, None)  # a warm-up alone (a profiled run's: no tally) steps as before and marks nothing
+    warm_up(step, 4, 0, lambda *args, **where: plain.append(where))
+    assert not step.clock.on and not any(where.get("phase_window") for where in plain)
 
 
 def test_phases_that_would_cost_over_1_percent_are_off_and_say_why(mlp):

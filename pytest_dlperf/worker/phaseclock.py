@@ -260,9 +260,9 @@ class Tally:
     controller cuts short far off its baseline writes no windows: this record is what it says of where its time went
     (:mod:`pytest_dlperf.gate.far`).  Nothing here runs inside a window; a step without a clock tallies nothing."""
 
-    def __init__(self, step) -> None:
+    def __init__(self, step, marked: bool = True) -> None:
         self.step = step
-        self.clock: Clock | None = getattr(step, "clock", None)
+        self.clock: Clock | None = getattr(step, "clock", None) if marked else None
         self.steps = self.marked = self.chunk = 0
         self.seconds = 0.0
         self.sums: dict[str, float] = {}

@@ -97,7 +97,7 @@ def warm_up(step, warmup_steps: int, measured_total: int, report, tally=None) ->
     ``tally`` (a :class:`~.phaseclock.Tally`) marks the phases of the steps after the first, and each report
     after the first carries them (``phase_window``): what a run cut short in its warm-up says of where its time
     went.  Reading them synchronizes the device; the warm-up is not timed but for its second half's step time."""
-    tally = tally or phaseclock.Tally(None)
+    tally = tally or phaseclock.Tally(step, marked=False)
     start = time.perf_counter()
     step()
     step.sync()
