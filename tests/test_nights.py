@@ -168,3 +168,6 @@ def test_tonight_s_evidence_gives_its_counted_runs_and_the_host_s_move():
     assert not together.clears
     plain = nights.with_tonight(steady(1035.0, 2), dataclasses.replace(tonight, moved=None), 1000.0, BASE_RUNS, 0.05)
     assert plain.scaled is None and plain.clears
+    # The results keep the move, and read it back (a night's record, a report rebuilt from the results).
+    assert tonight.to_dict()["moved"] == 1.15 and ev.Evidence.from_dict(tonight.to_dict()).moved == 1.15
+    assert "moved" not in dataclasses.replace(tonight, moved=None).to_dict()

@@ -350,8 +350,7 @@ class Evidence:
     estimate: Estimate | None  # from the runs that are evidence; None when every run was busy
     decision: Decision
     stopped: StopReason
-    #: The busy runs are in the estimate: a pass (or improved) that holds even with them (:func:`.sequential.assess`).
-    busy_counted: bool = False
+    busy_counted: bool = False  # the busy runs are in the estimate: a pass that holds even with them
     #: What the counted runs' host probes say against the baseline's (:func:`~.figures.probe_notes`): notes only.
     probes: list[str] = dataclasses.field(default_factory=list)
     #: A regression shown by fewer evidence runs than it needs when the budget ended (it fails, "not confirmed").
@@ -388,7 +387,8 @@ class Evidence:
         return {"decision": self.decision.value, "stopped": StopReason(self.stopped).value,
                 "estimate": None if self.estimate is None else self.estimate.to_dict(),
                 "busy_counted": self.busy_counted, "runs": [f.to_dict() for f in self.figures],
-                "probes": list(self.probes), "unconfirmed": self.unconfirmed}
+                "probes": list(self.probes), "unconfirmed": self.unconfirmed,
+                **({"moved": self.moved} if self.moved is not None else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evidence:
@@ -397,4 +397,4 @@ class Evidence:
                    Estimate.from_dict(estimate) if estimate else None,
                    Decision(data.get("decision", Decision.UNDECIDED.value)),
                    StopReason(data.get("stopped", StopReason.DECIDED.value)), bool(data.get("busy_counted")),
-                   list(data.get("probes") or []), bool(data.get("unconfirmed")))
+                   list(data.get("probes") or []), bool(data.get("unconfirmed")), moved=data.get("moved"))
