@@ -53,7 +53,7 @@ class Outcome(ValueEnum):
 OK, OOM, ERROR = Outcome.OK, Outcome.OOM, Outcome.ERROR
 MAX_TRIALS = MAX_BATCH_TRIALS
 MAX_BATCH = 65536
-# Steps of one trial: warm-up, then one window (worker.main.time_windows's warmup_steps, steps, repeats).
+# Steps of one trial: warm-up, then one window (worker.windows.time_windows's warmup_steps, steps, repeats).
 TRIAL_STEPS = {"warmup_steps": 1, "steps": 2, "repeats": 1}
 
 # Why a search stopped.

@@ -239,7 +239,7 @@ def make_source(backend: str, data_dir: str | None, settings: Mapping[str, Any],
 class DataOnlyStep:
     """A "step" that only fetches the next batch: the loader timed without a model.
 
-    It has the interface :func:`pytest_dlperf.worker.main.time_windows` times (call, ``sync``,
+    It has the interface :func:`pytest_dlperf.worker.windows.time_windows` times (call, ``sync``,
     ``last_loss``), so data-only windows are timed exactly as training windows are.
     """
 

@@ -7,9 +7,9 @@ writes the spec (:class:`~pytest_dlperf.protocol.WorkerSpec`); the worker writes
 describes both files and the progress file; ``docs/worker-result.md`` every field.
 
 Measurement (:mod:`.windows`): ``warmup_steps`` steps, then ``repeats`` windows of ``steps`` steps, each window timed
-between device synchronizations.  A window's throughput is its samples over its elapsed seconds (total over total, never a mean of
-per-step rates).  A training step also marks its phases in each window (:mod:`pytest_dlperf.worker.phaseclock`):
-the window's ``phases``, and the result's ``phase_timing``.
+between device synchronizations.  A window's throughput is its samples over its elapsed seconds (total over total,
+never a mean of per-step rates).  A training step also marks its phases in each window
+(:mod:`pytest_dlperf.worker.phaseclock`): the window's ``phases``, and the result's ``phase_timing``.
 
 With the ``compile`` setting, the model is ``torch.compile``d and two steps run before the
 warm-up (:func:`compile_steps`): the first compiles, the second is a normal step; neither

@@ -306,7 +306,7 @@ class Tally:
             self.clock._reset()
 
     def window(self, window: dict[str, Any]) -> None:
-        """Add a window (as :func:`~pytest_dlperf.worker.main.time_windows` made it) that has phases."""
+        """Add a window (as :func:`~pytest_dlperf.worker.windows.time_windows` made it) that has phases."""
         phases = Phases.from_window(window)
         if phases is not None:
             self._add(window["steps"], window["seconds"], phases)

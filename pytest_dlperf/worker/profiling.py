@@ -27,7 +27,7 @@ def trace_name(rank: int) -> str:
 def profile_steps(step, warm_up: Callable[[], object], *, samples_per_step: int, folder: str | None,
                   rank: int) -> tuple[list[dict[str, Any]], dict[str, float], Profile]:
     """``warm_up()``, then profile :data:`STEPS` steps of ``step`` (a :class:`~.training.TrainingStep`): (its one
-    window, its time marks as :func:`~.main.time_windows` gives them, its profile)."""
+    window, its time marks as :func:`~.windows.time_windows` gives them, its profile)."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     marks: dict[str, float] = {"first_step": time.time()}
