@@ -110,9 +110,9 @@ def pytest_configure(config: pytest.Config) -> None:
 #: .ci/run, the sum of their JUnit times under ``-n 3``, scaled by 0.5 as the figures before them: 9:14 in all),
 #: for :func:`pytest_collection_modifyitems`.
 #: A file not named here runs after these, in its usual order; a figure that has drifted only makes the schedule a
-#: little worse, never a test wrong.
+#: little worse, never a test wrong.  (test_readme.py's quick start, 39 s, runs in .ci/wheel-check instead.)
 FILE_SECONDS = {
-    "test_gpu_check.py": 87, "test_launchers.py": 54, "test_fork_server.py": 44, "test_readme.py": 39,
+    "test_gpu_check.py": 87, "test_launchers.py": 54, "test_fork_server.py": 44,
     "test_mlperf_commands.py": 31, "test_command_faults.py": 30, "test_history_site.py": 27,
     "test_nightly_examples.py": 27, "test_sequential.py": 27, "test_bisect.py": 25, "test_distributed.py": 23,
     "test_commands.py": 22, "test_attribution.py": 18, "test_compile_layout.py": 18, "test_measure.py": 17,
