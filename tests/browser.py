@@ -86,21 +86,16 @@ def browser() -> Iterator[Any]:
         pytest.skip("Chromium and ChromeDriver are not installed: bash .ci/install-browser installs Debian's "
                     "chromium and chromium-driver")
     profile = tempfile.mkdtemp(prefix="dlperf-chromium-")
-    # Selenium Manager is not run; nor would it report anything.  Set only while the browser starts: a variable
-    # left in this process's environment would give every later run of its tests a fork server of its own (the
-    # servers are kept per start-time environment, pytest_dlperf/launch/forkserver.py).
-    avoid = os.environ.get("SE_AVOID_STATS")
-    os.environ["SE_AVOID_STATS"] = "true"
     try:
-        session = start_chromium(chromium, driver, profile)
+        # Selenium Manager is not run; nor would it report anything.  Set only while the browser starts: a variable
+        # left in this process's environment would give every later run of its tests a fork server of its own (the
+        # servers are kept per start-time environment, pytest_dlperf/launch/forkserver.py).
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("SE_AVOID_STATS", "true")
+            session = start_chromium(chromium, driver, profile)
     except Exception as exc:  # noqa: BLE001 - a browser that cannot start is the reason to skip, said in a line
         shutil.rmtree(profile, ignore_errors=True)
         pytest.skip(f"Chromium did not start under ChromeDriver: {str(exc).strip().splitlines()[0]}")
-    finally:
-        if avoid is None:
-            os.environ.pop("SE_AVOID_STATS", None)
-        else:
-            os.environ["SE_AVOID_STATS"] = avoid
     try:
         pages = (len(session.window_handles), session.current_url)
         assert pages == (1, "about:blank"), \
