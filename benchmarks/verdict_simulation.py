@@ -41,15 +41,18 @@ fails at most 1% and twice the tolerance passes at most 1% and fails at least 90
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import sys
 import time
+from unittest import mock
 
 import numpy as np
 
 from pytest_dlperf.ab.pairs import measure_pairs
 from pytest_dlperf.gate import drift as drift_mod
+from pytest_dlperf.gate import evidence as evidence_mod
 from pytest_dlperf.gate import nights as nights_mod
 from pytest_dlperf.gate import paired
 from pytest_dlperf.gate import sequential
@@ -80,6 +83,9 @@ class Setting:
     host: float | None = None
     #: The nights together judged as measured only, as before 0.8.0 (for the side by side of ``--host``).
     nights_as_measured: bool = False
+    #: sd of the host's level over a stretch of seconds to minutes: the save spreads its runs over a minute
+    #: (``dlperf_save_span``), each run in a stretch of its own; a session's runs, back to back, share one.
+    stretch: float = 0.0
 
 
 #: The controller's host probe's spread between its readings on a quiet host (gate.host.PRIOR_SPREAD's 2-4%).
@@ -97,7 +103,8 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
     first night that fails, or the last night where every night was inconclusive
     (``dlperf_inconclusive_nights = nights``, which then fails it); else the last night's."""
     sigma, tau = log_sd(s.cv), log_sd(s.offset)
-    base_runs = np.exp(rng.normal(rng.normal(0.0, tau), sigma, s.baseline_runs)) * 1000.0
+    base_runs = np.exp(rng.normal(rng.normal(0.0, tau), sigma, s.baseline_runs)
+                       + rng.normal(0.0, log_sd(s.stretch), s.baseline_runs)) * 1000.0
     # A saved baseline's figure is the geometric mean of its runs (baseline.measured), and it keeps them.
     probed = s.host is not None
     host_runs = tuple(float(v) for v in np.exp(rng.normal(0.0, log_sd(PROBE_CV), s.baseline_runs))) \
@@ -114,7 +121,7 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
     streak = used = 0
     undecided: list[tuple[float, ...]] = []  # the runs of the streak's nights, for the nights judged together
     for _ in range(nights):
-        level = math.log(ratio * (s.host or 1.0)) + rng.normal(0.0, tau)
+        level = math.log(ratio * (s.host or 1.0)) + rng.normal(0.0, tau) + rng.normal(0.0, log_sd(s.stretch))
         session = np.exp(rng.normal(level, sigma, s.budget.max_runs)) * 1000.0
         probes = s.host * np.exp(rng.normal(0.0, log_sd(PROBE_CV), s.budget.max_runs)) if probed else None
 
@@ -286,6 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cv", default="0.02,0.05", help="noise between runs, comma-separated (0.02,0.05)")
     parser.add_argument("--offset", default="0", help="sd of a session's offset, comma-separated (0)")
+    parser.add_argument("--stretch", default="0",
+                        help="sd of the host's level by stretches: each run of the save in one of its own, a "
+                             "session's runs in one together; comma-separated (0)")
+    parser.add_argument("--no-stretch-rule", action="store_true",
+                        help="judge as verdict_rules 10 did, with no stretch in the interval (for a side by side)")
+    parser.add_argument("--nights", type=int, default=1,
+                        help="sessions against one save, the never-deciding rule failing the last of as many "
+                             "undecided ones (1)")
     parser.add_argument("--ratios", default=RATIOS, help=f"true figure over the baseline's ({RATIOS})")
     parser.add_argument("--tolerance", type=float, default=0.05, help="the baseline's tolerance (0.05)")
     parser.add_argument("--baseline-runs", type=int, default=10,
@@ -310,13 +325,25 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cvs = [float(v) for v in opts.cv.split(",")]
         offsets = [float(v) for v in opts.offset.split(",")]
+        stretches = [float(v) for v in opts.stretch.split(",")]
         ratios = [float(v) for v in opts.ratios.split(",")]
     except ValueError as exc:
-        parser.error(f"--cv, --offset, --ratios: comma-separated numbers: {exc}")
-    if opts.trials < 1 or opts.max_runs < opts.first_runs or opts.first_runs < 1 or opts.baseline_runs < 1 \
+        parser.error(f"--cv, --offset, --stretch, --ratios: comma-separated numbers: {exc}")
+    if opts.nights < 1 or opts.trials < 1 or opts.max_runs < opts.first_runs or opts.first_runs < 1 \
+            or opts.baseline_runs < 1 \
             or opts.history < 0 or opts.history == 1:
-        parser.error("--trials, --first-runs, --baseline-runs: at least 1; --max-runs: at least --first-runs; "
-                     "--history: 0 or at least 2")
+        parser.error("--nights, --trials, --first-runs, --baseline-runs: at least 1; --max-runs: at least "
+                     "--first-runs; --history: 0 or at least 2")
+    with contextlib.ExitStack() as stack:
+        if opts.no_stretch_rule:  # both places the plugin reads a stretch from (gate.evidence, gate.nights)
+            for module in (evidence_mod, nights_mod):
+                stack.enter_context(mock.patch.object(module, "excess_variance", lambda *args, **kwargs: 0.0))
+        return tables(opts, cvs, offsets, stretches, ratios)
+
+
+def tables(opts: argparse.Namespace, cvs: list[float], offsets: list[float], stretches: list[float],
+           ratios: list[float]) -> int:
+    """Print what ``opts`` asks for: the acceptance checks, three nights, both errors, or the table."""
     started = time.monotonic()
     if opts.acceptance:
         met = acceptance(opts.trials, opts.seed)
@@ -334,17 +361,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tolerance {100 * opts.tolerance:g}%, baseline of {opts.baseline_runs} runs, --dlperf-runs "
           f"{opts.first_runs}, --dlperf-max-runs {opts.max_runs}, --dlperf-inconclusive {opts.inconclusive}, "
           f"{'history of %d nights' % opts.history if opts.history else 'the drift prior'}, "
-          f"{opts.trials} trials each (seed {opts.seed})")
-    print("  cv | offset | ratio | failed | of them not confirmed | inconclusive, passed | passed or improved | mean runs")
-    print("-----+--------+-------+--------+-----------------------+----------------------+--------------------+----------")
-    for cv in cvs:
-        for offset in offsets:
-            setting = Setting(cv, offset, opts.tolerance, opts.baseline_runs, budget, opts.inconclusive, opts.history)
-            for ratio in ratios:
-                got = shares(rng, setting, ratio, opts.trials)
-                print(f"{100 * cv:3.0f}% | {100 * offset:5.1f}% | {ratio:5.2f} | {got['fail']:5.1f}% | "
-                      f"{got['unconfirmed']:20.1f}% | {got['inconclusive']:19.1f}% | {got['pass']:17.1f}% | "
-                      f"{got['runs']:9.2f}")
+          f"{opts.trials} trials each (seed {opts.seed})" + (f", {opts.nights} nights" if opts.nights > 1 else ""))
+    print("  cv | offset | stretch | ratio | failed | of them not confirmed | inconclusive, passed "
+          "| passed or improved | mean runs")
+    print("-----+--------+---------+-------+--------+-----------------------+----------------------"
+          "+--------------------+----------")
+    for cv, offset, stretch in ((c, o, t) for c in cvs for o in offsets for t in stretches):
+        setting = Setting(cv, offset, opts.tolerance, opts.baseline_runs, budget, opts.inconclusive, opts.history,
+                          stretch=stretch)
+        for ratio in ratios:
+            got = shares(rng, setting, ratio, opts.trials, opts.nights)
+            print(f"{100 * cv:3.0f}% | {100 * offset:5.1f}% | {100 * stretch:6.1f}% | {ratio:5.2f} | "
+                  f"{got['fail']:5.1f}% | "
+                  f"{got['unconfirmed']:20.1f}% | {got['inconclusive']:19.1f}% | {got['pass']:17.1f}% | "
+                  f"{got['runs']:9.2f}")
     print(f"failed: a regression (or, under --inconclusive below, inconclusive with the estimate below the "
           f"threshold); 'of them not confirmed': one run beyond its look's boundary at the budget; "
           f"{time.monotonic() - started:.0f} s")

@@ -4,7 +4,7 @@ from .cases import PRECISIONS, Case
 from .commands import register_command
 from .models import ModelSpec, Task, create_model, get_model_spec, list_models, register_model, register_task
 
-__version__ = "0.8.0"
+__version__ = "0.9.0"
 
 __all__ = [
     "PRECISIONS",

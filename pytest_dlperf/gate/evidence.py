@@ -41,6 +41,7 @@ from typing import Any
 
 from ..protocol import ValueEnum
 from .figures import HOST_PROBES, RunFigure
+from .stats import excess_variance
 
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2 = 1%.
 CONFIDENCE = 0.98
@@ -178,14 +179,16 @@ def estimate(values: Sequence[float], tolerance: float, baseline: float | None =
     baseline's own ``baseline_runs`` widening it as an estimate from m runs, and ``drift`` (the
     between-session term) by ``offsets`` session offsets: 2 for a baseline that is one session's
     figure (the session's offset and the baseline's), 1 for one whose runs are sessions already (a
-    baseline from history, whose spread carries the offsets)."""
+    baseline from history, whose spread carries the offsets).  Where the baseline's runs spread significantly more
+    (:func:`.stats.excess_variance`), the difference is the stretch of a host's moves these sat in: once."""
     if not values:
         raise ValueError("no run to estimate from")
     logs = [math.log(v) for v in values]
     base_logs = [math.log(v) for v in baseline_runs if v > 0] if baseline is not None else []
     sigma, dof = pooled_sigma(logs, base_logs, tolerance)
-    if baseline is None:
-        drift = None
+    drift = None if baseline is None else drift
+    if drift is not None and offsets >= 2 and (stretch := excess_variance(base_logs, [logs])):
+        drift = dataclasses.replace(drift, tau=math.sqrt(drift.tau ** 2 + stretch / offsets))
     center = statistics.fmean(logs)
     se, dof = standard_error(sigma, dof, len(logs), len(base_logs), drift, offsets)
     half = t_quantile(0.5 + confidence / 2, dof) * se
@@ -362,18 +365,15 @@ class Evidence:
         return [f for f in self.figures if f.busy]
 
     @property
-    def counted(self) -> list[RunFigure]:
-        """The runs that are evidence: not measured on a busy machine, not cut short far off the baseline."""
+    def counted(self) -> list[RunFigure]:  # the evidence: not measured on a busy machine, nor cut short far off
         return [f for f in self.figures if not f.busy and not f.far]
 
     @property
-    def far(self) -> list[RunFigure]:
-        """The runs cut short far off the baseline (:mod:`.far`)."""
+    def far(self) -> list[RunFigure]:  # the runs cut short far off the baseline (.far)
         return [f for f in self.figures if f.far]
 
     @property
-    def busy_estimate(self) -> float | None:
-        """The median of the busy runs, shown when no run was evidence."""
+    def busy_estimate(self) -> float | None:  # the median of the busy runs, shown when no run was evidence
         return statistics.median([f.value for f in self.busy]) if self.busy else None
 
     def probe_median(self, key: str, *, busy_too: bool = False) -> float | None:

@@ -37,15 +37,16 @@ from .sequential import BUSY_RUNS, REGRESSION_RUNS
 #: their scale too (a faster host hides a slowdown; the code cannot raise its probes), and a save no longer sets aside
 #: its runs whose probes dip (it read the host's fast moments only); 10, undecided nights judged together decide only
 #: where as measured and on the host's scale agree, where tonight's host moved; the controller's probe counts a faster
-#: host at 2 standard errors.
-VERDICT_RULES = 10
+#: host at 2 standard errors; 11, where a save's runs spread significantly more than a session's (or the nights'), the
+#: difference is the stretch of the host's moves the session sat in, in its interval once (stats.excess_variance).
+VERDICT_RULES = 11
 #: :func:`fingerprint` of the gate as :data:`VERDICT_RULES` describes it.
-FINGERPRINT = "0cd04966d6a3ddd2"
+FINGERPRINT = "3db15bc8e4ad5239"
 #: The gate's modules that only word or list what the others decide (attribution: a note): not in the fingerprint.
 WORDING = ("attribution.py", "format.py", "rules.py")
 
 #: Every rule, (what, where): the decision's five, far off's one, the busy runs' four, the save's five, the notes'
-#: one, the host's move one, the policy's two, the interval's two.  Issue 43 removed two (starved runs, the host's
+#: one, the host's move one, the policy's two, the interval's three.  Issue 43 removed two (starved runs, the host's
 #: own slowdown, as the worker's probe read it) and added one (a case that never decides).
 RULES = (
     ("regression: the interval's top at its look's boundary below the threshold", "evidence.decide, looks"),
@@ -76,6 +77,8 @@ RULES = (
      "policy.never_decided, nights"),
     ("sigma: pooled, a prior of tolerance / 3 without the baseline's runs, at least 1%", "evidence.pooled_sigma"),
     ("tau: the history's, else its machine class's, else a fifth of the tolerance", "drift.drift"),
+    ("a stretch: a save's runs spread more than a session's (an F test at 5%), the difference in the interval once",
+     "evidence.estimate, nights.estimate, stats.excess_variance"),
 )
 
 

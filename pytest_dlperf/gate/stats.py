@@ -36,3 +36,29 @@ def summarize(values: Sequence[float]) -> Summary:
         stdev=stdev,
         cv=stdev / mean if mean else 0.0,
     )
+
+
+
+#: The level of the one-sided F test that says one sample spreads more than others (:func:`excess_variance`).
+EXCESS_ALPHA = 0.05
+
+
+def within(samples: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The variance of ``samples`` pooled, each about its own mean, and its degrees of freedom (0, 0 with none)."""
+    kept = [s for s in samples if len(s) >= 2]
+    dof = sum(len(s) - 1 for s in kept)
+    return (sum((len(s) - 1) * statistics.variance(s) for s in kept) / dof if dof else 0.0), dof
+
+
+def excess_variance(wide: Sequence[float], narrow: Sequence[Sequence[float]], alpha: float = EXCESS_ALPHA) -> float:
+    """How much more ``wide`` varies than the ``narrow`` samples do, each about its own mean (:func:`within`):
+    the difference of their variances where a one-sided F test at ``alpha`` says that it is more, else 0 (as
+    where either side has no degree of freedom)."""
+    (spread, spread_dof), (inner, inner_dof) = within([wide]), within(narrow)
+    if not spread_dof or not inner_dof:
+        return 0.0
+    from scipy import special
+
+    if inner > 0 and spread / inner <= special.fdtri(spread_dof, inner_dof, 1 - alpha):
+        return 0.0
+    return max(0.0, spread - inner)
