@@ -97,9 +97,10 @@ def log_sd(cv: float) -> float:
     return math.sqrt(math.log(1 + cv * cv))
 
 
-def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -> tuple[str, int, bool]:
+def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -> tuple[str, int, str]:
     """One saved baseline and ``nights`` sessions against it, one after another (each its own offset): the verdict
-    ('fail', 'inconclusive', 'pass'), the runs, and whether it failed "not confirmed".  With ``nights`` > 1, the
+    ('fail', 'inconclusive', 'pass'), the runs, and why it failed where not as a regression shown ('unconfirmed':
+    from one run at the budget; 'never': the never-deciding rule; else '').  With ``nights`` > 1, the
     first night that fails, or the last night where every night was inconclusive
     (``dlperf_inconclusive_nights = nights``, which then fails it); else the last night's."""
     sigma, tau = log_sd(s.cv), log_sd(s.offset)
@@ -140,29 +141,31 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
             seen = dataclasses.replace(evidence, moved=None) if s.nights_as_measured else evidence
             together = nights_mod.with_tonight(undecided[-(nights - 1):], seen, expected.throughput,
                                                [float(v) for v in base_runs], s.tolerance, drift)
-        verdict = settle(judge_evidence("sim", evidence, "img/s", expected), Policy(s.inconclusive, nights=nights),
-                         streak if nights > 1 else None, together, "img/s")
+        judged = judge_evidence("sim", evidence, "img/s", expected)
+        verdict = settle(judged, Policy(s.inconclusive, nights=nights), streak if nights > 1 else None, together,
+                         "img/s")
         status = "fail" if verdict.status.value == "fail" else "inconclusive" if verdict.undecided else "pass"
         used += len(attempt.runs)
         streak = streak + 1 if verdict.undecided else 0
         undecided = [*undecided, tonight] if verdict.undecided else []
         if status == "fail":
-            return "fail", used, evidence.unconfirmed
-    return status, used, False
+            shown = judged.status.value == "fail" or (together is not None and together.regression)
+            return "fail", used, ("unconfirmed" if evidence.unconfirmed else "") if shown else "never"
+    return status, used, ""
 
 
 def shares(rng: np.random.Generator, s: Setting, ratio: float, trials: int, nights: int = 1) -> dict[str, float]:
-    """Percent of ``trials`` that failed, failed not confirmed, ended inconclusive, passed; and the mean runs
-    (with ``nights``: of :func:`trial`'s nights)."""
-    counts = {"fail": 0, "inconclusive": 0, "pass": 0}
-    unconfirmed = runs = 0
+    """Percent of ``trials`` that failed, failed not confirmed, failed for never deciding, ended inconclusive,
+    passed; and the mean runs (with ``nights``: of :func:`trial`'s nights)."""
+    counts = {"fail": 0, "inconclusive": 0, "pass": 0, "unconfirmed": 0, "never": 0}
+    runs = 0
     for _ in range(trials):
-        status, used, unsure = trial(rng, s, ratio, nights)
+        status, used, why = trial(rng, s, ratio, nights)
         counts[status] += 1
+        counts[why] = counts.get(why, 0) + 1
         runs += used
-        unconfirmed += unsure
-    out = {k: 100 * v / trials for k, v in counts.items()}
-    return {**out, "unconfirmed": 100 * unconfirmed / trials, "runs": runs / trials}
+    out = {k: 100 * counts[k] / trials for k in ("fail", "inconclusive", "pass", "unconfirmed", "never")}
+    return {**out, "runs": runs / trials}
 
 
 #: The issue 43 checks: (what, setting, true ratio, the share measured, the bound, at most or at least).
@@ -363,9 +366,9 @@ def tables(opts: argparse.Namespace, cvs: list[float], offsets: list[float], str
           f"{'history of %d nights' % opts.history if opts.history else 'the drift prior'}, "
           f"{opts.trials} trials each (seed {opts.seed})" + (f", {opts.nights} nights" if opts.nights > 1 else ""))
     print("  cv | offset | stretch | ratio | failed | of them not confirmed | inconclusive, passed "
-          "| passed or improved | mean runs")
+          "| passed or improved | mean runs" + (" | of the failed, never decided" if opts.nights > 1 else ""))
     print("-----+--------+---------+-------+--------+-----------------------+----------------------"
-          "+--------------------+----------")
+          "+--------------------+----------" + ("+-----------------------------" if opts.nights > 1 else ""))
     for cv, offset, stretch in ((c, o, t) for c in cvs for o in offsets for t in stretches):
         setting = Setting(cv, offset, opts.tolerance, opts.baseline_runs, budget, opts.inconclusive, opts.history,
                           stretch=stretch)
@@ -374,7 +377,7 @@ def tables(opts: argparse.Namespace, cvs: list[float], offsets: list[float], str
             print(f"{100 * cv:3.0f}% | {100 * offset:5.1f}% | {100 * stretch:6.1f}% | {ratio:5.2f} | "
                   f"{got['fail']:5.1f}% | "
                   f"{got['unconfirmed']:20.1f}% | {got['inconclusive']:19.1f}% | {got['pass']:17.1f}% | "
-                  f"{got['runs']:9.2f}")
+                  f"{got['runs']:9.2f}" + (f" | {got['never']:27.1f}%" if opts.nights > 1 else ""))
     print(f"failed: a regression (or, under --inconclusive below, inconclusive with the estimate below the "
           f"threshold); 'of them not confirmed': one run beyond its look's boundary at the budget; "
           f"{time.monotonic() - started:.0f} s")

@@ -11,7 +11,9 @@ offset, against the same saved baseline.  Before failing, the rule judges the la
   it), never below :data:`~.evidence.FLOOR_CV`;
 * the standard error of ``log(estimate / baseline)`` is
   ``sqrt(sigma^2 (sum(1/n_i) / k^2 + 1/m) + tau^2 (1/k + 1))`` for ``k`` nights of ``n_i`` runs against a save of
-  ``m`` runs: the nights' offsets average out, the save's does not;
+  ``m`` runs: the nights' offsets average out, the save's does not; where the save's runs spread significantly
+  more than the nights' (:func:`.stats.excess_variance`), each night sat in a stretch of the host's moves of its own,
+  and the difference goes into ``tau^2`` as one more offset a night;
 * the decision is :func:`.evidence.decide`'s at one look.
 
 Where the nights together show a regression, the case fails as one.  Where they pass, or rule out a slowdown of

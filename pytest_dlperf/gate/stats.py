@@ -1,4 +1,4 @@
-"""Statistics over measured windows."""
+"""Statistics over measured windows, and how much more one sample of runs spreads than others."""
 
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ def summarize(values: Sequence[float]) -> Summary:
         stdev=stdev,
         cv=stdev / mean if mean else 0.0,
     )
-
 
 
 #: The level of the one-sided F test that says one sample spreads more than others (:func:`excess_variance`).
