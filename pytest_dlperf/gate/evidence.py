@@ -109,7 +109,7 @@ class Estimate:
     baseline_runs: int = 0
     confidence: float = CONFIDENCE
     se: float = 0.0  # the standard error of log(value / baseline), the drift between sessions in it
-    tau: float = 0.0  # the drift between sessions it assumed (Drift.tau)
+    tau: float = 0.0  # the drift between sessions it assumed (Drift.tau), a stretch of the host in it
     offsets: float = 0.0  # session offsets in se: 1 (the session's), 2 (and a one-session baseline's)
 
     @property
