@@ -104,8 +104,10 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
     first night that fails, or the last night where every night was inconclusive
     (``dlperf_inconclusive_nights = nights``, which then fails it); else the last night's."""
     sigma, tau = log_sd(s.cv), log_sd(s.offset)
-    base_runs = np.exp(rng.normal(rng.normal(0.0, tau), sigma, s.baseline_runs)
-                       + rng.normal(0.0, log_sd(s.stretch), s.baseline_runs)) * 1000.0
+    base_logs = rng.normal(rng.normal(0.0, tau), sigma, s.baseline_runs)
+    if s.stretch:  # drawn only then: a seed gives the tables it gave before --stretch
+        base_logs = base_logs + rng.normal(0.0, log_sd(s.stretch), s.baseline_runs)
+    base_runs = np.exp(base_logs) * 1000.0
     # A saved baseline's figure is the geometric mean of its runs (baseline.measured), and it keeps them.
     probed = s.host is not None
     host_runs = tuple(float(v) for v in np.exp(rng.normal(0.0, log_sd(PROBE_CV), s.baseline_runs))) \
@@ -122,7 +124,8 @@ def trial(rng: np.random.Generator, s: Setting, ratio: float, nights: int = 1) -
     streak = used = 0
     undecided: list[tuple[float, ...]] = []  # the runs of the streak's nights, for the nights judged together
     for _ in range(nights):
-        level = math.log(ratio * (s.host or 1.0)) + rng.normal(0.0, tau) + rng.normal(0.0, log_sd(s.stretch))
+        level = math.log(ratio * (s.host or 1.0)) + rng.normal(0.0, tau) + \
+            (rng.normal(0.0, log_sd(s.stretch)) if s.stretch else 0.0)
         session = np.exp(rng.normal(level, sigma, s.budget.max_runs)) * 1000.0
         probes = s.host * np.exp(rng.normal(0.0, log_sd(PROBE_CV), s.budget.max_runs)) if probed else None
 
