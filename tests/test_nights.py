@@ -67,6 +67,8 @@ def test_the_never_deciding_rule_judges_the_nights_together_before_failing():
     assert stuck.decision is ev.Decision.UNDECIDED
     still = settle(undecided(), policy, 2, stuck, "img/s")
     assert still.failed and "; its last 3 nights together (6 runs): " in still.reasons[-1].text
+    assert still.reasons[-1].text.endswith("or gate against pairs (--dlperf-against), whose two sides share the "
+                                           "host's moves")  # what decides on a host too noisy for a stored figure
     assert not settle(undecided(), policy, 1, failing, "img/s").failed  # the second night: the rule waits
 
 

@@ -73,7 +73,8 @@ def never_decided(judgement: Judgement, streak: int, nights: int, together: Nigh
     together_line = f"; {together.line(unit)}" if together is not None else ""
     advice = ("the host moved since the save: save the baseline again on this host, or gate against pairs "
               "(--dlperf-against)" if together is not None and together.scaled is not None else
-              "make its runs steadier, give it more runs (--dlperf-max-runs) or a wider tolerance")
+              "make its runs steadier, give it more runs (--dlperf-max-runs) or a wider tolerance, or gate against "
+              "pairs (--dlperf-against), whose two sides share the host's moves")
     why = (f"fails: inconclusive {streak + 1} sessions in a row in the history store (dlperf_inconclusive_nights "
            f"{nights}){together_line}: the case is never decided here; {advice}")
     return judgement.failing(Reason(why, Why.POLICY), headline=True)
