@@ -165,7 +165,8 @@ def shares(rng: np.random.Generator, s: Setting, ratio: float, trials: int, nigh
     for _ in range(trials):
         status, used, why = trial(rng, s, ratio, nights)
         counts[status] += 1
-        counts[why] = counts.get(why, 0) + 1
+        if why:
+            counts[why] += 1
         runs += used
     out = {k: 100 * counts[k] / trials for k in ("fail", "inconclusive", "pass", "unconfirmed", "never")}
     return {**out, "runs": runs / trials}

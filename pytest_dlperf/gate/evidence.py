@@ -41,7 +41,7 @@ from typing import Any
 
 from ..protocol import ValueEnum
 from .figures import HOST_PROBES, RunFigure
-from .stats import excess_variance
+from .stats import excess_variance, squares
 
 #: Two-sided confidence of the interval; each decision is a one-sided test at (1 - CONFIDENCE) / 2 = 1%.
 CONFIDENCE = 0.98
@@ -93,6 +93,10 @@ class Drift:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Drift:
         return cls(data["tau"], data.get("dof"), data.get("source", "prior"))
+
+    def widened(self, variance: float) -> Drift:
+        """This drift with ``variance`` more in ``tau^2`` (a stretch of the host, :func:`.stats.excess_variance`)."""
+        return dataclasses.replace(self, tau=math.sqrt(self.tau ** 2 + variance)) if variance > 0 else self
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,14 +152,10 @@ def pooled_sigma(logs: Sequence[float], baseline_logs: Sequence[float], toleranc
     """(sigma, dof): the spreads of the session's, ``more`` sessions' (:mod:`.nights`) and the baseline's runs pooled
     by their dof, with the prior (:func:`prior_sigma` x ``prior_scale``: sqrt(2) for a ratio of two runs) where the
     baseline kept fewer than :data:`MEASURED_SPREAD_RUNS` runs; never below :data:`FLOOR_CV`."""
-    squares, dof = 0.0, 0.0
+    total, dof = squares((logs, *more, baseline_logs))
     if len(baseline_logs) < MEASURED_SPREAD_RUNS:
-        squares, dof = PRIOR_DOF * (prior_scale * prior_sigma(tolerance)) ** 2, float(PRIOR_DOF)
-    for sample in (logs, *more, baseline_logs):
-        if len(sample) >= 2:
-            squares += (len(sample) - 1) * statistics.variance(sample)
-            dof += len(sample) - 1
-    return max(math.log1p(FLOOR_CV), math.sqrt(squares / dof)), dof
+        total, dof = total + PRIOR_DOF * (prior_scale * prior_sigma(tolerance)) ** 2, dof + PRIOR_DOF
+    return max(math.log1p(FLOOR_CV), math.sqrt(total / dof)), float(dof)
 
 
 def standard_error(sigma: float, dof: float, runs: int, baseline_runs: int, drift: Drift | None,
@@ -187,8 +187,8 @@ def estimate(values: Sequence[float], tolerance: float, baseline: float | None =
     base_logs = [math.log(v) for v in baseline_runs if v > 0] if baseline is not None else []
     sigma, dof = pooled_sigma(logs, base_logs, tolerance)
     drift = None if baseline is None else drift
-    if drift is not None and offsets >= 2 and (stretch := excess_variance(base_logs, [logs])):
-        drift = dataclasses.replace(drift, tau=math.sqrt(drift.tau ** 2 + stretch / offsets))
+    if drift is not None and offsets >= 2:  # its stretch counts once among the offsets
+        drift = drift.widened(excess_variance(base_logs, [logs]) / offsets)
     center = statistics.fmean(logs)
     se, dof = standard_error(sigma, dof, len(logs), len(base_logs), drift, offsets)
     half = t_quantile(0.5 + confidence / 2, dof) * se

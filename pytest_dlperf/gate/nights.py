@@ -104,9 +104,7 @@ def estimate(nights: Sequence[Sequence[float]], baseline: float, baseline_runs: 
     k = len(groups)
     runs = k * k / sum(1 / len(g) for g in groups)  # the one sample size whose 1/n is the nights' sum(1/n_i) / k^2
     drift = prior(tolerance) if drift is None else drift
-    stretch = excess_variance(base_logs, groups)  # each night in a stretch of its own (.evidence.estimate)
-    if stretch:
-        drift = dataclasses.replace(drift, tau=math.sqrt(drift.tau ** 2 + stretch / (1 + k)))
+    drift = drift.widened(excess_variance(base_logs, groups) / (1 + k))  # x (1/k + 1) below: a stretch a night, / k
     se, dof = ev.standard_error(sigma, dof, runs, len(base_logs), drift, 1 / k + 1)
     center = statistics.fmean(statistics.fmean(g) for g in groups)
     half = ev.t_quantile(0.5 + ev.CONFIDENCE / 2, dof) * se

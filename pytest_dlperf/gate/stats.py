@@ -42,11 +42,17 @@ def summarize(values: Sequence[float]) -> Summary:
 EXCESS_ALPHA = 0.05
 
 
+def squares(samples: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The squared deviations of ``samples``, each about its own mean, summed, and their degrees of freedom (a sample
+    of fewer than two values adds nothing)."""
+    kept = [s for s in samples if len(s) >= 2]
+    return sum((len(s) - 1) * statistics.variance(s) for s in kept), sum(len(s) - 1 for s in kept)
+
+
 def within(samples: Sequence[Sequence[float]]) -> tuple[float, int]:
     """The variance of ``samples`` pooled, each about its own mean, and its degrees of freedom (0, 0 with none)."""
-    kept = [s for s in samples if len(s) >= 2]
-    dof = sum(len(s) - 1 for s in kept)
-    return (sum((len(s) - 1) * statistics.variance(s) for s in kept) / dof if dof else 0.0), dof
+    total, dof = squares(samples)
+    return (total / dof if dof else 0.0), dof
 
 
 def excess_variance(wide: Sequence[float], narrow: Sequence[Sequence[float]], alpha: float = EXCESS_ALPHA) -> float:
