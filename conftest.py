@@ -5,7 +5,7 @@ The fixtures and shared helpers live in ``tests/fixtures.py`` (``dlperf``, ``mak
 server in ``tests/postgres.py``; a headless Chromium in ``tests/browser.py``.
 
 torch, torchvision and matplotlib are imported where tests run, before the first of them
-(``tests/fixtures.py``, ``pytest_sessionstart``), not here: xdist's controller runs no test and
+(``tests/fixtures.py``, ``pytest_runtest_setup``), not here: xdist's controller runs no test and
 would spend seconds importing them before it starts its workers.
 """
 

@@ -139,17 +139,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: (-FILE_SECONDS.get(item.path.name, 0), order[id(item)]))
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Where this process runs tests (not xdist's controller): torch and matplotlib imported now, and everything
-    imported so far left out of the garbage collector's full passes (``gc.freeze``).
+_preloaded = False
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the first test this process runs, before its fixtures: torch and matplotlib imported, and everything
+    imported so far left out of the garbage collector's full passes (``gc.freeze``).  Not for a test its marks
+    skip (the skipping plugin's hook, ``tryfirst``, skips it first): a session whose tests all skip (tests/gpu
+    without CUDA, as the GPU check's dry run runs it) imports none of it, 3.5 s of CPU on the 2-core VM.
 
     Each in-process inner session ends with pytest's own ``gc.collect()`` (twice), and long test files
     trigger full collections of their own: with torch, torchvision and ``torch._dynamo`` in the heap each
     took about 0.25 s on the 2-core VM, about half a second per inner session; frozen, a millisecond.
     What the tests make later is collected as ever.
     """
-    if getattr(session.config.option, "numprocesses", None) and not hasattr(session.config, "workerinput"):
+    global _preloaded
+    if _preloaded:
         return
+    _preloaded = True
+    session = item.session
     import gc
 
     # pytester's in-process runs remove the modules an inner session imported, and torch's C extension cannot be
