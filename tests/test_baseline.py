@@ -211,6 +211,21 @@ def test_a_case_too_noisy_for_its_tolerance_is_said_with_what_would_decide_it():
     assert f"10 runs decide a tolerance of {round(100 * found.decidable)}%" in found.line()
     assert document["cases"][0]["notes"].startswith("its runs varied 31.6% (CV) when measured: ")
     assert tolerance.summary_line(2, noisy, 0.05).startswith("1 of 2 saved case(s) varied too much for the 5% asked")
+    # Every such line names pairs; where the controller's own probe read the host between the runs, how far the host
+    # itself moved (the saved entry's host_runs), and what that does to unchanged code.
+    assert found.host_cv is None and "the host itself" not in found.line()
+    assert found.line().endswith(f"ask for --dlperf-tolerance {found.decidable:g}, or gate with pairs (--dlperf-against)")
+    hosts = [30.0, 18.0, 24.0, 27.0, 21.0]
+    record = evidence_record(100.0, 140.0, 60.0, 120.0, 80.0)
+    for run, reading in zip(record["evidence"]["runs"], hosts):
+        run["host"] = reading
+    again = []
+    document = baseline.from_measurements([record], {}, tolerance=0.05, noisy_cases=again, max_runs=10)
+    assert document["cases"][0]["host_runs"] == hosts
+    assert again[0].host_cv == pytest.approx(statistics.stdev(hosts) / statistics.fmean(hosts))
+    assert (f"so expect inconclusive verdicts; the host itself moved {100 * again[0].host_cv:.1f}% (CV, read between "
+            f"runs by a probe of its own): in minutes when it runs slow, unchanged code can fail; 10 runs decide") \
+        in again[0].line()
 
 
 def test_runs_measured_on_a_busy_machine_are_not_the_cases_runs():

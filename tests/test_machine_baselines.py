@@ -306,8 +306,8 @@ def test_saving_says_which_cases_are_too_noisy_for_their_tolerance(dlperf, monke
     result.stdout.fnmatch_lines([
         "dlperf: --dlperf-save-baseline: tiny-fp32-bs32-gpu1: its 3 runs varied *% (CV): too noisy for 5% here: no "
         "number of runs would pass an unchanged case (--dlperf-max-runs 10), so expect inconclusive verdicts; 10 runs "
-        "decide a tolerance of *%: save it on a quieter machine, with more runs (--dlperf-runs), or ask for "
-        "--dlperf-tolerance *",
+        "decide a tolerance of *%: save it on a quieter machine, with more runs (--dlperf-runs), ask for "
+        "--dlperf-tolerance *, or gate with pairs (--dlperf-against)",  # no host probe with the busy rule off (FAST)
         "dlperf: saved 1 case(s) as a baseline to saved.json",
         "dlperf: 1 of 1 saved case(s) varied too much for the 5% asked for to be decided within the run budget: the "
         "tolerance stays as asked; *",

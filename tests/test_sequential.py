@@ -459,7 +459,7 @@ def test_a_save_keeps_the_tolerance_asked_for_and_says_where_it_is_too_fine():
     assert found is not None and found.runs == 10 and found.decidable > 0.05
     assert found.line().startswith("c: its 10 runs varied ")
     assert "% (CV): too noisy for 5% here: " in found.line()
-    assert found.line().endswith(f"ask for --dlperf-tolerance {found.decidable:g}")
+    assert f"ask for --dlperf-tolerance {found.decidable:g}, or gate with pairs (--dlperf-against)" in found.line()
     assert tol_mod.noisy("c", loud[:2], 0.05, 10) is None  # two runs tell no spread
 
 

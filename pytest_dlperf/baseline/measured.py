@@ -204,7 +204,8 @@ def _entry(rec: Mapping[str, Any], source: str, tolerance: float, steps: Mapping
         entry["tolerance"] = requested
     entry.update(kept_runs(rec))
     case_id = rec.get("id") or Case.from_dict(rec["case"]).id
-    found = noisy(case_id, entry.get("runs") or [], requested, max_runs or 8) if max_runs != 0 else None
+    found = noisy(case_id, entry.get("runs") or [], requested, max_runs or 8,
+                  entry.get("host_runs") or ()) if max_runs != 0 else None
     if found is not None:
         notes.append(f"its runs varied {100 * found.cv:.1f}% (CV) when measured: "
                      + ("about {} runs".format(found.needed) if found.needed else "more runs than a session has")

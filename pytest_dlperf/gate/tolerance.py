@@ -67,20 +67,28 @@ class Noisy:
     needed: int | None  # runs a session needs to pass an unchanged case; None: no number would
     max_runs: int
     decidable: float  # the least tolerance max_runs can decide
+    #: The spread (CV) of the host's own speed between the runs, as the controller's probe read it (None: fewer than
+    #: 3 readings).  On the Xeon VM whose save read 17%, 2 of 40 unchanged sessions against it failed, in minutes
+    #: when the whole host ran slow (benchmarks/results/2026-11-30-issue-53-stretch.md).
+    host_cv: float | None = None
 
     def line(self) -> str:
         would = (f"an unchanged case needs about {self.needed} runs to pass" if self.needed is not None else
                  "no number of runs would pass an unchanged case")
+        host = (f"; the host itself moved {100 * self.host_cv:.1f}% (CV, read between runs by a probe of its own): "
+                f"in minutes when it runs slow, unchanged code can fail" if self.host_cv is not None else "")
         return (f"{self.case_id}: its {self.runs} runs varied {100 * self.cv:.1f}% (CV): too noisy for "
                 f"{round(100 * self.tolerance)}% here: {would} (--dlperf-max-runs {self.max_runs}), so expect "
-                f"inconclusive verdicts; {self.max_runs} runs decide a tolerance of {round(100 * self.decidable)}%: "
-                f"save it on a quieter machine, with more runs (--dlperf-runs), or ask for --dlperf-tolerance "
-                f"{self.decidable:g}")
+                f"inconclusive verdicts{host}; {self.max_runs} runs decide a tolerance of "
+                f"{round(100 * self.decidable)}%: save it on a quieter machine, with more runs (--dlperf-runs), ask "
+                f"for --dlperf-tolerance {self.decidable:g}, or gate with pairs (--dlperf-against)")
 
 
-def noisy(case_id: str, runs: Sequence[float], tolerance: float, max_runs: int) -> Noisy | None:
+def noisy(case_id: str, runs: Sequence[float], tolerance: float, max_runs: int,
+          host_runs: Sequence[float] = ()) -> Noisy | None:
     """A :class:`Noisy` for a case saved from ``runs`` (its counted runs' figures) at ``tolerance``, or None where
-    a session decides an unchanged case within ``max_runs`` (or there are fewer than 3 runs to tell)."""
+    a session decides an unchanged case within ``max_runs`` (or there are fewer than 3 runs to tell).
+    ``host_runs``: the controller's probe readings after those runs (:mod:`.host`), for their spread."""
     values = [v for v in runs if v > 0]
     if len(values) < 3:
         return None
@@ -89,8 +97,10 @@ def noisy(case_id: str, runs: Sequence[float], tolerance: float, max_runs: int) 
     if needed is not None and needed <= max_runs:
         return None
     cv = statistics.stdev(values) / statistics.fmean(values)
+    hosts = [v for v in host_runs if v > 0]
+    host_cv = statistics.stdev(hosts) / statistics.fmean(hosts) if len(hosts) >= 3 else None
     return Noisy(case_id, cv, len(values), tolerance, needed, max_runs,
-                 decidable_tolerance(sigma, len(values), max_runs))
+                 decidable_tolerance(sigma, len(values), max_runs), host_cv)
 
 
 def summary_line(count: int, noisy_cases: list[Noisy], tolerance: float) -> str:
