@@ -226,6 +226,11 @@ def test_a_case_too_noisy_for_its_tolerance_is_said_with_what_would_decide_it():
     assert (f"so expect inconclusive verdicts; the host itself moved {100 * again[0].host_cv:.1f}% (CV, read between "
             f"runs by a probe of its own): in minutes when it runs slow, unchanged code can fail; 10 runs decide") \
         in again[0].line()
+    # A host that read steadier than the tolerance: the spread is more likely the case's own.
+    steady = tolerance.noisy("c", [100.0, 140.0, 60.0, 120.0, 80.0], 0.05, 10, [20.0, 20.4, 19.8, 20.1])
+    assert steady.host_cv < 0.05
+    assert (f"so expect inconclusive verdicts; the host itself read steadier ({100 * steady.host_cv:.1f}% CV, read "
+            f"between runs by a probe of its own): look at the case's own noise first; 10 runs") in steady.line()
 
 
 def test_runs_measured_on_a_busy_machine_are_not_the_cases_runs():

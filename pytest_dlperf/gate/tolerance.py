@@ -69,14 +69,20 @@ class Noisy:
     decidable: float  # the least tolerance max_runs can decide
     #: The spread (CV) of the host's own speed between the runs, as the controller's probe read it (None: fewer than
     #: 3 readings).  On the Xeon VM whose save read 17%, 2 of 40 unchanged sessions against it failed, in minutes
-    #: when the whole host ran slow (benchmarks/results/2026-11-30-issue-53-stretch.md).
+    #: when the whole host ran slow (benchmarks/results/2026-11-30-issue-53-stretch.md).  Named as the host's move
+    #: from the tolerance up; under it, the runs' spread is more likely the case's own.
     host_cv: float | None = None
 
     def line(self) -> str:
         would = (f"an unchanged case needs about {self.needed} runs to pass" if self.needed is not None else
                  "no number of runs would pass an unchanged case")
-        host = (f"; the host itself moved {100 * self.host_cv:.1f}% (CV, read between runs by a probe of its own): "
-                f"in minutes when it runs slow, unchanged code can fail" if self.host_cv is not None else "")
+        host = ""
+        if self.host_cv is not None and self.host_cv >= self.tolerance:
+            host = (f"; the host itself moved {100 * self.host_cv:.1f}% (CV, read between runs by a probe of its own): "
+                    f"in minutes when it runs slow, unchanged code can fail")
+        elif self.host_cv is not None:
+            host = (f"; the host itself read steadier ({100 * self.host_cv:.1f}% CV, read between runs by a probe of its "
+                    f"own): look at the case's own noise first")
         return (f"{self.case_id}: its {self.runs} runs varied {100 * self.cv:.1f}% (CV): too noisy for "
                 f"{round(100 * self.tolerance)}% here: {would} (--dlperf-max-runs {self.max_runs}), so expect "
                 f"inconclusive verdicts{host}; {self.max_runs} runs decide a tolerance of "
