@@ -214,7 +214,8 @@ def test_a_case_too_noisy_for_its_tolerance_is_said_with_what_would_decide_it():
     # Every such line names pairs; where the controller's own probe read the host between the runs, how far the host
     # itself moved (the saved entry's host_runs), and what that does to unchanged code.
     assert found.host_cv is None and "the host itself" not in found.line()
-    assert found.line().endswith(f"ask for --dlperf-tolerance {found.decidable:g}, or gate with pairs (--dlperf-against)")
+    assert found.line().endswith(f"ask for --dlperf-tolerance {found.decidable:g}, or gate with pairs "
+                                 f"(--dlperf-against)")
     hosts = [30.0, 18.0, 24.0, 27.0, 21.0]
     record = evidence_record(100.0, 140.0, 60.0, 120.0, 80.0)
     for run, reading in zip(record["evidence"]["runs"], hosts):

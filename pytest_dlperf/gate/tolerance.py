@@ -81,8 +81,8 @@ class Noisy:
             host = (f"; the host itself moved {100 * self.host_cv:.1f}% (CV, read between runs by a probe of its own): "
                     f"in minutes when it runs slow, unchanged code can fail")
         elif self.host_cv is not None:
-            host = (f"; the host itself read steadier ({100 * self.host_cv:.1f}% CV, read between runs by a probe of its "
-                    f"own): look at the case's own noise first")
+            host = (f"; the host itself read steadier ({100 * self.host_cv:.1f}% CV, read between runs by a probe of "
+                    f"its own): look at the case's own noise first")
         return (f"{self.case_id}: its {self.runs} runs varied {100 * self.cv:.1f}% (CV): too noisy for "
                 f"{round(100 * self.tolerance)}% here: {would} (--dlperf-max-runs {self.max_runs}), so expect "
                 f"inconclusive verdicts{host}; {self.max_runs} runs decide a tolerance of "
