@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Sequence
 
 from .evidence import CONFIDENCE, Drift, ruled_out, standard_error, t_quantile
+from .stats import summarize
 
 #: The widest tolerance a baseline takes (the schema takes less than 1).
 MAX_SAVED_TOLERANCE = 0.9
@@ -102,10 +103,9 @@ def noisy(case_id: str, runs: Sequence[float], tolerance: float, max_runs: int,
     needed = runs_to_pass(sigma, len(values), tolerance)
     if needed is not None and needed <= max_runs:
         return None
-    cv = statistics.stdev(values) / statistics.fmean(values)
     hosts = [v for v in host_runs if v > 0]
-    host_cv = statistics.stdev(hosts) / statistics.fmean(hosts) if len(hosts) >= 3 else None
-    return Noisy(case_id, cv, len(values), tolerance, needed, max_runs,
+    host_cv = summarize(hosts).cv if len(hosts) >= 3 else None
+    return Noisy(case_id, summarize(values).cv, len(values), tolerance, needed, max_runs,
                  decidable_tolerance(sigma, len(values), max_runs), host_cv)
 
 
